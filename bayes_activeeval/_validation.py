@@ -1,0 +1,97 @@
+"""Input checks shared by the package: each error names the argument and the offending value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def as_1d(value: Any, name: str, *, n: int | None = None, dtype: Any = None) -> np.ndarray:
+    """Return ``value`` as a 1-D array, checking its length against ``n``."""
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{name} must be array-like{' of numbers' if dtype else ''}: {exc}"
+        ) from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries but the pool has {n} items")
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """Raise if ``arr`` has NaN or infinite entries, naming the first one."""
+    if arr.dtype.kind in "fc":
+        bad = np.flatnonzero(~np.isfinite(arr.ravel()))
+        if bad.size:
+            i = np.unravel_index(bad[0], arr.shape)
+            where = i[0] if len(i) == 1 else tuple(int(k) for k in i)
+            raise ValueError(f"{name}[{where}] = {arr.ravel()[bad[0]]!r}; values must be finite")
+    return arr
+
+
+def check_probabilities(arr: np.ndarray, name: str, *, n: int | None = None) -> np.ndarray:
+    """Raise unless every entry is a probability in ``[0, 1]`` (NaN included in the check)."""
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} rows but the pool has {n} items")
+    flat = arr.ravel()
+    bad = np.flatnonzero(~((flat >= 0.0) & (flat <= 1.0)))
+    if bad.size:
+        i = np.unravel_index(bad[0], arr.shape)
+        where = int(i[0]) if len(i) == 1 else tuple(int(k) for k in i)
+        raise ValueError(f"{name}[{where}] = {flat[bad[0]]!r} is not a probability in [0, 1]")
+    return arr
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """SPEC 7: accept None, a seed, a SeedSequence or a Generator."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, np.random.RandomState):
+        raise TypeError(
+            "rng must be a numpy Generator or a seed; legacy RandomState is not accepted"
+        )
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {rng!r}") from exc
+
+
+def check_level(level: Any, name: str = "level") -> float:
+    """A confidence level strictly between 0 and 1."""
+    try:
+        lv = float(level)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number in (0, 1), got {level!r}") from exc
+    if not 0.0 < lv < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {level!r}")
+    return lv
+
+
+def check_fraction(
+    value: Any, name: str, *, allow_zero: bool = True, allow_one: bool = False
+) -> float:
+    """A number in [0, 1) (or the bounds the caller allows)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number, got {value!r}") from exc
+    lo_ok = v >= 0 if allow_zero else v > 0
+    hi_ok = v <= 1 if allow_one else v < 1
+    if not (np.isfinite(v) and lo_ok and hi_ok):
+        lo = "[0" if allow_zero else "(0"
+        hi = "1]" if allow_one else "1)"
+        raise ValueError(f"{name} must be in {lo}, {hi}, got {value!r}")
+    return v
+
+
+def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
+    """A whole number >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)

@@ -1,0 +1,751 @@
+"""Generalized performance measures ``G = g(R)``, ``R = E_p[ℓ(x, y)]``.
+
+Every target the package estimates is a *generalized measure* (Marchant & Rubinstein (2021),
+Def. 1): a vector loss ``ℓ(x, y) ∈ R^d`` averaged over the test distribution and mapped through a
+smooth ``g: R^d → R^m`` with Jacobian ``Dg``.  Sawade's generalized risk (Sawade (2012), Eq. 3.27),
+a weighted loss ``E[w·loss]/E[w]``, is the special case ``ℓ = (w·loss, w)``, ``g = R1/R2``.
+
+The built-in measures give ``ℓ``, ``g`` and ``Dg`` in closed form (Marchant & Rubinstein (2021),
+Tables 1-2); a custom measure needs only ``ℓ`` and ``g`` (the Jacobian then comes from central
+finite differences).
+
+A loss is called as ``loss(y, view)``: ``y`` holds candidate labels as the pool encodes them
+(class indices ``0..C-1`` for classification, floats for regression) and ``view`` is a
+:class:`ModelView` of the evaluated model on the same items.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FBeta",
+    "Measure",
+    "ModelView",
+    "available",
+    "difference",
+    "get",
+    "stack",
+]
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """What a loss function may read about one model on a set of items.
+
+    Attributes
+    ----------
+    pred : ndarray, shape (n,)
+        Predictions: class indices ``0..C-1`` (classification) or real values (regression).
+    prob : ndarray, shape (n, C) or None
+        The model's class probabilities, columns ordered as ``pool.classes``.
+    std : ndarray, shape (n,) or None
+        The model's predictive standard deviation (regression).
+    score : ndarray, shape (n,) or None
+        Raw scores, if the pool has them.
+    pos : int or None
+        Index of the positive class (binary measures).
+    n_classes : int
+        Number of classes (0 for regression).
+    """
+
+    pred: np.ndarray
+    prob: np.ndarray | None = None
+    std: np.ndarray | None = None
+    score: np.ndarray | None = None
+    pos: int | None = None
+    n_classes: int = 0
+
+    def positive_prob(self) -> np.ndarray:
+        """``P(y = pos | x)`` according to the model (binary measures such as Brier)."""
+        if self.prob is None:
+            raise ValueError("this measure needs the model's probabilities: give the pool probs=")
+        return self.prob[:, self._pos()]
+
+    def _pos(self) -> int:
+        if self.pos is None:
+            raise ValueError(
+                "this measure needs a positive class: give the pool pos_label= "
+                "(binary classes other than {0, 1} have no default)"
+            )
+        return self.pos
+
+
+LossFn = Callable[[np.ndarray, Any], np.ndarray]
+GFn = Callable[[np.ndarray], np.ndarray]
+
+
+class Measure:
+    """A generalized measure ``G = g(R)``, ``R = E_p[ℓ]`` (Marchant & Rubinstein (2021), Def. 1).
+
+    Parameters
+    ----------
+    name : str
+        Short name (``"f1"``).
+    loss : callable
+        ``loss(y, view) -> ndarray (n, d)``: the vector loss of every item for the candidate labels
+        ``y`` (shape ``(n,)``). ``view`` is a :class:`ModelView` (or, for a measure bound to several
+        models, a dict of them keyed by model name).
+    g : callable, optional
+        ``g(R) -> ndarray (m,)`` for ``R`` of shape ``(d,)``. Default: identity.
+    jacobian : callable, optional
+        ``jacobian(R) -> ndarray (m, d)``. Default: central finite differences of ``g``.
+    components : sequence of str or callable
+        Names of the ``d`` loss components, or ``components(n_classes) -> sequence`` for measures
+        whose ``d`` depends on the number of classes (resolved by :meth:`resolve`).
+    outputs : sequence of str, optional
+        Names of the ``m`` outputs of ``g``. Default: ``[name]``.
+    task : {"binary", "classification", "regression", "any"}
+        Which pools the measure applies to ("classification" covers binary and multiclass).
+    greater_is_better : bool
+        ``True`` for scores (accuracy, F1), ``False`` for errors and losses.
+    scale_invariant : bool
+        ``True`` when ``g(cR) = g(R)`` for ``c > 0`` (ratios such as precision). For such measures
+        items whose loss is zero for every label carry no information, and a proposal may give
+        them zero mass.
+    models : tuple of str, optional
+        Set by :func:`difference` and :func:`stack`: the models this measure is bound to.
+
+    Notes
+    -----
+    The optimal proposal and the delta-method variance only ever use ``ℓ``, ``g`` and ``Dg``;
+    see :func:`bayes_activeeval.optimal_proposal` and :func:`bayes_activeeval.estimate`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        loss: LossFn,
+        g: GFn | None = None,
+        jacobian: Callable[[np.ndarray], np.ndarray] | None = None,
+        *,
+        components: Sequence[str] | Callable[[int], Sequence[str]] = ("loss",),
+        outputs: Sequence[str] | None = None,
+        task: str = "any",
+        greater_is_better: bool = False,
+        scale_invariant: bool = False,
+        models: tuple[str, ...] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string, got {name!r}")
+        if not callable(loss):
+            raise TypeError(f"loss must be callable, got {loss!r}")
+        if g is not None and not callable(g):
+            raise TypeError(f"g must be callable or None, got {g!r}")
+        if jacobian is not None and not callable(jacobian):
+            raise TypeError(f"jacobian must be callable or None, got {jacobian!r}")
+        if task not in ("binary", "classification", "regression", "any"):
+            raise ValueError(
+                f"task must be 'binary', 'classification', 'regression' or 'any', got {task!r}"
+            )
+        self.name = name
+        self._loss = loss
+        self._g = g
+        self._jacobian = jacobian
+        self._components = components
+        self.components = None if callable(components) else tuple(components)
+        self.outputs = tuple(outputs) if outputs is not None else (name,)
+        self.task = task
+        self.greater_is_better = bool(greater_is_better)
+        self.scale_invariant = bool(scale_invariant)
+        self.models = models
+
+    # -- the three maps ---------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        """``d``, the number of loss components."""
+        if self.components is None:
+            raise ValueError(
+                f"measure {self.name!r} must be resolved for a number of classes first"
+            )
+        return len(self.components)
+
+    def resolve(self, n_classes: int) -> Measure:
+        """This measure with its components sized for ``n_classes`` (a copy if they were lazy)."""
+        if self.components is not None:
+            return self
+        out = copy.copy(self)
+        out.components = tuple(self._components(n_classes))
+        return out
+
+    @property
+    def n_outputs(self) -> int:
+        """``m``, the number of outputs of ``g``."""
+        return len(self.outputs)
+
+    def loss(self, y: np.ndarray, view: Any) -> np.ndarray:
+        """Vector loss ``ℓ(x, y)``, shape ``(n, d)``."""
+        out = np.asarray(self._loss(y, view), dtype=float)
+        if out.ndim == 1:
+            out = out[:, None]
+        if out.ndim != 2 or out.shape[1] != self.dim:
+            raise ValueError(
+                f"loss of measure {self.name!r} returned shape {out.shape}; "
+                f"expected (n, {self.dim}) for components {self.components}"
+            )
+        return out
+
+    def g(self, R: np.ndarray) -> np.ndarray:
+        """The map ``g(R)``, shape ``(m,)``."""
+        R = np.asarray(R, dtype=float)
+        if self._g is None:
+            return R.copy()
+        return np.atleast_1d(np.asarray(self._g(R), dtype=float))
+
+    def jacobian(self, R: np.ndarray) -> np.ndarray:
+        """``Dg(R)``, shape ``(m, d)``; finite differences if none was given."""
+        R = np.asarray(R, dtype=float)
+        if self._g is None:
+            return np.eye(self.dim)
+        if self._jacobian is not None:
+            return np.atleast_2d(np.asarray(self._jacobian(R), dtype=float))
+        return _numeric_jacobian(self.g, R, self.n_outputs)
+
+    def __repr__(self) -> str:
+        bound = f", models={self.models}" if self.models else ""
+        return f"Measure({self.name!r}, components={self.components}{bound})"
+
+
+def _numeric_jacobian(g: GFn, R: np.ndarray, m: int) -> np.ndarray:
+    """Central differences with a step scaled to each coordinate."""
+    J = np.empty((m, R.size))
+    for j in range(R.size):
+        h = 1e-6 * max(1.0, abs(R[j]))
+        e = np.zeros_like(R)
+        e[j] = h
+        J[:, j] = (g(R + e) - g(R - e)) / (2 * h)
+    return J
+
+
+# --------------------------------------------------------------------------------------------
+# helpers for ratio measures
+# --------------------------------------------------------------------------------------------
+def _ratio(R: np.ndarray) -> np.ndarray:
+    return np.array([R[0] / R[1]]) if R[1] != 0 else np.array([np.nan])
+
+
+def _ratio_jac(R: np.ndarray) -> np.ndarray:
+    if R[1] == 0:
+        return np.full((1, 2), np.nan)
+    return np.array([[1.0 / R[1], -R[0] / R[1] ** 2]])
+
+
+def _binary(y: np.ndarray, view: ModelView) -> tuple[np.ndarray, np.ndarray]:
+    pos = view._pos()
+    return (y == pos).astype(float), (view.pred == pos).astype(float)
+
+
+def _loss_zero_one(y, view):
+    return (y != view.pred).astype(float)
+
+
+def _loss_correct(y, view):
+    return (y == view.pred).astype(float)
+
+
+def _loss_precision(y, view):
+    yy, ff = _binary(y, view)
+    return np.stack([yy * ff, ff], axis=1)
+
+
+def _loss_recall(y, view):
+    yy, ff = _binary(y, view)
+    return np.stack([yy * ff, yy], axis=1)
+
+
+def _loss_tp_y_f(y, view):
+    yy, ff = _binary(y, view)
+    return np.stack([yy * ff, yy, ff], axis=1)
+
+
+class FBeta(Measure):
+    """F_β score, ``ℓ = [y f, (β² y + f)/(1 + β²)]``, ``g = R1/R2``.
+
+    Marchant & Rubinstein (2021), Table 1; equals Sawade's ``F_η`` (Sawade (2012), Eq. 3.26) with
+    ``η = 1/(1 + β²)``.  ``FBeta(1)`` is F1; ``β → 0`` is precision and ``β → ∞`` recall.
+
+    Parameters
+    ----------
+    beta : float
+        Weight of recall relative to precision, ``β > 0``.
+    """
+
+    def __init__(self, beta: float = 1.0) -> None:
+        beta = float(beta)
+        if not np.isfinite(beta) or beta <= 0:
+            raise ValueError(f"beta must be a positive finite number, got {beta!r}")
+        self.beta = beta
+        b2 = beta * beta
+
+        def loss(y, view):
+            yy, ff = _binary(y, view)
+            return np.stack([yy * ff, (b2 * yy + ff) / (1.0 + b2)], axis=1)
+
+        name = "f1" if beta == 1.0 else f"f{beta:g}"
+        super().__init__(
+            name,
+            loss,
+            _ratio,
+            _ratio_jac,
+            components=("tp", "weight"),
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+        )
+
+    @property
+    def eta(self) -> float:
+        """Sawade's harmonic weight ``η = 1/(1+β²)`` (Sawade (2012), Eq. 3.26)."""
+        return 1.0 / (1.0 + self.beta**2)
+
+
+def _g_balanced(R):
+    # R = [tp, y, f] (binary) — (TPR + TNR) / 2
+    tp, yy, ff = R
+    den = 2 * yy * (1 - yy)
+    return np.array([(tp + yy * (1 - yy - ff)) / den]) if den != 0 else np.array([np.nan])
+
+
+def _jac_balanced(R):
+    tp, yy, ff = R
+    den = 2 * yy * (1 - yy)
+    if den == 0:
+        return np.full((1, 3), np.nan)
+    num = tp + yy * (1 - yy - ff)
+    d_tp = 1 / den
+    d_y = ((1 - 2 * yy - ff) * den - num * 2 * (1 - 2 * yy)) / den**2
+    d_f = -yy / den
+    return np.array([[d_tp, d_y, d_f]])
+
+
+def _g_mcc(R):
+    tp, yy, ff = R
+    den2 = yy * ff * (1 - yy) * (1 - ff)
+    if den2 <= 0:
+        return np.array([np.nan])
+    return np.array([(tp - yy * ff) / np.sqrt(den2)])
+
+
+def _jac_mcc(R):
+    tp, yy, ff = R
+    den2 = yy * ff * (1 - yy) * (1 - ff)
+    if den2 <= 0:
+        return np.full((1, 3), np.nan)
+    s = np.sqrt(den2)
+    num = tp - yy * ff
+    d_den2_y = ff * (1 - ff) * (1 - 2 * yy)
+    d_den2_f = yy * (1 - yy) * (1 - 2 * ff)
+    d_y = -ff / s - num * d_den2_y / (2 * s**3)
+    d_f = -yy / s - num * d_den2_f / (2 * s**3)
+    return np.array([[1 / s, d_y, d_f]])
+
+
+def _g_fm(R):
+    tp, yy, ff = R
+    return np.array([tp / np.sqrt(yy * ff)]) if yy * ff > 0 else np.array([np.nan])
+
+
+def _jac_fm(R):
+    tp, yy, ff = R
+    if yy * ff <= 0:
+        return np.full((1, 3), np.nan)
+    s = np.sqrt(yy * ff)
+    return np.array([[1 / s, -tp / (2 * yy * s), -tp / (2 * ff * s)]])
+
+
+def _loss_brier(y, view):
+    if view.prob is None:
+        raise ValueError("brier needs the model's probabilities: give the pool probs=")
+    if view.n_classes == 2:
+        p1 = view.positive_prob()
+        return (p1 - (y == view._pos())) ** 2
+    onehot = y[:, None] == np.arange(view.n_classes)[None, :]
+    return ((view.prob - onehot) ** 2).sum(axis=1)
+
+
+def _loss_mse(y, view):
+    return (y - view.pred) ** 2
+
+
+def _loss_mae(y, view):
+    return np.abs(y - view.pred)
+
+
+def _loss_r2(y, view):
+    f = view.pred
+    return np.stack([y, y * y, y * f, f * f], axis=1)
+
+
+def _g_r2(R):
+    r1, r2, r3, r4 = R
+    var = r2 - r1 * r1
+    return np.array([1 - (r2 - 2 * r3 + r4) / var]) if var > 0 else np.array([np.nan])
+
+
+def _jac_r2(R):
+    r1, r2, r3, r4 = R
+    var = r2 - r1 * r1
+    if var <= 0:
+        return np.full((1, 4), np.nan)
+    sse = r2 - 2 * r3 + r4
+    return np.array([[-sse * 2 * r1 / var**2, -1 / var + sse / var**2, 2 / var, -1 / var]])
+
+
+# --------------------------------------------------------------------------------------------
+# multiclass averages: ℓ = [1(y=c, f=c)]_c ++ [1(f=c)]_c ++ [1(y=c)]_c   (d = 3C)
+# --------------------------------------------------------------------------------------------
+def _per_class_counts(y, view):
+    C = view.n_classes
+    cls = np.arange(C)[None, :]
+    yc = (y[:, None] == cls).astype(float)
+    fc = (view.pred[:, None] == cls).astype(float)
+    return np.concatenate([yc * fc, fc, yc], axis=1)
+
+
+def _split3(R):
+    C = R.size // 3
+    return R[:C], R[C : 2 * C], R[2 * C :]
+
+
+def _safe_div(a, b):
+    out = np.zeros_like(a, dtype=float)
+    np.divide(a, b, out=out, where=b != 0)
+    return out
+
+
+def _make_averaged(kind: str, average: str):
+    """Build g and Dg for macro/micro precision, recall, F1 (scikit-learn's ``average=``).
+
+    Classes with a zero denominator contribute 0 (scikit-learn's ``zero_division=0``).
+    """
+
+    def parts(R):
+        tp, f, y = _split3(R)
+        if kind == "precision":
+            den, dden = f, ("f",)
+        elif kind == "recall":
+            den, dden = y, ("y",)
+        else:  # f1: 2 tp / (f + y)
+            den, dden = (f + y) / 2, ("f", "y")
+        return tp, f, y, den, dden
+
+    def g(R):
+        tp, _, _, den, _ = parts(R)
+        if average == "macro":
+            return np.array([_safe_div(tp, den).mean()])
+        tot = den.sum()
+        return np.array([tp.sum() / tot if tot != 0 else 0.0])
+
+    def jac(R):
+        tp, _, _, den, dden = parts(R)
+        C = tp.size
+        J = np.zeros((1, 3 * C))
+        if average == "macro":
+            inv = _safe_div(np.ones_like(den), den)
+            d_tp = inv / C
+            d_den = -_safe_div(tp, den**2) / C
+        else:
+            tot = den.sum()
+            if tot == 0:
+                return J
+            d_tp = np.full(C, 1.0 / tot)
+            d_den = np.full(C, -tp.sum() / tot**2)
+        J[0, :C] = d_tp
+        share = 1.0 / len(dden)
+        if "f" in dden:
+            J[0, C : 2 * C] = d_den * share
+        if "y" in dden:
+            J[0, 2 * C :] = d_den * share
+        return J
+
+    return g, jac
+
+
+def _averaged(kind: str, average: str) -> Measure:
+    g, jac = _make_averaged(kind, average)
+    return Measure(
+        f"{kind}_{average}",
+        _per_class_counts,
+        g,
+        jac,
+        components=lambda C: [f"{p}[{c}]" for p in ("tp", "pred", "true") for c in range(C)],
+        task="classification",
+        greater_is_better=True,
+        scale_invariant=True,
+    )
+
+
+def _balanced_multiclass() -> Measure:
+    # macro recall (scikit-learn's balanced_accuracy_score), ℓ = [1(y=c,f=c)]_c ++ [1(y=c)]_c
+    def loss(y, view):
+        C = view.n_classes
+        cls = np.arange(C)[None, :]
+        yc = (y[:, None] == cls).astype(float)
+        fc = (view.pred[:, None] == cls).astype(float)
+        return np.concatenate([yc * fc, yc], axis=1)
+
+    def g(R):
+        C = R.size // 2
+        tp, yy = R[:C], R[C:]
+        present = yy > 0
+        if not present.any():
+            return np.array([np.nan])
+        return np.array([np.mean(tp[present] / yy[present])])
+
+    def jac(R):
+        C = R.size // 2
+        tp, yy = R[:C], R[C:]
+        present = yy > 0
+        k = present.sum()
+        J = np.zeros((1, 2 * C))
+        if k == 0:
+            return np.full((1, 2 * C), np.nan)
+        J[0, :C][present] = 1.0 / (k * yy[present])
+        J[0, C:][present] = -tp[present] / (k * yy[present] ** 2)
+        return J
+
+    return Measure(
+        "balanced_accuracy",
+        loss,
+        g,
+        jac,
+        components=lambda C: [f"{p}[{c}]" for p in ("tp", "true") for c in range(C)],
+        task="classification",
+        greater_is_better=True,
+        scale_invariant=True,
+    )
+
+
+def _registry() -> dict[str, Callable[[], Measure]]:
+    return {
+        "accuracy": lambda: Measure(
+            "accuracy",
+            _loss_correct,
+            components=("correct",),
+            task="classification",
+            greater_is_better=True,
+        ),
+        "error_rate": lambda: Measure(
+            "error_rate", _loss_zero_one, components=("error",), task="classification"
+        ),
+        "precision": lambda: Measure(
+            "precision",
+            _loss_precision,
+            _ratio,
+            _ratio_jac,
+            components=("tp", "pred_pos"),
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+        ),
+        "recall": lambda: Measure(
+            "recall",
+            _loss_recall,
+            _ratio,
+            _ratio_jac,
+            components=("tp", "true_pos"),
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+        ),
+        "f1": lambda: FBeta(1.0),
+        "balanced_accuracy": _balanced_multiclass,
+        "mcc": lambda: Measure(
+            "mcc",
+            _loss_tp_y_f,
+            _g_mcc,
+            _jac_mcc,
+            components=("tp", "true_pos", "pred_pos"),
+            task="binary",
+            greater_is_better=True,
+        ),
+        "fowlkes_mallows": lambda: Measure(
+            "fowlkes_mallows",
+            _loss_tp_y_f,
+            _g_fm,
+            _jac_fm,
+            components=("tp", "true_pos", "pred_pos"),
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+        ),
+        "brier": lambda: Measure(
+            "brier", _loss_brier, components=("brier",), task="classification"
+        ),
+        "mse": lambda: Measure("mse", _loss_mse, components=("sq_error",), task="regression"),
+        "mae": lambda: Measure("mae", _loss_mae, components=("abs_error",), task="regression"),
+        "r2": lambda: Measure(
+            "r2",
+            _loss_r2,
+            _g_r2,
+            _jac_r2,
+            components=("y", "y2", "yf", "f2"),
+            task="regression",
+            greater_is_better=True,
+        ),
+        **{
+            f"{kind}_{avg}": (lambda kind=kind, avg=avg: _averaged(kind, avg))
+            for kind in ("f1", "precision", "recall")
+            for avg in ("macro", "micro")
+        },
+    }
+
+
+_ALIASES = {
+    "error": "error_rate",
+    "zero_one": "error_rate",
+    "f1_score": "f1",
+    "precision_score": "precision",
+    "recall_score": "recall",
+    "accuracy_score": "accuracy",
+    "balanced_accuracy_score": "balanced_accuracy",
+    "matthews_corrcoef": "mcc",
+    "brier_score_loss": "brier",
+    "mean_squared_error": "mse",
+    "mean_absolute_error": "mae",
+    "r2_score": "r2",
+}
+
+
+def available() -> list[str]:
+    """Names accepted by :func:`get` (aliases such as ``"f1_score"`` also work)."""
+    return sorted(_registry())
+
+
+def get(measure: str | Measure) -> Measure:
+    """Return the :class:`Measure` for a name, or the measure itself.
+
+    Parameters
+    ----------
+    measure : str or Measure
+        A built-in name (see :func:`available`) or a :class:`Measure`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the known ones).
+    TypeError
+        For anything that is neither a string nor a :class:`Measure`.
+    """
+    if isinstance(measure, Measure):
+        return measure
+    if not isinstance(measure, str):
+        raise TypeError(f"measure must be a name or a Measure, got {type(measure).__name__}")
+    key = measure.strip().lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    reg = _registry()
+    if key in reg:
+        return reg[key]()
+    if key.startswith("f") and key[1:].replace(".", "", 1).isdigit():
+        return FBeta(float(key[1:]))
+    raise ValueError(f"unknown measure {measure!r}; known measures: {', '.join(available())}")
+
+
+def _views_of(view, models):
+    if not isinstance(view, dict):
+        raise TypeError(
+            f"a measure bound to models {models} needs a dict of ModelView, got {type(view)}"
+        )
+    return [view[m] for m in models]
+
+
+def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
+    """One measure evaluated for several models on the same labels: ``G = (g(R_1), …, g(R_k))``.
+
+    The loss is the concatenation of the models' losses and the Jacobian is block-diagonal, so the
+    delta-method covariance (Marchant & Rubinstein (2021), Thm. 2) of the stacked estimate is the
+    joint covariance of the k estimates used by simultaneous tests (Sawade (2012), Sec. 3.2.3).
+    """
+    base = get(measure)
+    models = _check_models(base, models, minimum=1)
+    k, m = len(models), base.n_outputs
+
+    def loss(y, views):
+        return np.concatenate([base.loss(y, v) for v in _views_of(views, models)], axis=1)
+
+    def g(R):
+        return np.concatenate([base.g(part) for part in np.split(R, k)])
+
+    def jac(R):
+        parts = np.split(R, k)
+        d = parts[0].size
+        J = np.zeros((m * k, d * k))
+        for i, part in enumerate(parts):
+            J[i * m : (i + 1) * m, i * d : (i + 1) * d] = base.jacobian(part)
+        return J
+
+    return Measure(
+        f"{base.name}[{','.join(models)}]",
+        loss,
+        g,
+        jac,
+        components=_bound_components(base, models),
+        outputs=tuple(f"{o}[{mod}]" for mod in models for o in base.outputs),
+        task=base.task,
+        greater_is_better=base.greater_is_better,
+        scale_invariant=base.scale_invariant,
+        models=models,
+    )
+
+
+def difference(measure: str | Measure, a: str, b: str) -> Measure:
+    """The difference ``g(R_a) − g(R_b)`` of one measure between models ``a`` and ``b``.
+
+    Stacks the two models' losses, ``ℓ = (ℓ_a, ℓ_b)``, with ``Dg = [Dg_a, −Dg_b]``: the
+    comparison target of Sawade (2012), Eq. 3.21 generalized to any measure (ratio measures such as
+    F1 through the delta method).
+    """
+    base = get(measure)
+    models = _check_models(base, (a, b), minimum=2)
+    if base.n_outputs != 1:
+        raise ValueError(f"difference needs a scalar measure; {base.name!r} has {base.n_outputs}")
+    st = stack(base, models)
+
+    def g(R):
+        ra, rb = np.split(R, 2)
+        return np.array([base.g(ra)[0] - base.g(rb)[0]])
+
+    def jac(R):
+        ra, rb = np.split(R, 2)
+        return np.concatenate([base.jacobian(ra), -base.jacobian(rb)], axis=1)
+
+    name = f"{base.name}[{a}]-{base.name}[{b}]"
+    return Measure(
+        name,
+        st._loss,
+        g,
+        jac,
+        components=_bound_components(base, models),
+        outputs=(name,),
+        task=base.task,
+        greater_is_better=base.greater_is_better,
+        scale_invariant=base.scale_invariant,
+        models=models,
+    )
+
+
+def _bound_components(base: Measure, models: tuple[str, ...]):
+    def names(comps):
+        return tuple(f"{c}[{mod}]" for mod in models for c in comps)
+
+    if base.components is None:
+        return lambda C: names(base.resolve(C).components)
+    return names(base.components)
+
+
+def _check_models(base: Measure, models: Sequence[str], minimum: int) -> tuple[str, ...]:
+    if base.models is not None:
+        raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
+    if isinstance(models, str):
+        raise TypeError(f"models must be a sequence of model names, got the string {models!r}")
+    models = tuple(models)
+    if len(models) < minimum:
+        raise ValueError(f"models must name at least {minimum} model(s), got {models!r}")
+    if len(set(models)) != len(models):
+        raise ValueError(f"models must be distinct, got {models!r}")
+    return models

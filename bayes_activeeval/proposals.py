@@ -1,0 +1,464 @@
+"""Proposals ``q``: the distributions over pool items from which labels are drawn.
+
+The one optimal proposal (Sawade (2012), Thm. 4.1, 4.2, 5.1; Marchant & Rubinstein (2021), Prop. 1)
+minimizes the asymptotic variance of the self-normalized importance-weighted estimate of any
+generalized measure ``G = g(R)``::
+
+    q*(x) ∝ p(x) · c(x)^(-1/2) · sqrt( E_{y∼π(y|x)} ‖Dg(R) (ℓ(x, y) − R)‖² )
+
+with ``π`` the belief about the label, ``R`` the intrinsic risk under that belief (Sawade (2012),
+Eq. 4.21-4.22) and ``c`` the label cost. The papers' closed forms (Cor. 4.2-4.4, 5.1, 5.2, Eq. 4.23)
+are special cases, reproduced by this general code in the tests.
+
+Defensive mixing, ``q ← (1 − δ) q + δ p``, keeps ``q > 0`` wherever ``p > 0`` and bounds every
+importance weight by ``1/δ``; it costs at most a factor ``1/(1 − δ)`` in variance relative to the
+unmixed proposal (because ``q ≥ (1 − δ) q*`` pointwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_count, check_fraction, check_rng
+from .beliefs import Belief, as_belief
+from .measures import Measure
+from .strata import score_strata
+
+__all__ = [
+    "DEFAULT_BELIEF_FLOOR",
+    "DEFAULT_MIX",
+    "Draws",
+    "Proposal",
+    "expected_loss",
+    "optimal_proposal",
+    "passive_proposal",
+    "stratified_proposal",
+]
+
+#: Default defensive mixture weight δ: weights are bounded by 1/δ = 20 and the variance is at most
+#: 1/(1-δ) ≈ 1.053 times that of the unmixed proposal.
+DEFAULT_MIX = 0.05
+#: Default floor on the belief's class probabilities (keeps every label possible, so q > 0 wherever
+#: the loss can be non-zero even without mixing).
+DEFAULT_BELIEF_FLOOR = 1e-6
+#: Items processed per block by the vectorised kernels (bounds peak memory on 10^7-item pools).
+CHUNK = 1 << 18
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Items drawn i.i.d. with replacement from a proposal.
+
+    Attributes
+    ----------
+    indices : ndarray (n,)
+        Pool indices of the draws, in draw order (repeats included).
+    weights : ndarray (n,)
+        Importance weights ``v = p(x)/q(x)`` (Sawade (2012), Eq. 3.11).
+    q : ndarray (n,)
+        The proposal's probability of each drawn item.
+    """
+
+    indices: np.ndarray
+    weights: np.ndarray
+    q: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.indices.size)
+
+    @property
+    def n_distinct(self) -> int:
+        """Number of distinct items (labels a deterministic oracle must give)."""
+        return int(np.unique(self.indices).size)
+
+    def unique(self) -> np.ndarray:
+        """Distinct drawn items in order of first draw: the items to label."""
+        _, first = np.unique(self.indices, return_index=True)
+        return self.indices[np.sort(first)]
+
+    def __add__(self, other: Draws) -> Draws:
+        return Draws(
+            np.concatenate([self.indices, other.indices]),
+            np.concatenate([self.weights, other.weights]),
+            np.concatenate([self.q, other.q]),
+        )
+
+    def __repr__(self) -> str:
+        return f"Draws(n={len(self)}, distinct={self.n_distinct})"
+
+
+@dataclass
+class Proposal:
+    """A sampling distribution ``q`` over the pool's items.
+
+    Attributes
+    ----------
+    q : ndarray (n,)
+        Probabilities, summing to one.
+    p : ndarray (n,)
+        The test distribution the estimate targets.
+    kind : str
+        ``"optimal"``, ``"passive"`` or ``"stratified"``.
+    info : dict
+        What the proposal was built from: the intrinsic risk, the per-item expected squared
+        deviation ``u(x)``, mixing weight, …
+    """
+
+    q: np.ndarray
+    p: np.ndarray
+    kind: str
+    info: dict[str, Any] = field(default_factory=dict)
+    _cdf: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        q = np.asarray(self.q, dtype=float)
+        if q.ndim != 1 or q.shape != np.shape(self.p):
+            raise ValueError(f"q has shape {q.shape} but p has shape {np.shape(self.p)}")
+        if np.any(~np.isfinite(q)) or np.any(q < 0):
+            raise ValueError("q must be finite and non-negative")
+        total = q.sum()
+        if total <= 0:
+            raise ValueError("q has no mass")
+        self.q = q / total
+
+    @property
+    def n_items(self) -> int:
+        return self.q.size
+
+    def weights(self, indices: np.ndarray) -> np.ndarray:
+        """Importance weights ``p/q`` of the given items."""
+        return self.p[indices] / self.q[indices]
+
+    def draw(self, n: int, rng: Any = None, *, unique: bool = False) -> Draws:
+        """Draw items i.i.d. with replacement (Sawade (2012), Algorithm 2, lines 2-3).
+
+        Parameters
+        ----------
+        n : int
+            Number of draws; with ``unique=True``, the number of *distinct* items to reach
+            (drawing continues until that many distinct items appeared: a deterministic oracle's
+            label budget, repeats kept for the estimate).
+        rng : None, int or numpy.random.Generator
+            Source of randomness (SPEC 7).
+        unique : bool
+            See ``n``.
+        """
+        n = check_count(n, "n")
+        rng = check_rng(rng)
+        if self._cdf is None:
+            self._cdf = np.cumsum(self.q)
+        if not unique:
+            idx = self._sample(n, rng)
+        else:
+            support = int(np.count_nonzero(self.q))
+            if n > support:
+                raise ValueError(
+                    f"n={n} distinct items requested but the proposal has only {support} items "
+                    "with positive probability"
+                )
+            parts: list[int] = []
+            seen: set[int] = set()
+            while len(seen) < n:
+                batch = self._sample(max(n - len(seen), 16), rng)
+                for j in batch.tolist():  # stop exactly at the n-th distinct item
+                    parts.append(j)
+                    if j not in seen:
+                        seen.add(j)
+                        if len(seen) == n:
+                            break
+            idx = np.asarray(parts, dtype=np.int64)
+        return Draws(idx, self.weights(idx), self.q[idx])
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        u = rng.random(n) * self._cdf[-1]
+        idx = np.searchsorted(self._cdf, u, side="right")
+        return np.minimum(idx, self.q.size - 1).astype(np.int64)
+
+    def predicted_variance(self) -> float:
+        """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Sec. 1.7 of the
+        catalogue; Lemma 3.4), from the belief the proposal was built with.
+
+        ``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²``; divide by ``n`` for the variance of an estimate from
+        ``n`` draws. Only available for proposals that computed ``u``.
+        """
+        u = self.info.get("u")
+        if u is None:
+            raise ValueError(
+                "this proposal has no expected deviations u(x); build it with a measure"
+            )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(self.p * u > 0, self.p**2 * u / self.q, 0.0)
+        return float(terms.sum())
+
+    def expected_cost(self, costs: np.ndarray | None) -> float:
+        """Expected label cost of one draw, ``E_q[c]`` (Sawade (2012), Thm. 4.2: ``n* = Λ/E_q[c]``)."""
+        if costs is None:
+            return 1.0
+        return float(self.q @ costs)
+
+    def __repr__(self) -> str:
+        return f"Proposal(kind={self.kind!r}, n_items={self.n_items})"
+
+
+# ------------------------------------------------------------------------------------------------
+def expected_loss(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
+    """Per-item expected loss ``E_{y∼π}[ℓ(x, y)]``, shape ``(n, d)``."""
+    out = np.empty((pool.n_items, measure.dim))
+    for start in range(0, pool.n_items, chunk):
+        sl = slice(start, min(start + chunk, pool.n_items))
+        v = views(sl)
+        out[sl] = belief.expect(lambda y, s, v=v: measure.loss(y, v), sl)
+    return out
+
+
+def intrinsic_risk(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
+    """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22), shape ``(d,)``."""
+    p = pool.p
+    R = np.zeros(measure.dim)
+    for start in range(0, pool.n_items, chunk):
+        sl = slice(start, min(start + chunk, pool.n_items))
+        v = views(sl)
+        el = belief.expect(lambda y, s, v=v: measure.loss(y, v), sl)
+        R += p[sl] @ el
+    return R
+
+
+def expected_sq_deviation(
+    pool, measure: Measure, views, belief: Belief, R: np.ndarray, J: np.ndarray, chunk: int = CHUNK
+) -> np.ndarray:
+    """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
+    Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
+    u = np.empty(pool.n_items)
+    JT = J.T
+    for start in range(0, pool.n_items, chunk):
+        sl = slice(start, min(start + chunk, pool.n_items))
+        v = views(sl)
+
+        def sq(y, s, v=v):
+            dev = (measure.loss(y, v) - R) @ JT
+            return np.einsum("ij,ij->i", dev, dev)
+
+        u[sl] = belief.expect(sq, sl)
+    return u
+
+
+def _support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndarray:
+    """Items that need ``q > 0``: all with ``p > 0``, except, for scale-invariant measures, items
+    whose loss is zero for every possible label (Marchant & Rubinstein (2021), Sec. 1.7 of the
+    catalogue)."""
+    need = pool.p > 0
+    if not measure.scale_invariant or pool.task == "regression":
+        return need
+    for start in range(0, pool.n_items, chunk):
+        sl = slice(start, min(start + chunk, pool.n_items))
+        v = views(sl)
+        any_nonzero = np.zeros(sl.stop - sl.start, dtype=bool)
+        for c in range(pool.n_classes):
+            y = np.full(sl.stop - sl.start, c, dtype=np.int32)
+            any_nonzero |= np.any(measure.loss(y, v) != 0, axis=1)
+        need[sl] &= any_nonzero
+    return need
+
+
+def _costs(pool, costs) -> np.ndarray | None:
+    if costs is None or costs is True:
+        return pool.costs
+    if costs is False:
+        return None
+    arr = np.asarray(costs, dtype=float)
+    if arr.shape != (pool.n_items,):
+        raise ValueError(f"costs has shape {arr.shape}; expected ({pool.n_items},)")
+    if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
+        i = int(np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))[0])
+        raise ValueError(f"costs[{i}] = {arr[i]!r}; label costs must be positive and finite")
+    return arr
+
+
+def _mix(q: np.ndarray, p: np.ndarray, mix: float) -> np.ndarray:
+    q = q / q.sum()
+    return q if mix == 0 else (1.0 - mix) * q + mix * p
+
+
+def optimal_proposal(
+    pool,
+    measure: str | Measure,
+    *,
+    model: str | None = None,
+    belief: Any = None,
+    risk: Any = None,
+    costs: Any = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    mix: float = DEFAULT_MIX,
+) -> Proposal:
+    """The variance-optimal proposal for any generalized measure.
+
+    Implements ``q*(x) ∝ p(x) c(x)^(-1/2) sqrt(E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²)``: Sawade (2012),
+    Thm. 4.1 (Eq. 4.6), Thm. 4.2 (Eq. 4.25, label costs) and Thm. 5.1 (Eq. 5.5, differences of two
+    models); Marchant & Rubinstein (2021), Prop. 1 (Eq. 5). The empirical version plugs in the pool
+    distribution for ``p(x)``, the belief for ``p(y|x)`` and the intrinsic risk for ``R``
+    (Sawade (2012), Sec. 4.2.2, Eq. 4.21-4.22).
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+        Any measure; one bound to two models (:func:`~bayes_activeeval.measures.difference`) gives
+        the power-optimal comparison proposal (Sawade (2012), Thm. 5.1).
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    belief : Belief or array-like, optional
+        ``π(y|x)``. Default: the model's own probabilities (or Gaussian predictive), and for a
+        measure over several models their equal mixture (Sawade (2012), Eq. 5.11).
+    risk : array-like (d,), optional
+        The ``R`` at which to linearize. Default: the intrinsic risk under the belief.
+    costs : None, bool or array-like (n,)
+        Label costs ``c(x)``; default the pool's (if any). ``False`` ignores them.
+    belief_floor : float
+        Lower bound on each class probability of the belief (renormalized), so every label stays
+        possible. Default ``1e-6``.
+    mix : float
+        Defensive mixture weight ``δ`` in ``q ← (1 − δ) q + δ p``: weights are bounded by ``1/δ``
+        and the variance is at most ``1/(1 − δ)`` times the unmixed one. Default ``0.05``.
+
+    Returns
+    -------
+    Proposal
+        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``u`` and the mixing weight.
+
+    Raises
+    ------
+    ValueError
+        If the measure is undefined under the belief (e.g. precision when no item is predicted
+        positive), or, with ``mix=0``, if the proposal gives zero mass to an item that needs it.
+    """
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    floor = check_fraction(belief_floor, "belief_floor")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    b = as_belief(pool, belief, models).floored(floor)
+    if risk is None:
+        R = intrinsic_risk(pool, m, views, b)
+    else:
+        R = np.asarray(risk, dtype=float).reshape(-1)
+        if R.size != m.dim:
+            raise ValueError(
+                f"risk has {R.size} entries; measure {m.name!r} has {m.dim} components"
+            )
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined at the intrinsic risk R={np.round(R, 6).tolist()} "
+            "(e.g. no item predicted or believed positive); cannot build the optimal proposal"
+        )
+    u = expected_sq_deviation(pool, m, views, b, R, J)
+    c = _costs(pool, costs)
+    p = pool.p
+    s = p * np.sqrt(np.maximum(u, 0.0))
+    if c is not None:
+        s = s / np.sqrt(c)
+    if s.sum() <= 0:
+        # the belief says every label is known exactly: nothing to optimize, sample passively
+        s = p.copy()
+    q = _mix(s, p, mix)
+    if mix == 0:
+        need = _support_needed(pool, m, views)
+        bad = np.flatnonzero(need & (q <= 0))
+        if bad.size:
+            raise ValueError(
+                f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) whose "
+                "label could change the estimate; use mix > 0 or belief_floor > 0"
+            )
+    info = {"risk": R, "jacobian": J, "u": u, "mix": mix, "belief_floor": floor, "measure": m.name}
+    return Proposal(q, p, "optimal", info)
+
+
+def passive_proposal(pool) -> Proposal:
+    """Passive sampling: ``q = p`` (the uniform pool distribution unless the pool is weighted)."""
+    return Proposal(pool.p.copy(), pool.p, "passive")
+
+
+def stratified_proposal(
+    pool,
+    measure: str | Measure | None = None,
+    *,
+    strata: int | np.ndarray = 10,
+    allocation: str = "proportional",
+    model: str | None = None,
+    scores: np.ndarray | None = None,
+    belief: Any = None,
+    method: str = "quantile",
+    mix: float = 0.0,
+) -> Proposal:
+    """Stratified sampling on score strata, expressed as a proposal.
+
+    Items are grouped into strata by score; a stratum ``h`` receives a share ``a_h`` of the
+    draws and items are drawn uniformly (by ``p``) within it, i.e. ``q(x) = a_h p(x)/P_h``.
+
+    - ``"proportional"``: ``a_h = P_h`` — identical to passive sampling for i.i.d. draws.
+    - ``"neyman"``: ``a_h ∝ P_h sqrt(Ū_h)`` with ``Ū_h`` the mean of
+      ``u(x) = E_π‖Dg(R)(ℓ − R)‖²`` over the stratum — the optimal proposal constrained to be
+      constant within strata (Neyman allocation for the self-normalized estimator).
+
+    Parameters
+    ----------
+    strata : int or array-like (n,)
+        Number of strata, or a stratum label per item.
+    scores : array-like (n,), optional
+        Scores to stratify on; default the pool's scores, else the probability of the positive
+        (binary) or predicted class.
+    method : {"quantile", "csf"}
+        Equal-size strata, or the cumulative-sqrt(F) rule (see :func:`~bayes_activeeval.strata.score_strata`).
+    mix : float
+        Defensive mixture with ``p`` (default 0: every stratum already has positive mass).
+    """
+    if allocation not in ("proportional", "neyman"):
+        raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    if isinstance(strata, (int, np.integer)) and not isinstance(strata, bool):
+        s = _default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
+        labels, _ = score_strata(s, int(strata), method=method)
+    else:
+        labels = np.asarray(strata)
+        if labels.shape != (pool.n_items,):
+            raise ValueError(f"strata has shape {labels.shape}; expected ({pool.n_items},)")
+        _, labels = np.unique(labels, return_inverse=True)
+    H = int(labels.max()) + 1
+    p = pool.p
+    P = np.bincount(labels, weights=p, minlength=H)
+    if allocation == "proportional":
+        a = P.copy()
+        info: dict[str, Any] = {}
+    else:
+        if measure is None:
+            raise ValueError("allocation='neyman' needs a measure")
+        prop = optimal_proposal(pool, measure, model=model, belief=belief, mix=0.0, costs=False)
+        u = prop.info["u"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            Ubar = np.bincount(labels, weights=p * u, minlength=H) / P
+        a = P * np.sqrt(np.nan_to_num(Ubar))
+        if a.sum() <= 0:
+            a = P.copy()
+        info = {"u": u, "risk": prop.info["risk"]}
+    a = a / a.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(P[labels] > 0, a[labels] * p / P[labels], 0.0)
+    q = _mix(q, p, mix)
+    info.update({"strata": labels, "allocation": a, "stratum_mass": P, "mix": mix})
+    return Proposal(q, p, "stratified", info)
+
+
+def _default_scores(pool, model: str | None) -> np.ndarray:
+    model = pool.check_model(model)
+    if pool.scores is not None:
+        return pool.scores[model]
+    v = pool.view(model)
+    if v.prob is not None:
+        if pool.task == "binary":
+            return v.positive_prob()
+        return v.prob.max(axis=1)
+    if v.std is not None:
+        return v.std
+    raise ValueError("no scores to stratify on: give scores= or a pool with scores/probs")

@@ -1,0 +1,74 @@
+"""Score strata: partitions of the pool by a model's score.
+
+Two rules:
+
+- ``"quantile"``: equal-mass strata (each holds about the same number of items).
+- ``"csf"``: the cumulative square-root-of-frequency rule of Dalenius & Hodges (1959), as used by
+  Marchant & Rubinstein (2021), Sec. 4 for the Dirichlet-tree leaves: scores are binned finely,
+  ``sqrt`` of the bin counts is accumulated and cut into equal parts. It puts narrow strata where
+  scores are dense and wide ones in the sparse tails, which is where rare positives live.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["score_strata"]
+
+
+def score_strata(
+    scores: np.ndarray, n_strata: int, *, method: str = "csf", n_bins: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Assign each item to a score stratum.
+
+    Parameters
+    ----------
+    scores : array-like (n,)
+        Finite scores (higher = more likely positive; only the order matters for ``"quantile"``).
+    n_strata : int
+        Number of strata requested (fewer may result when scores have few distinct values).
+    method : {"csf", "quantile"}
+        Cumulative-sqrt(F) (Dalenius & Hodges; Marchant & Rubinstein (2021), Sec. 4) or equal size.
+    n_bins : int, optional
+        Fine bins for ``"csf"`` (default ``max(64 n_strata, 4096)``, capped by ``n``).
+
+    Returns
+    -------
+    labels : ndarray (n,) of int
+        Stratum of each item, ``0..H-1`` in increasing score order, every stratum non-empty.
+    edges : ndarray (H + 1,)
+        Score boundaries of the strata.
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"scores must be a non-empty vector, got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        i = int(np.flatnonzero(~np.isfinite(s))[0])
+        raise ValueError(f"scores[{i}] = {s[i]!r}; scores must be finite")
+    if isinstance(n_strata, bool) or not isinstance(n_strata, (int, np.integer)) or n_strata < 1:
+        raise ValueError(f"n_strata must be a positive integer, got {n_strata!r}")
+    lo, hi = float(s.min()), float(s.max())
+    if method == "quantile":
+        qs = np.quantile(s, np.linspace(0, 1, n_strata + 1))
+        inner = np.unique(qs[1:-1])
+    elif method == "csf":
+        nb = n_bins or max(64 * n_strata, 4096)
+        nb = int(min(nb, max(s.size, 1)))
+        if hi == lo:
+            inner = np.array([])
+        else:
+            bin_edges = np.linspace(lo, hi, nb + 1)
+            counts, _ = np.histogram(s, bins=bin_edges)
+            cum = np.cumsum(np.sqrt(counts))
+            targets = cum[-1] * np.arange(1, n_strata) / n_strata
+            cut = np.searchsorted(cum, targets, side="left")
+            inner = np.unique(bin_edges[np.clip(cut + 1, 1, nb - 1)])
+    else:
+        raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
+    inner = inner[(inner > lo) & (inner <= hi)]
+    labels = np.searchsorted(inner, s, side="right")
+    # drop empty strata and relabel 0..H-1
+    used, labels = np.unique(labels, return_inverse=True)
+    full_edges = np.concatenate([[lo], inner, [hi]])
+    edges = np.concatenate([full_edges[used], [hi]])
+    return labels.astype(np.int64), edges
