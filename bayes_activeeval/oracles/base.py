@@ -1,0 +1,131 @@
+"""The oracle-model interface and the plug-in oracle.
+
+An *oracle model* turns what is known — the pool (scores, model probabilities) and the labels
+gathered so far — into a belief ``π(y|x)`` for every pool item. The adaptive evaluator
+(Marchant & Rubinstein (2021), Algorithm 1) calls, once per stage::
+
+    oracle.update(indices, labels, weights)   # the stage's labeled draws
+    belief = oracle.belief()                  # posterior predictive for every item
+    q = optimal proposal under belief         # Prop. 2 with the epsilon floor
+
+Labels are encoded as the pool encodes them (class indices ``0..C-1``). ``weights`` are the
+importance weights ``p(x)/q(x)`` of the draws: models of a *stochastic* oracle use them to undo
+the sampling bias (Marchant & Rubinstein (2021), App. H); models of a *deterministic* oracle
+condition on each item's (single) label and may ignore them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..beliefs import CategoricalBelief, pool_belief
+
+__all__ = ["OracleModel", "PluginOracle", "make_oracle", "register_oracle"]
+
+
+class OracleModel(ABC):
+    """A (Bayesian) model of the labeling oracle.
+
+    Subclasses implement :meth:`initialize`, :meth:`update` and :meth:`belief`; Bayesian ones also
+    :meth:`posterior`. :meth:`get_state`/:meth:`set_state` make an evaluation resumable: the state
+    must be JSON-serializable or made of NumPy arrays.
+
+    Attributes
+    ----------
+    deterministic : bool
+        ``True`` when the oracle gives each item one fixed label (labeled items then get a point
+        mass in :meth:`belief`).
+    """
+
+    deterministic: bool = True
+    name: str = "oracle"
+
+    @abstractmethod
+    def initialize(self, pool, model: str | None = None) -> None:
+        """Set the prior from the pool (scores, model probabilities). Called once, before labels."""
+
+    @abstractmethod
+    def update(self, indices: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> None:
+        """Condition on newly labeled draws (encoded labels; importance weights ``p/q``)."""
+
+    @abstractmethod
+    def belief(self) -> CategoricalBelief:
+        """The current posterior predictive ``π(y|x)`` for every pool item."""
+
+    def posterior(self, draws: int = 1000, rng: Any = None):
+        """The full posterior as an :class:`xarray.DataTree` (Bayesian oracle models only)."""
+        raise NotImplementedError(f"oracle model {self.name!r} has no posterior")
+
+    def get_state(self) -> dict[str, Any]:
+        """What :meth:`set_state` needs to restore this model exactly."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless by default
+        """Restore a state from :meth:`get_state`."""
+
+
+class PluginOracle(OracleModel):
+    """The evaluated model's own probabilities (Sawade (2012), Sec. 4.2.2: the plug-in belief).
+
+    Under a deterministic oracle, labeled items get a point mass on their label; nothing else is
+    learned. With several models the belief is their equal mixture (Sawade (2012), Eq. 5.11).
+    """
+
+    name = "model"
+
+    def __init__(self, deterministic: bool = True) -> None:
+        self.deterministic = bool(deterministic)
+        self._probs: np.ndarray | None = None
+        self._known: dict[int, int] = {}
+
+    def initialize(self, pool, model: str | None = None) -> None:
+        models = pool.models if model is None else (pool.check_model(model),)
+        self._probs = pool_belief(pool, tuple(models)).probs
+
+    def update(self, indices, labels, weights) -> None:
+        if self.deterministic:
+            for i, y in zip(np.asarray(indices).tolist(), np.asarray(labels).tolist(), strict=True):
+                self._known[int(i)] = int(y)
+
+    def belief(self) -> CategoricalBelief:
+        if self._probs is None:
+            raise RuntimeError("initialize the oracle model with a pool first")
+        if not self._known:
+            return CategoricalBelief(self._probs)
+        probs = self._probs.copy()
+        idx = np.fromiter(self._known.keys(), dtype=np.int64)
+        lab = np.fromiter(self._known.values(), dtype=np.int64)
+        probs[idx] = 0.0
+        probs[idx, lab] = 1.0
+        return CategoricalBelief(probs)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"known": {str(k): v for k, v in self._known.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._known = {int(k): int(v) for k, v in state.get("known", {}).items()}
+
+
+_REGISTRY: dict[str, Callable[..., OracleModel]] = {"model": PluginOracle}
+
+
+def register_oracle(name: str, factory: Callable[..., OracleModel]) -> None:
+    """Make an oracle model available to :func:`make_oracle` under ``name``."""
+    _REGISTRY[name] = factory
+
+
+def make_oracle(oracle: str | OracleModel, **kwargs: Any) -> OracleModel:
+    """An oracle model from a name (``"model"``, ``"dirichlet-tree"``, ``"calibration"``, …)."""
+    if isinstance(oracle, OracleModel):
+        if kwargs:
+            raise TypeError("options are only accepted with an oracle name")
+        return oracle
+    if not isinstance(oracle, str):
+        raise TypeError(f"oracle must be a name or an OracleModel, got {type(oracle).__name__}")
+    if oracle not in _REGISTRY:
+        raise ValueError(f"unknown oracle {oracle!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[oracle](**kwargs)
