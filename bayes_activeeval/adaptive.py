@@ -44,7 +44,7 @@ from .proposals import (
     Proposal,
     _costs,
     _mix,
-    expected_floored_norm,
+    class_deviation_norms,
     intrinsic_risk,
 )
 
@@ -86,16 +86,34 @@ def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, d
     return float(epsilon) / (stage + 1)
 
 
-def _floor_unknown(belief: CategoricalBelief, floor: float, known: np.ndarray | None):
+def _floor_unknown(probs: np.ndarray, floor: float, known: np.ndarray | None) -> np.ndarray:
     """Floor the class probabilities of items without a label; labeled ones keep a point mass."""
     if floor <= 0:
-        return belief
-    fl = belief.floored(floor)
-    if known is None or not known.any():
-        return fl
-    probs = fl.probs
-    probs[known] = belief.probs[known]
-    return CategoricalBelief(probs)
+        return probs
+    C = probs.shape[1]
+    if floor * C >= 1:
+        raise ValueError(f"belief_floor={floor!r} is too large for {C} classes")
+    out = np.maximum(probs, floor)
+    out /= out.sum(axis=1, keepdims=True)
+    if known is not None and known.any():
+        out[known] = probs[known]
+    return out
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``Σ_c a[:, c] b[:, c]`` (a column loop beats einsum for few classes)."""
+    out = a[:, 0] * b[:, 0]
+    for c in range(1, a.shape[1]):
+        out += a[:, c] * b[:, c]
+    return out
+
+
+def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
+    """A CategoricalBelief from probabilities already validated (skips the O(nC) checks)."""
+    b = CategoricalBelief.__new__(CategoricalBelief)
+    b.probs = probs
+    b.n_items, b.n_classes = probs.shape
+    return b
 
 
 def adaptive_proposal(
@@ -153,10 +171,11 @@ def adaptive_proposal(
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
     floor = check_fraction(belief_floor, "belief_floor")
-    b = as_belief(pool, belief, models)
-    if isinstance(b, CategoricalBelief):
-        b = _floor_unknown(b, floor, known)
-    R = intrinsic_risk(pool, m, views, b)
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)  # raises the informative error
+    probs = _floor_unknown(b.probs, floor, known)
+    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
     J = m.jacobian(R)
     if not np.all(np.isfinite(J)):
         raise ValueError(
@@ -165,25 +184,22 @@ def adaptive_proposal(
         )
     power = 1 if deterministic else 2
     floor_all = not m.scale_invariant
-    a = expected_floored_norm(pool, m, views, b, R, J, power=power, floor_all=floor_all)
-    base = a if power == 1 else np.sqrt(np.maximum(a, 0.0))
+    norms, nz = class_deviation_norms(
+        pool, m, views, R, J, power=power, nonzero=eps > 0 and not floor_all
+    )
+    a = _row_dot(probs, norms)
+    base = a if power == 1 else np.sqrt(a)
     p = pool.p
     sbar = float(p @ base)
     eps_abs = 0.0
     if eps > 0 and sbar > 0:
         eps_abs = eps * sbar
-        a = expected_floored_norm(
-            pool,
-            m,
-            views,
-            b,
-            R,
-            J,
-            epsilon=eps_abs if power == 1 else eps_abs**2,
-            power=power,
-            floor_all=floor_all,
-        )
-        base = a if power == 1 else np.sqrt(np.maximum(a, 0.0))
+        e = eps_abs if power == 1 else eps_abs**2
+        floored = np.maximum(norms, e)
+        if not floor_all:
+            floored = np.where(nz, floored, norms)
+        a = _row_dot(probs, floored)
+        base = a if power == 1 else np.sqrt(a)
     s = p * base
     c = _costs(pool, costs)
     if c is not None:
