@@ -385,7 +385,13 @@ class ActiveEvaluator:
             self._oracle_name = oracle
         else:
             raise TypeError(f"oracle must be a name or an OracleModel, got {type(oracle).__name__}")
-        self.oracle.initialize(pool, None if self.measure.models is not None else model)
+        if self.measure.models is None:
+            self.oracle.initialize(pool, model)
+        else:
+            try:  # the oracle may combine the models (the plug-in takes their mixture) ...
+                self.oracle.initialize(pool, None)
+            except ValueError:  # ... or need one model's scores: take the first
+                self.oracle.initialize(pool, self.measure.models[0])
 
         M = pool.n_items
         self._costs = pool.costs
@@ -712,7 +718,7 @@ class ActiveEvaluator:
             np.concatenate(self._d_q),
         )
 
-    def estimate(self) -> Estimate:
+    def estimate(self, variance: str = "clt") -> Estimate:
         """The AIS estimate with the CLT variance of Marchant & Rubinstein (2021), Sec. 3.3.2.
 
         ``Ĝ = g(Σ w_j ℓ_j / Σ w_j)`` over all labeled draws (repeats included) and
@@ -721,21 +727,34 @@ class ActiveEvaluator:
         as the reference code does). For scale-invariant measures this equals Marchant's
         ``Dg[(1/N) Σ w w_∞ ℓℓᵀ − RRᵀ]Dgᵀ / N`` exactly.
 
+        Parameters
+        ----------
+        variance : {"clt", "martingale"}
+            ``"clt"``: the plug-in for Thm. 2 above (``q_∞ ≈ q_N``). ``"martingale"``:
+            ``Σ_j w_j² r_j r_jᵀ / (Σ w)²``, the sum of the realized squared martingale increments,
+            which estimates the variance of the draws actually made (each from its own
+            ``q_{j-1}``) rather than the limit; larger when early proposals were poor.
+
         Returns
         -------
         Estimate
         """
-        return self._estimate(warn=True)
+        if variance not in ("clt", "martingale"):
+            raise ValueError(f"variance must be 'clt' or 'martingale', got {variance!r}")
+        return self._estimate(warn=True, variance=variance)
 
-    def _estimate(self, warn: bool) -> Estimate:
+    def _estimate(self, warn: bool, variance: str = "clt") -> Estimate:
         import warnings
 
         from .estimators import UndefinedEstimateWarning
 
         idx, w, L, _ = self._arrays()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            winf = self.pool.p[idx] / self._proposal.q[idx]
-        winf = np.where(np.isfinite(winf), winf, 0.0)
+        if variance == "clt":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                winf = self.pool.p[idx] / self._proposal.q[idx]
+            winf = np.where(np.isfinite(winf), winf, 0.0)
+        else:
+            winf = w
         with warnings.catch_warnings():
             if not warn:
                 warnings.simplefilter("ignore", UndefinedEstimateWarning)
