@@ -1,40 +1,42 @@
 """The contingency-table model: the posterior of any measure on the pool.
 
-Cells are ``stratum × prediction × true class``: ``h`` a score stratum (cumulative-sqrt-F rule),
-``k`` the prediction of the evaluated model (the joint predictions for a measure bound to several
-models), ``c`` the true class. Each cell row has a label distribution ``θ_{hk} = P(y | h, k)``.
+Cells are ``stratum × prediction × score bin``, each with a label distribution
+``θ_cell = P(y | cell)`` over the true classes: the stratum ``h`` is a score stratum
+(cumulative-sqrt-F rule), the prediction ``k`` that of the evaluated model (the joint predictions
+for a measure bound to several models), and ``n_bins`` equal-count score bins split every
+stratum-prediction group. The pool-level risk is obtained by post-stratification::
 
-The pool-level risk is obtained by post-stratification::
+    R = Σ_{labeled x} p(x) ℓ(x, y(x))  +  Σ_{cells} P^U_cell Σ_c θ_{cell,c} L̄^U_{cell,c}
 
-    R = Σ_{labeled x} p(x) ℓ(x, y(x))  +  Σ_{h,k,c} P^U_{hk} θ_{hkc} L̄^U_{hkc}
+with ``P^U`` the ``p``-mass of the cell's *unlabeled* items and ``L̄^U_c`` their mean loss if their
+label were ``c``. For losses that read only the predictions (accuracy, precision, recall, F_β,
+MCC, …) this is the posterior confusion matrix on the pool (``Σ_h N_{h,k} P(y | h, k)`` plus the
+known labels) pushed through the measure; for any other loss it is the cell-wise plug-in. Every
+draw of ``θ`` gives ``R`` and ``G = g(R)``.
 
-with ``P^U_{hk}`` the ``p``-mass of the *unlabeled* items of cell ``(h, k)`` and ``L̄^U_{hkc}``
-their mean loss if their label were ``c`` (under a stochastic oracle no label is exact and the
-first sum is dropped, ``P^U = P``). For losses that depend on ``x`` only through the predictions
-(accuracy, precision, recall, F_β, MCC, …) this is the posterior confusion matrix on the pool,
-``Σ_h N_{h,k} P(y = c | h, k)`` plus the known labels, pushed through the measure; for any other
-loss it is the cell-wise plug-in. Every draw of ``θ`` gives ``R`` and ``G = g(R)``.
+How the adaptively sampled labels enter the likelihood (``weighting=``):
 
-How importance-weighted labels enter the likelihood. Adaptive sampling selects items with a
-probability ``q(x)`` that varies *within* a cell (it depends on the score and on earlier labels).
-Selection that depends only on observed quantities is ignorable for a model that conditions on
-them (Rubin, 1976), but ``θ_{hk}`` pools items of different scores, so raw counts would
-over-represent the high-``q`` items of the cell. The labeled draws therefore enter as
-design-weighted pseudo-counts (a weighted pseudo-likelihood, as Marchant & Rubinstein (2021),
-App. H): in each cell the Hájek estimate ``p̂_{hkc} = Σ w 1[y = c] / Σ w`` (``w = p/q``, repeats
-included) is consistent for the cell's label distribution, and it is given the Kish effective
-sample size ``n_eff = (Σ w)² / Σ w²`` (capped by the number of distinct labeled items), so the
-pseudo-counts are ``ñ_{hkc} = n_eff p̂_{hkc}``. With ``q`` constant in a cell this is exactly the
-multinomial likelihood of the cell's labels.
+- ``"none"`` (default): the distinct labeled items enter as plain multinomial counts and their own
+  losses exactly (finite-population inference); ``θ`` predicts only the unlabeled items. The
+  sampler's choices depend only on observed quantities (scores, predictions, earlier labels), so
+  the selection is ignorable (Rubin, 1976) for a model that conditions on what the selection
+  depends on. Within a cell ``q`` still varies with the score; narrow score bins (``n_bins``) make
+  it nearly constant, and the hierarchical model also conditions on the score through its slope.
+- ``"design"``: design-weighted pseudo-counts (a weighted pseudo-likelihood, as Marchant &
+  Rubinstein (2021), App. H): the Hájek estimate ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws)
+  with the Kish effective size ``(Σ w)²/Σ w²`` (capped by the distinct labeled items), and
+  post-stratification over all items. It needs ``q > 0`` on every item of a cell: proposals that
+  give known true negatives zero mass (F1 under a deterministic oracle) bias it, so it is not the
+  default.
 
 Two ways to get the posterior of ``θ``:
 
-- ``method="conjugate"``: independent Dirichlet rows ``θ_{hk} ∼ Dir(s0 π̄_{hk} + ñ_{hk})``,
-  ``π̄`` the mean plug-in belief of the cell, sampled exactly with NumPy;
-- ``method="pymc"``: a hierarchical model that shares strength across sparse cells,
-  ``θ_{hk} = softmax(a_k + b log π̄_{hk} + σ z_{hk})`` with ``z ∼ N(0, 1)`` (a Bayesian
-  recalibration of the model's probabilities with cell effects), fitted by NUTS to the same
-  pseudo-counts.
+- ``method="conjugate"``: independent Dirichlet rows ``θ_cell ∼ Dir(s0 π̄_cell + n_cell)``,
+  ``π̄`` the model's mean probability in the cell, sampled exactly with NumPy;
+- ``method="pymc"``: a hierarchical model sharing strength across sparse cells,
+  ``θ_cell = softmax(a_k + b z_cell + σ u_{hk})`` with ``z_cell`` the cell's mean model
+  log-probability and ``u ∼ N(0, 1)`` (a Bayesian recalibration of the model's probabilities with
+  stratum effects), fitted by NUTS to the same counts.
 """
 
 from __future__ import annotations
@@ -84,9 +86,9 @@ def contingency_table(
     weights: Any,
     *,
     model: str | None = None,
-    n_strata: int = 10,
+    n_strata: int = 20,
     strata: Any = None,
-    n_bins: int = 1,
+    n_bins: int = 4,
     deterministic: bool = True,
     weighting: str = "design",
     encoded: bool = False,
@@ -254,12 +256,12 @@ def contingency_posterior(
     *,
     model: str | None = None,
     method: str = "conjugate",
-    n_strata: int = 10,
+    n_strata: int = 20,
     strata: Any = None,
-    n_bins: int | None = None,
-    prior_strength: float = 2.0,
+    n_bins: int = 4,
+    prior_strength: float = 0.5,
     deterministic: bool = True,
-    weighting: str | None = None,
+    weighting: str = "none",
     draws: int = 1000,
     chains: int = 2,
     tune: int = 1000,
@@ -284,20 +286,20 @@ def contingency_posterior(
         Score strata (cumulative-sqrt-F rule on the plug-in log-odds); ignored with ``strata``.
     strata : array-like (n_items,), optional
         Your own stratum per item.
-    n_bins : int, optional
-        Equal-count score bins inside each stratum-prediction group (default 1 for
-        ``"conjugate"``, 8 for ``"pymc"``, whose cells share a calibration slope).
+    n_bins : int
+        Equal-count score bins inside each stratum-prediction group (default 4): narrow cells make
+        the adaptive selection close to ignorable given the cell.
     prior_strength : float
-        ``s0`` of the conjugate prior ``Dir(s0 π̄)``, ``π̄`` the model's mean probability in the cell.
+        ``s0`` of the conjugate prior ``Dir(s0 π̄)``, ``π̄`` the model's mean probability in the cell
+        (default 0.5: weak, because the model's probabilities may be miscalibrated).
     deterministic : bool
         Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
         enter the pool risk exactly).
-    weighting : {"design", "none"}, optional
-        ``"design"``: design-weighted pseudo-counts and post-stratification over all items
-        (default for ``"conjugate"``); ``"none"``: unweighted counts of the distinct labeled items,
-        the labeled items' losses exactly and the model's prediction for the unlabeled ones
-        (default for ``"pymc"``; sound when the selection is ignorable given the cell, see the
-        module notes).
+    weighting : {"none", "design"}
+        ``"none"`` (default): unweighted counts of the distinct labeled items, the labeled items'
+        losses exactly and the model's prediction for the unlabeled ones (finite-population
+        inference; sound when the selection is ignorable given the cell, see the module notes).
+        ``"design"``: design-weighted pseudo-counts and post-stratification over all items.
     draws, chains : int
         Posterior draws per chain and chains.
     tune : int
@@ -324,10 +326,6 @@ def contingency_posterior(
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
     rng = check_rng(rng)
-    if weighting is None:
-        weighting = "design" if method == "conjugate" else "none"
-    if n_bins is None:
-        n_bins = 1 if method == "conjugate" else 8
     if weights is None:
         weights = np.ones(np.shape(indices)[0] if np.ndim(indices) else 0)
     table = contingency_table(
