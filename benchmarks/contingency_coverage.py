@@ -45,7 +45,7 @@ def main() -> None:
     t_end = time.time() + 60 * args.minutes
     seed = 0
     while time.time() < t_end:
-        for s, d, truth in zip(SETTINGS, datas, truths, strict=True):
+        for s, d in zip(SETTINGS, datas, strict=True):
             for o in oracles:
                 ev = bae.ActiveEvaluator(d.pool, "f1", oracle=o, rng=seed)
                 est = ev.run(d.labeler, budget=BUDGET, progress=False)
@@ -58,9 +58,7 @@ def main() -> None:
                     ev.posterior(draws=500, rng=seed, weighting="design")
                 )
                 if seed < args.pymc_reps:
-                    r["pymc"] = interval(
-                        ev.posterior(method="pymc", draws=300, tune=500, rng=seed)
-                    )
+                    r["pymc"] = interval(ev.posterior(method="pymc", draws=300, tune=500, rng=seed))
                 rec[(s["name"], o)].append(r)
         seed += 1
         print(f"{seed} reps, {(t_end - time.time()) / 60:.1f} min left", flush=True)
@@ -88,6 +86,7 @@ def main() -> None:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
+
         def c(key, r=r):
             if f"{key}_coverage" not in r:
                 return ""
