@@ -548,7 +548,7 @@ def calibration_fit():
     rng = np.random.default_rng(31)
     pool, _x, y, _truth = _logistic_pool(4000, -1.0, 1.8, rng)
     idx = rng.choice(pool.n_items, 400, replace=False)
-    o = CalibrationOracle(n_strata=4)
+    o = CalibrationOracle(n_strata=4, predictive="mean")
     o.initialize(pool)
     o.update(idx, y[idx], np.ones(400))
     idata = o.posterior(500, rng=2)
