@@ -624,10 +624,13 @@ class DirichletTreeOracle(OracleModel):
                 log_joint = pt.zeros((self.K, C)) + log_theta[None, :]
             lse = pm.math.logsumexp(log_joint, axis=1, keepdims=True)
             pm.Deterministic("pi", pt.exp(log_joint - lse), dims=("stratum", "class"))
+            # the counts as data containers: models of the same tree share one compiled graph
+            counts = pm.Data("counts", self.obs, dims=("stratum", "class"))
             if self.deterministic:
-                loglik = pt.sum(self.obs * log_joint) + pt.sum(self._unlabeled() * lse[:, 0])
+                unlabeled = pm.Data("unlabeled", self._unlabeled(), dims="stratum")
+                loglik = pt.sum(counts * log_joint) + pt.sum(unlabeled * lse[:, 0])
             else:
-                loglik = pt.sum(self.obs * log_joint)
+                loglik = pt.sum(counts * log_joint)
             pm.Potential("labels", loglik)
         return m
 
