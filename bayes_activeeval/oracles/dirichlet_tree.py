@@ -145,9 +145,16 @@ def build_tree(n_leaves: int, depth: int = 8) -> Tree:
     path = sparse.csr_matrix(
         (np.ones(rows.size), (rows, cols.astype(np.int64))), shape=(n_nodes - 1, n_leaves)
     )
+    # siblings (contiguous in BFS order): every pair within a parent's group of children
     par = parent_a[1:]
-    same = par[:, None] == par[None, :] if n_nodes > 1 else np.zeros((0, 0), dtype=bool)
-    siblings = sparse.csr_matrix(same.astype(float))
+    n_nr = par.size
+    first = np.searchsorted(par, par, side="left")  # par is non-decreasing in BFS order
+    size = np.searchsorted(par, par, side="right") - first
+    srows = np.repeat(np.arange(n_nr), size)
+    scols = np.repeat(first, size) + (
+        np.arange(srows.size) - np.repeat(np.cumsum(size) - size, size)
+    )
+    siblings = sparse.csr_matrix((np.ones(srows.size), (srows, scols)), shape=(n_nr, n_nr))
     leaf = np.where(hi_a - lo_a == 1, lo_a, -1)
     return Tree(parent_a, np.asarray(level, dtype=np.int64), leaf, path, siblings)
 
