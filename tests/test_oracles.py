@@ -579,3 +579,26 @@ def test_calibration_laplace_agrees_with_nuts(calibration_fit):
     lap = o.belief().probs[:, 1]
     assert np.max(np.abs(nuts - lap)) < 0.03
     assert set(post["stratum_effect"].dims) == {"chain", "draw", "stratum"}
+
+
+def test_calibration_gradient_and_hessian_match_finite_differences():
+    rng = np.random.default_rng(12)
+    pool, x, y, _ = _logistic_pool(3000, -1.0, 1.5, rng)
+    o = CalibrationOracle(n_strata=5)
+    o.initialize(pool)
+    idx = rng.choice(pool.n_items, 300, replace=False)
+    o.update(idx, y[idx], np.ones(300))
+    data = o._data()
+    theta = o.params + rng.normal(scale=0.3, size=o.n_params)
+    f, g, H = o._objective(theta, *data)
+    g_num = optimize.approx_fprime(theta, lambda t: o._objective(t, *data)[0], 1e-6)
+    assert np.allclose(g, g_num, rtol=1e-4, atol=1e-4)
+    H_num = np.array(
+        [
+            optimize.approx_fprime(theta, lambda t, j=j: o._objective(t, *data)[1][j], 1e-6)
+            for j in range(o.n_params)
+        ]
+    )
+    assert np.allclose(H, H_num, rtol=1e-4, atol=1e-3)
+    # the vectorised log posterior used for importance sampling is the same function
+    assert np.isclose(o._log_post_many(theta[None, :], *data)[0], -f)
