@@ -203,6 +203,13 @@ class _Ops:
         return np.repeat(np.add.reduceat(w, self.starts, axis=0), self.lengths, axis=0)
 
 
+def _lse_rows(x: np.ndarray) -> np.ndarray:
+    """``log Σ_y exp x[k, y]`` per row, shape (K, 1); one ufunc call for two classes."""
+    if x.shape[1] == 2:
+        return np.logaddexp(x[:, :1], x[:, 1:])
+    return _lse(x, axis=1, keepdims=True)
+
+
 def _log_normalize_siblings(ops: _Ops, log_b: np.ndarray) -> np.ndarray:
     if log_b.shape[0] == 0:
         return log_b
@@ -366,16 +373,20 @@ class DirichletTreeOracle(OracleModel):
     def _unlabeled(self) -> np.ndarray:
         return self.sizes - self.obs.sum(axis=1)
 
-    def _em_map(self, lt, lb, u):
+    def _em_map(self, lt, lb, u, objective: bool = True):
         """One EM iteration (App. F: E-step Eq. 12, M-step Eq. 10-11) from normalized
         parameters; also returns the log posterior at the input (it shares the E-step's work)."""
         lj = self._log_joint(lt, lb)
-        lse = _lse(lj, axis=1, keepdims=True)
-        f = float(
-            np.sum(self.obs * lj)
-            + np.sum(u * lse[:, 0])
-            + np.sum((self.alpha - 1.0) * lt)
-            + np.sum(self.a_map * lb)
+        lse = _lse_rows(lj)
+        f = (
+            float(
+                np.sum(self.obs * lj)
+                + u @ lse[:, 0]
+                + (self.alpha - 1.0) @ lt
+                + np.sum(self.a_map * lb)
+            )
+            if objective
+            else np.nan
         )
         N = self.obs + u[:, None] * np.exp(lj - lse)
         t = (self.alpha - 1.0) + N.sum(axis=0)
@@ -430,7 +441,7 @@ class DirichletTreeOracle(OracleModel):
         else:
             while it < self.em_max_iter:
                 t1, b1, f0 = self._em_map(lt, lb, u)
-                t2, b2, _ = self._em_map(t1, b1, u)
+                t2, b2, _ = self._em_map(t1, b1, u, objective=False)
                 it += 2
                 r = np.concatenate([t1 - lt, (b1 - lb).ravel()])
                 if np.max(np.abs(r)) < self.em_tol:
