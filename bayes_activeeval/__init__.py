@@ -10,6 +10,7 @@ from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
 from .measures import FBeta, Measure, difference, stack
+from .oracles import CalibrationOracle, DirichletTreeOracle, OracleModel, make_oracle
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
 from .strata import score_strata
@@ -18,19 +19,23 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ActiveEvaluator",
+    "CalibrationOracle",
     "CategoricalBelief",
     "ConfidenceInterval",
+    "DirichletTreeOracle",
     "Draws",
     "Estimate",
     "FBeta",
     "GaussianBelief",
     "Measure",
+    "OracleModel",
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
     "difference",
     "estimate",
+    "make_oracle",
     "measures",
     "optimal_proposal",
     "passive_proposal",
