@@ -16,18 +16,21 @@ draw of ``θ`` gives ``R`` and ``G = g(R)``.
 
 How the adaptively sampled labels enter the likelihood (``weighting=``):
 
-- ``"none"`` (default): the distinct labeled items enter as plain multinomial counts and their own
-  losses exactly (finite-population inference); ``θ`` predicts only the unlabeled items. The
+- ``"none"`` (default for the PyMC model): the distinct labeled items enter as plain multinomial
+  counts and their own losses exactly (finite-population inference); ``θ`` predicts only the
+  unlabeled items. The
   sampler's choices depend only on observed quantities (scores, predictions, earlier labels), so
   the selection is ignorable (Rubin, 1976) for a model that conditions on what the selection
   depends on. Within a cell ``q`` still varies with the score; narrow score bins (``n_bins``) make
   it nearly constant, and the hierarchical model also conditions on the score through its slope.
-- ``"design"``: design-weighted pseudo-counts (a weighted pseudo-likelihood, as Marchant &
-  Rubinstein (2021), App. H): the Hájek estimate ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws)
-  with the Kish effective size ``(Σ w)²/Σ w²`` (capped by the distinct labeled items), and
-  post-stratification over all items. It needs ``q > 0`` on every item of a cell: proposals that
-  give known true negatives zero mass (F1 under a deterministic oracle) bias it, so it is not the
-  default.
+- ``"design"`` (default for the conjugate model): design-weighted pseudo-counts (a weighted
+  pseudo-likelihood, as Marchant & Rubinstein (2021), App. H): the Hájek estimate
+  ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws) with the Kish effective size
+  ``(Σ w)²/Σ w²`` (capped by the distinct labeled items), and post-stratification over all items
+  (superpopulation rates: conservative when most of a cell is labeled). The conjugate cells do not
+  condition on the score inside a cell, which is what makes the weights necessary. It needs
+  ``q > 0`` on every item of a cell: a proposal that gives known true negatives zero mass (F1 under
+  a deterministic oracle, once all of a cell's positives are found) biases its denominators.
 
 Two ways to get the posterior of ``θ``:
 
@@ -261,7 +264,7 @@ def contingency_posterior(
     n_bins: int = 4,
     prior_strength: float = 0.5,
     deterministic: bool = True,
-    weighting: str = "none",
+    weighting: str | None = None,
     draws: int = 1000,
     chains: int = 2,
     tune: int = 1000,
@@ -295,11 +298,12 @@ def contingency_posterior(
     deterministic : bool
         Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
         enter the pool risk exactly).
-    weighting : {"none", "design"}
-        ``"none"`` (default): unweighted counts of the distinct labeled items, the labeled items'
-        losses exactly and the model's prediction for the unlabeled ones (finite-population
-        inference; sound when the selection is ignorable given the cell, see the module notes).
-        ``"design"``: design-weighted pseudo-counts and post-stratification over all items.
+    weighting : {"design", "none"}, optional
+        ``"design"`` (default for ``"conjugate"``): design-weighted pseudo-counts and
+        post-stratification over all items. ``"none"`` (default for ``"pymc"``): unweighted counts
+        of the distinct labeled items, the labeled items' losses exactly and the model's prediction
+        for the unlabeled ones (finite-population inference; sound when the selection is ignorable
+        given the cell). See the module notes and ``benchmarks/results/contingency_coverage.md``.
     draws, chains : int
         Posterior draws per chain and chains.
     tune : int
@@ -326,6 +330,8 @@ def contingency_posterior(
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
     rng = check_rng(rng)
+    if weighting is None:
+        weighting = "design" if method == "conjugate" else "none"
     if weights is None:
         weights = np.ones(np.shape(indices)[0] if np.ndim(indices) else 0)
     table = contingency_table(
