@@ -840,12 +840,11 @@ class ActiveEvaluator:
                 if self.deterministic and self.available() == 0:
                     break
                 before = self.cost
+                cap = self.available() if self.deterministic else bs
                 if self._costs is None:
-                    n = int(min(bs, b - self.cost, self.available()))
-                    idx = self._query(n, None)
+                    idx = self._query(int(min(bs, b - self.cost, cap)), None)
                 else:
-                    n = int(min(bs, self.available()))
-                    idx = self._query(n, b - self.cost)
+                    idx = self._query(int(min(bs, cap)), b - self.cost)
                 self.update(idx, labeler(idx))
                 bar.update(self.cost - before)
         return self.estimate()

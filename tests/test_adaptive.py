@@ -141,6 +141,15 @@ def test_epsilon_floor_bounds_weights(medium):
     assert ev0.proposal.q.min() < 0.9 * lower.min()  # the floor raised the smallest q
 
 
+def test_defensive_mix_bounds_weights(small):
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=0, mix=0.1)
+    ev.run(small.labeler, budget=150, progress=False)
+    w = ev.draws()["weight"].to_numpy()
+    assert w.max() <= 1 / 0.1 + 1e-9
+    q = ev.proposal.q
+    assert np.all(q >= 0.1 * small.pool.p * (1 - 1e-12))
+
+
 # -- cache and budget -----------------------------------------------------------------------------
 def test_cache_repeats_free_and_budget_counts_distinct():
     data = make_classification_pool(300, 0.05, rng=2)
