@@ -87,8 +87,10 @@ def one_rep(data, truth, seed, oracles):
     pool = data.pool
     out = {}
     for oracle in oracles:
+        name, _, opts = oracle.partition(":")
+        options = {k: float(v) for k, v in (o.split("=") for o in opts.split(";") if o)}
         t0 = time.perf_counter()
-        ev = bae.ActiveEvaluator(pool, "f1", oracle=oracle, rng=seed)
+        ev = bae.ActiveEvaluator(pool, "f1", oracle=name, rng=seed, oracle_options=options or None)
         est = ev.run(data.labeler, budget=BUDGET, progress=False)
         t1 = time.perf_counter()
         key = f"adaptive[{oracle}]"
@@ -164,7 +166,8 @@ def main() -> None:
     ap.add_argument("--oracles", default="dirichlet-tree,model")
     ap.add_argument("--out", default="adaptive_f1")
     args = ap.parse_args()
-    oracles = [o for o in args.oracles.split(",") if o in _REGISTRY]
+    # an oracle is a registered name, optionally with numeric options: "dirichlet-tree:prior_strength=2560"
+    oracles = [o for o in args.oracles.split(",") if o.partition(":")[0] in _REGISTRY]
     warnings.simplefilter("ignore", UndefinedEstimateWarning)
     datas, truths = [], []
     for s in SETTINGS:

@@ -108,6 +108,26 @@ def test_proposal_is_prop2_form(small):
     np.testing.assert_allclose(prop2.q, s2 / s2.sum(), rtol=1e-10)
 
 
+def test_generic_kernel_matches_per_class_kernel(small):
+    """expected_floored_norm (any Belief, via Belief.expect) equals the per-class kernel."""
+    from bayes_activeeval.beliefs import CategoricalBelief
+    from bayes_activeeval.proposals import class_deviation_norms, expected_floored_norm
+
+    pool = small.pool
+    m, views = pool.resolve("f1")
+    probs = pool.view().prob
+    R = np.array([0.004, 0.01])
+    J = m.jacobian(R)
+    for power in (1, 2):
+        n, nz = class_deviation_norms(pool, m, views, R, J, power=power)
+        e = 0.5 * float(n.mean())
+        direct = (probs * np.maximum(n, e * nz)).sum(axis=1)
+        generic = expected_floored_norm(
+            pool, m, views, CategoricalBelief(probs), R, J, epsilon=e, power=power
+        )
+        np.testing.assert_allclose(generic, direct, rtol=1e-12)
+
+
 # -- schedules ----------------------------------------------------------------------------------
 def test_epsilon_schedules(small):
     assert epsilon_schedule(0.1, stage=3, unlabeled_fraction=0.25, deterministic=True) == 0.025
