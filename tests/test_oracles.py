@@ -602,3 +602,18 @@ def test_calibration_gradient_and_hessian_match_finite_differences():
     assert np.allclose(H, H_num, rtol=1e-4, atol=1e-3)
     # the vectorised log posterior used for importance sampling is the same function
     assert np.isclose(o._log_post_many(theta[None, :], *data)[0], -f)
+
+
+def test_dirichlet_tree_hard_zero_probabilities_keep_every_class_possible():
+    # a model that never gives class 2 any probability: the class must stay possible
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet([1, 1], 500)
+    probs = np.c_[p, np.zeros(500)]
+    pool = bae.Pool(predictions=probs.argmax(1), probs=probs, classes=[0, 1, 2])
+    o = DirichletTreeOracle(n_strata=16, depth=4)
+    o.initialize(pool)
+    b = o.belief().probs
+    assert np.all(b[:, 2] > 0)
+    o.update([0, 1], [2, 2], [1.0, 1.0])
+    assert o.belief().probs[0, 2] == 1.0
+    assert np.all(o.belief().probs[2:, 2] > 0)
