@@ -22,7 +22,9 @@ Budget accounting: 2,000 *draws* (with replacement); a repeated item is not re-l
 number of distinct labels is slightly smaller and is reported.
 
 Run: ``python benchmarks/oracle_calibration.py [--reps 200]``. Writes
-``benchmarks/results/oracle_calibration.json`` and ``.md``.
+``benchmarks/results/oracle_calibration.json`` and ``.md``. The committed sensitivity run
+``results/oracle_calibration_pilot400`` is
+``--pilot 400 --settings svm,stale --out benchmarks/results/oracle_calibration_pilot400``.
 """
 
 from __future__ import annotations

@@ -583,7 +583,7 @@ def test_calibration_laplace_agrees_with_nuts(calibration_fit):
 
 def test_calibration_gradient_and_hessian_match_finite_differences():
     rng = np.random.default_rng(12)
-    pool, x, y, _ = _logistic_pool(3000, -1.0, 1.5, rng)
+    pool, _x, y, _ = _logistic_pool(3000, -1.0, 1.5, rng)
     o = CalibrationOracle(n_strata=5)
     o.initialize(pool)
     idx = rng.choice(pool.n_items, 300, replace=False)
