@@ -617,3 +617,28 @@ def test_dirichlet_tree_hard_zero_probabilities_keep_every_class_possible():
     o.update([0, 1], [2, 2], [1.0, 1.0])
     assert o.belief().probs[0, 2] == 1.0
     assert np.all(o.belief().probs[2:, 2] > 0)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_calibration_pymc_density_is_the_inner_loop_objective(deterministic):
+    # the NUTS model and the MAP/Laplace objective are the same posterior: log densities agree up
+    # to a constant (plus log σ, the Jacobian of the inner loop's log σ parameter)
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    rng = np.random.default_rng(17)
+    pool, _x, y, truth = _logistic_pool(2000, -1.0, 1.5, rng)
+    o = CalibrationOracle(n_strata=3, deterministic=deterministic)
+    o.initialize(pool)
+    idx = rng.integers(0, pool.n_items, 150)
+    yy = y[idx] if deterministic else (rng.random(150) < truth[idx]).astype(int)
+    if deterministic:
+        idx, first = np.unique(idx, return_index=True)
+        yy = yy[first]
+    o.update(idx, yy, rng.uniform(0.5, 3.0, idx.size))
+    logp = remove_value_transforms(o.pymc_model()).compile_logp()
+    diffs = []
+    for _ in range(2):
+        th = o.params + rng.normal(scale=0.2, size=o.n_params)
+        point = {"c": th[0], "log_slope": th[1], "sigma": np.exp(th[2]), "z": th[3:]}
+        diffs.append(float(logp(point)) + th[2] - o.log_posterior(th))
+    assert np.isclose(diffs[0], diffs[1], atol=1e-6)
