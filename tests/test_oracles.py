@@ -523,14 +523,15 @@ def test_calibration_stochastic_uses_weights():
     assert o1.n_labels == 800  # every draw counts for a stochastic oracle
 
 
-def test_calibration_state_round_trip(svm_pool):
+@pytest.mark.parametrize("predictive", ["map", "mean"])
+def test_calibration_state_round_trip(svm_pool, predictive):
     sp = svm_pool
     for det in (True, False):
-        o = CalibrationOracle(deterministic=det)
+        o = CalibrationOracle(deterministic=det, predictive=predictive)
         o.initialize(sp.pool)
         d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
         o.update(d.indices, sp.labels[d.indices], d.weights)
-        o2 = CalibrationOracle(deterministic=det)
+        o2 = CalibrationOracle(deterministic=det, predictive=predictive)
         o2.initialize(sp.pool)
         o2.set_state(_json_round_trip(o.get_state()))
         assert np.array_equal(o2.belief().probs, o.belief().probs)
