@@ -22,7 +22,9 @@ Budget accounting: 2,000 *draws* (with replacement); a repeated item is not re-l
 number of distinct labels is slightly smaller and is reported.
 
 Run: ``python benchmarks/oracle_calibration.py [--reps 200]``. Writes
-``benchmarks/results/oracle_calibration.json`` and ``.md``.
+``benchmarks/results/oracle_calibration.json`` and ``.md``. The committed sensitivity run
+``results/oracle_calibration_pilot400`` is
+``--pilot 400 --settings svm,stale --out benchmarks/results/oracle_calibration_pilot400``.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def belief_mse(belief, truth, unlabeled) -> float:
     return float(np.mean((belief.probs[unlabeled, 1] - truth[unlabeled]) ** 2))
 
 
-def run_setting(calibration: str, reps: int, seed: int) -> dict:
+def run_setting(calibration: str, reps: int, seed: int, pilot_size: int = 200) -> dict:
     sp = make_classification_pool(
         N_ITEMS,
         PREVALENCE,
@@ -102,7 +104,7 @@ def run_setting(calibration: str, reps: int, seed: int) -> dict:
     avar = {a: np.empty(reps) for a in ARMS}
     for r in range(reps):
         rng = np.random.default_rng([seed, r])
-        pilot = pilot_prop.draw(PILOT, rng)
+        pilot = pilot_prop.draw(pilot_size, rng)
         ypilot = labels[pilot.indices]
         lab = np.zeros(pool.n_items, bool)
         lab[pilot.indices] = True
@@ -129,7 +131,7 @@ def run_setting(calibration: str, reps: int, seed: int) -> dict:
                     bmse[arm][r] = belief_mse(belief, truth, ~lab)
                 prop = bae.optimal_proposal(pool, "f1", belief=belief)
                 avar[arm][r] = asymptotic_variance(pool, prop.q, labels)
-                draws = pilot + prop.draw(BUDGET - PILOT, rng)
+                draws = pilot + prop.draw(BUDGET - pilot_size, rng)
             e = bae.estimate(pool, "f1", draws, labels[draws.indices])
             est[arm][r], se[arm][r] = e.value, e.stderr
             distinct[arm][r] = draws.n_distinct
@@ -218,12 +220,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--pilot", type=int, default=PILOT, help="pilot draws (default 200)")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "oracle_calibration")
     args = ap.parse_args()
     t0 = time.perf_counter()
     settings = []
     for k, cal in enumerate(SETTINGS):
-        res = run_setting(cal, args.reps, args.seed + k)
+        if cal not in args.settings.split(","):
+            continue
+        res = run_setting(cal, args.reps, args.seed + k, args.pilot)
         settings.append(res)
         print(
             cal, json.dumps({a: round(v["mse_ratio_to_model"], 3) for a, v in res["arms"].items()})
@@ -234,7 +240,7 @@ def main() -> None:
             "prevalence": PREVALENCE,
             "separation": SEPARATION,
             "noise": NOISE,
-            "pilot": PILOT,
+            "pilot": args.pilot,
             "budget": BUDGET,
             "reps": args.reps,
             "seed": args.seed,

@@ -283,8 +283,8 @@ class DirichletTreeOracle(OracleModel):
             raise ValueError(f"depth must be a positive integer, got {depth!r}")
         if prior_strength is not None and not (np.isfinite(prior_strength) and prior_strength > 0):
             raise ValueError(f"prior_strength must be positive, got {prior_strength!r}")
-        if not (np.isfinite(tree_smoothing) and tree_smoothing >= 0):
-            raise ValueError(f"tree_smoothing must be non-negative, got {tree_smoothing!r}")
+        if not (np.isfinite(tree_smoothing) and tree_smoothing > 0):
+            raise ValueError(f"tree_smoothing must be positive, got {tree_smoothing!r}")
         if method not in ("csf", "quantile"):
             raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
         if not (np.isfinite(em_tol) and em_tol > 0):
@@ -331,7 +331,11 @@ class DirichletTreeOracle(OracleModel):
         # s(y|k): mean model probability per stratum
         flat = strata[:, None] * C + np.arange(C)[None, :]
         sk = np.bincount(flat.ravel(), weights=s.ravel(), minlength=K * C).reshape(K, C)
-        self.stratum_prior_probs = sk / np.maximum(self.sizes, 1.0)[:, None]
+        sk = sk / np.maximum(self.sizes, 1.0)[:, None]
+        # keep every class possible a priori (a model that never predicts a class would otherwise
+        # give θ_y = 0 and rule the class out before any label)
+        sk = np.maximum(sk, 1e-9)
+        self.stratum_prior_probs = sk / sk.sum(axis=1, keepdims=True)
         strength = float(K) if self.prior_strength is None else self.prior_strength
         kappa = strength / K
         leaf_extra = kappa * self.stratum_prior_probs  # c_{yk} - 1
