@@ -260,14 +260,25 @@ def record(session, labels, id_col, label_col, batch_size, pool_path):
 
     frame = read_labels(labels, id_col=id_col, label_col=label_col)
     with _open(session, pool_path) as s:
-        with tqdm(total=len(frame), desc="recording", unit="label", disable=None) as bar:
+        bar = None
+
+        def progress(k: int) -> None:  # the bar opens once validation passed and writing began
+            nonlocal bar
+            if bar is None:
+                bar = tqdm(total=len(frame), desc="recording", unit="label", disable=None)
+            bar.update(k)
+
+        try:
             res = s.record(
                 frame["id"].tolist(),
                 frame["label"].tolist(),
                 batch_size=batch_size,
                 source=f"csv:{os.path.basename(labels)}",
-                progress=bar.update,
+                progress=progress,
             )
+        finally:
+            if bar is not None:
+                bar.close()
         click.echo(
             f"recorded {res.recorded} labels ({res.skipped} already present); "
             f"{s.n_labels} labels in all, {res.pending} items of the current stage still to label"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -237,10 +238,13 @@ def _one_line(exc: BaseException) -> str:
 
 def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
     try:
-        frame = pd.read_csv(path, dtype=dtype, skipinitialspace=True)
+        with warnings.catch_warnings():
+            # rows longer than the header: pandas warns and drops data; that is a malformed file
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=dtype, skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{what} {path.name} is not a well-formed CSV: {_one_line(exc)}") from exc
     return frame
 

@@ -879,7 +879,7 @@ class Session:
 
     def status(self, level: float = 0.95) -> dict[str, Any]:
         """A summary: labels, stages, budget, pending items and the estimates with intervals."""
-        done, pending = self._complete()
+        done, _ = self._complete()
         rows = []
         for name, est in self.estimates().items():
             low, high = est.confidence_interval(level)
