@@ -222,10 +222,10 @@ def test_bad_labels_leave_session_untouched(small, tmp_path):
     y = labels_for(ids, truth)
     flipped = 1 - y[0]
     cases = [
-        (ids[2:5] + ["nope"], y[2:5] + [0], "unknown item id 'nope'"),
+        ([*ids[2:5], "nope"], [*y[2:5], 0], "unknown item id 'nope'"),
         (ids[2:5], [y[2], 7, y[4]], "label '7' for item"),
-        (ids[2:4] + [ids[2]], y[2:4] + [y[2]], "appears twice"),
-        (ids[2:4] + ["item-19999"], y[2:4] + [0], "was not asked for"),
+        ([*ids[2:4], ids[2]], [*y[2:4], y[2]], "appears twice"),
+        ([*ids[2:4], "item-19999"], [*y[2:4], 0], "was not asked for"),
         ([ids[0], ids[3]], [flipped, y[3]], "already has label"),
     ]
     for bad_ids, bad_y, msg in cases:
