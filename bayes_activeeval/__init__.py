@@ -6,6 +6,7 @@ honest confidence intervals. See ``docs/`` for the concepts and a page per capab
 """
 
 from . import measures
+from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
 from .measures import FBeta, Measure, difference, stack
@@ -16,6 +17,7 @@ from .strata import score_strata
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ActiveEvaluator",
     "CategoricalBelief",
     "ConfidenceInterval",
     "Draws",
