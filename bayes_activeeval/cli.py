@@ -374,7 +374,7 @@ def status(session, level, as_json, pool_path):
     """Estimate with interval, labels used, budget left (and the posterior if there is one)."""
     with _open(session, pool_path) as s:
         st = s.status(level)
-        post = _posterior_summary(s) if s.design.kind == "adaptive" else None
+        post = _posterior_summary(s)
         if as_json:
             if post is not None:
                 st["posterior"] = json.loads(post.to_json(orient="index"))
@@ -382,7 +382,7 @@ def status(session, level, as_json, pool_path):
             return
         click.echo(format_status(s, st))
         if post is not None:
-            click.echo("\nposterior of the measure (ArviZ summary):")
+            click.echo("\nposterior of the measure (contingency-table model; ArviZ summary):")
             click.echo(post.to_string())
 
 

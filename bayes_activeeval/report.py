@@ -56,13 +56,15 @@ def _png(fig) -> str:
 
 
 def posterior_summary(posterior) -> pd.DataFrame | None:
-    """``arviz.summary`` of a posterior :class:`xarray.DataTree` (mean, sd, interval, ESS,
-    r-hat), or ``None`` when there is no posterior."""
+    """``arviz.summary`` of the measure in a posterior :class:`xarray.DataTree` (mean, sd,
+    equal-tailed interval, ESS, r-hat), or ``None`` when there is no posterior."""
     if posterior is None:
         return None
     import arviz as az
 
-    return pd.DataFrame(az.summary(posterior))
+    names = list(posterior["posterior"].data_vars)
+    var_names = ["measure"] if "measure" in names else None
+    return pd.DataFrame(az.summary(posterior, var_names=var_names))
 
 
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
@@ -214,23 +216,25 @@ def _fig_proposal(session, q: np.ndarray) -> str:
     return _png(fig)
 
 
-def _fig_posterior(posterior, freq: dict[str, Any] | None, measure: str) -> str | None:
+def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | None:
     if posterior is None:
         return None
     plt = _pyplot()
-    ds = posterior["posterior"].to_dataset() if hasattr(posterior, "to_dataset") else None
-    if ds is None:
-        ds = posterior["posterior"].ds
-    names = [v for v in ds.data_vars if ds[v].ndim == 2] or list(ds.data_vars)
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.2), squeeze=False)
-    for ax, v in zip(axes[0], names, strict=False):
-        vals = np.asarray(ds[v].values).reshape(-1)
-        ax.hist(vals, bins=40, density=True, alpha=0.7, color="C0")
-        ax.set_title(f"posterior of {v}")
-        if freq is not None and len(names) == 1:
-            ax.axvline(freq["estimate"], color="C3", label="IS estimate")
-            ax.axvspan(freq["low"], freq["high"], color="C3", alpha=0.15, label="frequentist CI")
-            ax.legend(fontsize=8)
+    post = posterior["posterior"]
+    if "measure" not in post.data_vars:
+        return None
+    da = post["measure"]
+    outputs = [str(o) for o in da.coords["output"].values] if "output" in da.dims else [measure]
+    fig, axes = plt.subplots(1, len(outputs), figsize=(4.6 * len(outputs), 3.2), squeeze=False)
+    for k, (ax, out) in enumerate(zip(axes[0], outputs, strict=True)):
+        vals = np.asarray(da.isel(output=k).values if "output" in da.dims else da.values)
+        ax.hist(vals.reshape(-1), bins=40, density=True, alpha=0.7, color="C0", label="posterior")
+        if freq is not None and k < len(freq):
+            r = freq.iloc[k]
+            ax.axvline(r["estimate"], color="C3", label="IS estimate")
+            ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="Wald interval")
+        ax.set_title(f"posterior of {out}")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return _png(fig)
 
@@ -290,14 +294,9 @@ def render_html(session, level: float = 0.95) -> str:
             }
         )
     freq = pd.DataFrame(freq_rows)
-    first = freq_rows[0] if freq_rows else None
     freq_for_plot = (
-        {
-            "estimate": first["estimate"],
-            "low": first[f"Wald {level:.0%} low"],
-            "high": first["Wald high"],
-        }
-        if first
+        freq.rename(columns={f"Wald {level:.0%} low": "low", "Wald high": "high"})
+        if freq_rows
         else None
     )
     comp = ""
@@ -344,15 +343,13 @@ def render_html(session, level: float = 0.95) -> str:
     if post_sum is not None:
         bayes = (
             _table(post_sum, "{:.4g}")
-            + "<p class='note'>arviz.summary: r_hat near 1 and large ess_bulk/ess_tail mean the "
-            "posterior draws can be trusted.</p>"
+            + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
+            "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
+            "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
+            "draws can be trusted.</p>"
         )
     else:
-        bayes = (
-            "<p class='note'>No posterior: this design's oracle model "
-            f"({html.escape(st['oracle'])}) is not Bayesian. Use an adaptive design with a "
-            "Bayesian oracle model for a posterior of the measure.</p>"
-        )
+        bayes = "<p class='note'>No posterior yet (no completed stage, or a regression pool).</p>"
     body = f"""
 <h1>Evaluation report: {html.escape(meas)}</h1>
 <p class="note">bae {_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>

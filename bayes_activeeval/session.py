@@ -29,7 +29,7 @@ import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,7 +78,7 @@ CREATE TABLE labels (
     time TEXT NOT NULL,
     source TEXT NOT NULL
 );
-CREATE TABLE snapshots (stage INTEGER PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE snapshots (stage INTEGER PRIMARY KEY, state BLOB NOT NULL);
 """
 
 
@@ -172,130 +172,168 @@ class RecordResult:
 # -- designs: the seam between the session and the sampling strategy -----------------------------
 class _StaticDesign:
     """The optimal proposal under the plug-in belief, fixed for the session (Sawade (2012),
-    Algorithm 2; Thm. 4.1/5.1)."""
+    Algorithm 2; Thm. 4.1/5.1). Stage ``k`` draws ``Proposal.draw(n, stage_rng(seed, k),
+    unique=True)``."""
 
     def __init__(self, pool, design: Design) -> None:
         self.pool, self.design = pool, design
-        self.target = _target_measure(design)
         self._proposal: Proposal | None = None
 
     @property
     def proposal(self) -> Proposal:
         if self._proposal is None:
-            model = self.design.models[0] if len(self.design.models) == 1 else None
-            target = self.target if len(self.design.models) > 1 else self.design.measure
             self._proposal = optimal_proposal(
                 self.pool,
-                target,
-                model=model,
+                _target_measure(self.design),
+                model=_single_model(self.design),
                 mix=self.design.mix,
                 belief_floor=self.design.belief_floor,
             )
         return self._proposal
 
-    def propose(self, stage: int, n: int, history) -> tuple[Draws, dict]:
-        rng = stage_rng(self.design.seed, stage)
-        return self.proposal.draw(n, rng=rng, unique=True), {
-            "seed_sequence": [self.design.seed, stage]
-        }
+    def propose(self, session, stage: int, n: int, left: float | None):
+        """``(draws, info, snapshot)`` of a new stage."""
+        draws = self.proposal.draw(n, rng=stage_rng(self.design.seed, stage), unique=True)
+        costs = self.pool.costs
+        if left is not None and costs is not None:  # cut at the budget (a prefix stays i.i.d.)
+            new = _first_new(draws.indices, set(session._label_map()))
+            cum = np.cumsum(np.where(new, costs[draws.indices], 0.0))
+            keep = int(np.searchsorted(cum, left, side="right"))
+            if keep == 0:
+                raise SessionError(
+                    f"the budget left ({left:g}) is below the cost of the next item drawn"
+                )
+            draws = Draws(draws.indices[:keep], draws.weights[:keep], draws.q[:keep])
+        return draws, {"seed_sequence": [int(self.design.seed), int(stage)], "n": n}, None
 
-    def current_q(self, history) -> np.ndarray:
+    def current_q(self, session, n_done: int) -> np.ndarray:
         return self.proposal.q
 
-    def estimates(self, draws: Draws, labels: np.ndarray, history) -> dict[str, Estimate]:
+    def estimates(self, session, n_done: int, draws: Draws, labels) -> dict[str, Estimate]:
         return _per_model_estimates(self.pool, self.design, draws, labels)
-
-    def posterior(self, history, draws: int = 1000):
-        return None
 
 
 class _AdaptiveDesign:
     """Adaptive importance sampling with an oracle model (Marchant & Rubinstein (2021),
-    Algorithm 1), through :class:`bayes_activeeval.ActiveEvaluator`.
+    Algorithm 1) through :class:`bayes_activeeval.ActiveEvaluator`.
 
-    The evaluator is rebuilt by replaying the completed stages (query → update) from the seed, so
-    its state is a deterministic function of ``(seed, labels so far)``; snapshots are a cache.
+    The evaluator owns its random generator. ``next`` restores the evaluator as it was after the
+    last completed stage (a snapshot stored in the session, or a replay of the stages from the
+    seed), calls ``query(n)`` and stores the stage's draws together with the snapshot taken just
+    before the query, in one transaction. Completing a stage later replays that query from the
+    snapshot (same generator state, hence the same draws, checked against the stored ones) and
+    calls ``update`` with the stage's labels. So the evaluator is a deterministic function of
+    ``(seed, labels so far)``, whatever crashed when.
     """
 
     def __init__(self, pool, design: Design) -> None:
         try:
             from .adaptive import ActiveEvaluator  # noqa: F401
-        except ImportError as exc:
-            raise ValueError(
-                "design 'adaptive' needs bayes_activeeval.ActiveEvaluator, which this version "
-                "does not have yet; use --design static"
+        except ImportError as exc:  # pragma: no cover - the adaptive module ships with bae
+            raise SessionError(
+                "design 'adaptive' needs bayes_activeeval.ActiveEvaluator; use --design static"
             ) from exc
         self.pool, self.design = pool, design
-        self.target = _target_measure(design)
-        self._ev = None
-        self._stages_done = -1
+        self._cache: tuple[int, Any] | None = None
+        self._fresh()  # bad options fail now, before a session is written
 
-    def _evaluator(self, history):
+    def _fresh(self):
         from .adaptive import ActiveEvaluator
 
-        if self._ev is None or self._stages_done > len(history):
-            model = self.design.models[0] if len(self.design.models) == 1 else None
-            target = self.target if len(self.design.models) > 1 else self.design.measure
-            kwargs = dict(self.design.options)
-            if model is not None:
-                kwargs["model"] = model
-            self._ev = ActiveEvaluator(
-                self.pool,
-                target,
-                oracle=self.design.oracle,
-                rng=self.design.seed,
-                mix=self.design.mix,
-                **kwargs,
-            )
-            self._stages_done = 0
-        for k in range(self._stages_done, len(history)):
-            idx, labels = history[k]
-            got = np.asarray(self._ev.query(len(idx)))
-            if not np.array_equal(got, idx):
+        opts = dict(self.design.options)
+        return ActiveEvaluator(
+            self.pool,
+            _target_measure(self.design),
+            oracle=self.design.oracle,
+            model=_single_model(self.design),
+            rng=self.design.seed,
+            mix=self.design.mix,
+            belief_floor=self.design.belief_floor,
+            **opts,
+        )
+
+    def _load(self, blob: bytes):
+        from .adaptive import ActiveEvaluator
+
+        with _tempfile(".npz") as tmp:
+            Path(tmp).write_bytes(blob)
+            return ActiveEvaluator.load(tmp, self.pool)
+
+    @staticmethod
+    def _dump(ev) -> bytes:
+        with _tempfile(".npz") as tmp:
+            ev.save(tmp)
+            return Path(tmp).read_bytes()
+
+    def evaluator(self, session, n_done: int):
+        """The evaluator after the first ``n_done`` stages (a private copy: callers may use it)."""
+        if self._cache is not None and self._cache[0] == n_done:
+            return self._cache[1]
+        snap = session._snapshot(max_stage=n_done)
+        if snap is None:
+            ev, start = self._fresh(), 0
+        else:
+            start, blob = snap
+            ev = self._load(blob)
+        stages = session._stage_rows()
+        for s in range(start, n_done):
+            n_req, items = stages[s]
+            ev.query(n_req)
+            got = np.asarray(ev.get_state()["pending"]["idx"], dtype=np.int64)
+            if not np.array_equal(got, items):
                 raise SessionError(
-                    f"replaying stage {k} drew different items than the session recorded; the "
+                    f"replaying stage {s} drew other items than the session recorded; the "
                     "library version or the pool changed since the session was created"
                 )
-            self._ev.update(idx, labels)
-            self._stages_done = k + 1
-        return self._ev
+            new = [int(i) for i in dict.fromkeys(items.tolist()) if not ev.known[i]]
+            known = session._label_map()
+            ev.update(np.asarray(new, dtype=np.int64), [session._codec(known[i]) for i in new])
+        self._cache = (n_done, ev)
+        return ev
 
-    def propose(self, stage: int, n: int, history) -> tuple[Draws, dict]:
-        ev = self._evaluator(history)
-        state = ev.get_state() if hasattr(ev, "get_state") else {}
-        idx = np.asarray(ev.query(n), dtype=np.int64)
-        q = np.asarray(ev.proposal.q)[idx] if hasattr(ev, "proposal") else np.full(idx.size, np.nan)
-        w = self.pool.p[idx] / q
-        # the evaluator has been advanced by query(): force a replay on the next call
-        self._ev = None
-        return Draws(idx, w, q), {"evaluator_rng": _rng_json(state)}
+    def propose(self, session, stage: int, n: int, left: float | None):
+        ev = self.evaluator(session, stage)
+        self._cache = None  # query() advances it
+        snapshot = self._dump(ev)
+        avail = ev.available()
+        if avail == 0:
+            raise SessionError("no unlabeled item has positive probability; nothing to label")
+        n = min(n, avail)
+        if left is not None and self.pool.costs is not None:
+            ev._query(n, left)  # the evaluator's own cost-budget cut
+        else:
+            ev.query(n)
+        pend = ev.get_state()["pending"]
+        draws = Draws(
+            np.asarray(pend["idx"], dtype=np.int64),
+            np.asarray(pend["w"], dtype=float),
+            np.asarray(pend["q"], dtype=float),
+        )
+        return draws, {"evaluator": "ActiveEvaluator", "n": n}, snapshot
 
-    def current_q(self, history) -> np.ndarray:
-        ev = self._evaluator(history)
-        return np.asarray(ev.proposal.q)
+    def current_q(self, session, n_done: int) -> np.ndarray:
+        return np.asarray(self.evaluator(session, n_done).proposal.q)
 
-    def estimates(self, draws: Draws, labels: np.ndarray, history) -> dict[str, Estimate]:
+    def estimates(self, session, n_done: int, draws: Draws, labels) -> dict[str, Estimate]:
+        ev = self.evaluator(session, n_done)
+        if len(self.design.models) == 1:
+            return {self.design.models[0]: ev.estimate()}
         out = _per_model_estimates(self.pool, self.design, draws, labels)
-        if history:
-            ev = self._evaluator(history)
-            out["adaptive"] = ev.estimate()
+        out[ev.measure.name] = ev.estimate()
         return out
 
-    def posterior(self, history, draws: int = 1000):
-        if not history:
-            return None
-        ev = self._evaluator(history)
-        try:
-            return ev.posterior()
-        except NotImplementedError:
-            return None
 
+@contextlib.contextmanager
+def _tempfile(suffix: str):
+    import tempfile
 
-def _rng_json(state: Any) -> Any:
+    fd, name = tempfile.mkstemp(suffix=suffix)
+    os.close(fd)
     try:
-        return json.loads(json.dumps(state, default=_json_default))
-    except (TypeError, ValueError):
-        return None
+        yield name
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
 
 
 def _json_default(o: Any) -> Any:
@@ -306,13 +344,19 @@ def _json_default(o: Any) -> Any:
     raise TypeError(type(o).__name__)
 
 
+def _single_model(design: Design) -> str | None:
+    return design.models[0] if len(design.models) == 1 else None
+
+
 def _target_measure(design: Design):
+    """What the proposal optimizes: the measure (one model), the difference of two models
+    (Sawade (2012), Thm. 5.1), or the stacked measure of k > 2 models (summed variances)."""
     models = design.models
     if len(models) == 2:
         return difference(design.measure, models[0], models[1])
     if len(models) > 2:
         return stack(design.measure, models)
-    return get_measure(design.measure)
+    return design.measure
 
 
 def _per_model_estimates(pool, design: Design, draws: Draws, labels) -> dict[str, Estimate]:
@@ -577,15 +621,18 @@ class Session:
         order = items[np.sort(first)]
         return np.asarray([i for i in order.tolist() if i not in known], dtype=np.int64)
 
-    def _history(self, stages: Iterable[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-        known = self._label_map()
-        table = dict(self._stage_table())
-        out = []
-        for s in stages:
-            idx = table[s]
-            vals = [self._codec(known[int(i)]) for i in idx]
-            out.append((idx, self.pool.encode_labels(np.asarray(vals))))
-        return out
+    def _stage_rows(self) -> list[tuple[int, np.ndarray]]:
+        """Per stage (in order): the ``n`` its query asked for and its drawn items."""
+        req = dict(self._q("SELECT stage, n_requested FROM stages"))
+        return [(int(req[st]), items) for st, items in self._stage_table()]
+
+    def _snapshot(self, max_stage: int) -> tuple[int, bytes] | None:
+        """The latest evaluator snapshot taken after at most ``max_stage`` completed stages."""
+        rows = self._q(
+            "SELECT stage, state FROM snapshots WHERE stage <= ? ORDER BY stage DESC LIMIT 1",
+            (max_stage,),
+        )
+        return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
 
     def labeled_draws(self) -> tuple[Draws, np.ndarray]:
         """The draws of completed stages and their labels (class values), aligned."""
@@ -640,8 +687,6 @@ class Session:
         pend = self.pending_items()
         if pend.size:
             return pend
-        done, _ = self._complete()
-        history = self._history(done)
         known = set(self._label_map())
         left = self.budget_left()
         if left is not None and left < (1.0 if self.pool.costs is None else self.pool.costs.min()):
@@ -654,50 +699,39 @@ class Session:
         if left is not None and self.pool.costs is None:
             n = max(1, min(n, int(left)))
         stage = self.n_stages
-        rows, stages = [], []
+        rows, stages, snaps = [], [], []
         for _attempt in range(50):
-            draws, rng_info = self._design.propose(stage, n, history)
-            idx = draws.indices
-            new_mask = _first_new(idx, known)
-            if left is not None and self.pool.costs is not None:
-                cum = np.cumsum(np.where(new_mask, self.pool.costs[idx], 0.0))
-                keep = int(np.searchsorted(cum, left, side="right"))
-                keep = max(keep, 1) if cum[0] <= left else 0
-                if keep == 0:
-                    raise SessionError(
-                        f"the budget left ({left:g}) is below the cost of the next item drawn"
-                    )
-                draws = Draws(draws.indices[:keep], draws.weights[:keep], draws.q[:keep])
-                new_mask = new_mask[:keep]
-                idx = draws.indices
-            stages.append((stage, n, json.dumps(rng_info, default=_json_default), _now()))
-            for i, (it, q, w) in enumerate(zip(idx, draws.q, draws.weights, strict=True)):
-                rows.append((stage, int(it), str(self.pool_file.ids[it]), float(q), float(w), i))
-            if new_mask.any():
+            draws, info, snap = self._design.propose(self, stage, n, left)
+            stages.append((stage, int(info["n"]), json.dumps(info, default=_json_default), _now()))
+            ids = self.pool_file.ids
+            rows.extend(
+                (stage, int(it), str(ids[it]), float(q), float(w))
+                for it, q, w in zip(draws.indices, draws.q, draws.weights, strict=True)
+            )
+            if snap is not None:
+                snaps.append((stage, snap))
+            if _first_new(draws.indices, known).any():
                 break
-            # every item drawn is labeled already: the stage is complete; draw another one
-            history = [*history, self._history_entry(idx)]
+            # every item drawn is labeled already: that stage is complete; draw the next one
             stage += 1
         else:
             raise SessionError("50 stages in a row drew only labeled items; the pool is exhausted")
-        self._write(
-            lambda con: (
-                con.executemany(
-                    "INSERT INTO stages(stage, n_requested, rng, created) VALUES (?, ?, ?, ?)",
-                    stages,
-                ),
-                con.executemany(
-                    "INSERT INTO draws(stage, item, item_id, q, weight) VALUES (?, ?, ?, ?, ?)",
-                    [r[:5] for r in rows],
-                ),
-            )
-        )
-        return self.pending_items()
 
-    def _history_entry(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        known = self._label_map()
-        vals = [self._codec(known[int(i)]) for i in idx]
-        return idx, self.pool.encode_labels(np.asarray(vals))
+        def tx(con):
+            con.executemany(
+                "INSERT INTO stages(stage, n_requested, rng, created) VALUES (?, ?, ?, ?)", stages
+            )
+            con.executemany(
+                "INSERT INTO draws(stage, item, item_id, q, weight) VALUES (?, ?, ?, ?, ?)", rows
+            )
+            if snaps:
+                con.executemany(
+                    "INSERT OR REPLACE INTO snapshots(stage, state) VALUES (?, ?)", snaps
+                )
+                con.execute("DELETE FROM snapshots WHERE stage < ?", (snaps[-1][0],))
+
+        self._write(tx)
+        return self.pending_items()
 
     def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
         con = self._con
@@ -840,7 +874,7 @@ class Session:
         if len(draws) == 0:
             return {}
         done, _ = self._complete()
-        return self._design.estimates(draws, labels, self._history(done))
+        return self._design.estimates(self, len(done), draws, labels)
 
     def estimate(self, model: str | None = None) -> Estimate:
         """The estimate for one model (the only one by default)."""
@@ -869,13 +903,35 @@ class Session:
     def proposal_q(self) -> np.ndarray:
         """The proposal the next stage would draw from."""
         done, _ = self._complete()
-        return self._design.current_q(self._history(done))
+        return self._design.current_q(self, len(done))
 
-    def posterior(self):
-        """The posterior of the measure (an :class:`xarray.DataTree`) when the design has one
-        (adaptive designs with a Bayesian oracle model), else ``None``."""
-        done, _ = self._complete()
-        return self._design.posterior(self._history(done))
+    def posterior(self, method: str = "conjugate", draws: int = 1000, **kwargs: Any):
+        """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
+        contingency-table model fitted to the labeled draws of the completed stages with their
+        design weights (:func:`~bayes_activeeval.oracles.contingency.contingency_posterior`);
+        ``None`` before any stage completes or for regression pools.
+
+        Several models: the stacked measure, one output per model.
+        """
+        d, labels = self.labeled_draws()
+        if len(d) == 0 or self.pool.task == "regression":
+            return None
+        from .oracles.contingency import contingency_posterior
+
+        models = self.design.models
+        measure = self.design.measure if len(models) == 1 else stack(self.design.measure, models)
+        return contingency_posterior(
+            self.pool,
+            measure,
+            d.indices,
+            labels,
+            d.weights,
+            model=models[0] if len(models) == 1 else None,
+            method=method,
+            draws=draws,
+            rng=self.design.seed,
+            **kwargs,
+        )
 
     def status(self, level: float = 0.95) -> dict[str, Any]:
         """A summary: labels, stages, budget, pending items and the estimates with intervals."""
