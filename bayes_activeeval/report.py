@@ -21,7 +21,6 @@ import itertools
 import os
 import warnings
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,11 +59,11 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
     equal-tailed interval, ESS, r-hat), or ``None`` when there is no posterior."""
     if posterior is None:
         return None
-    import arviz as az
+    from arviz_stats import summary  # what arviz.summary is, without importing the plotting stack
 
     names = list(posterior["posterior"].data_vars)
     var_names = ["measure"] if "measure" in names else None
-    return pd.DataFrame(az.summary(posterior, var_names=var_names))
+    return pd.DataFrame(summary(posterior, var_names=var_names))
 
 
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:

@@ -71,7 +71,8 @@ CREATE TABLE draws (
 CREATE INDEX draws_stage ON draws(stage);
 CREATE INDEX draws_item ON draws(item);
 CREATE TABLE labels (
-    item INTEGER PRIMARY KEY,
+    seq INTEGER PRIMARY KEY,
+    item INTEGER NOT NULL UNIQUE,
     item_id TEXT NOT NULL UNIQUE,
     label TEXT NOT NULL,
     stage INTEGER,
@@ -574,7 +575,7 @@ class Session:
         """Every recorded label: ``item`` (pool index), ``id``, ``label`` (as text), ``stage``,
         ``time``, ``source``; in recording order."""
         return pd.DataFrame(
-            self._q("SELECT item, item_id, label, stage, time, source FROM labels ORDER BY rowid"),
+            self._q("SELECT item, item_id, label, stage, time, source FROM labels ORDER BY seq"),
             columns=["item", "id", "label", "stage", "time", "source"],
         )
 
