@@ -259,7 +259,7 @@ def test_changed_pool_and_bad_options_are_refused(demo_csv, tmp_path):
 
 # -- interactive labeling -------------------------------------------------------------------------
 def test_label_interactive_saves_each_answer(demo_csv, tmp_path):
-    path, _, truth = demo_csv
+    path, _, _truth = demo_csv
     session = tmp_path / "s.bae"
     ok("init", path, "--measure", "f1", "--session", session, *POOL_OPTS, "--text-col", "text")
     res = ok("label", session, "--n", 4, input="1\nmaybe\n0\ns\nq\n")
@@ -388,5 +388,5 @@ def test_compare_two_models(tmp_path):
     diff = bae.estimate(pool, bae.difference("accuracy", "m0", "m1"), draws, labels)
     z = diff.value / diff.stderr
     p = 2 * stats.norm.sf(abs(z))
-    row = [ln for ln in out.splitlines() if ln.strip().startswith("m0") and "m1" in ln][0]
+    row = next(ln for ln in out.splitlines() if ln.strip().startswith("m0") and "m1" in ln)
     assert f"{p:.4g}" in row.split()
