@@ -5,13 +5,21 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import measures
+from . import datasets, measures, planning
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
+from .comparison import (
+    ComparisonResult,
+    MultipleComparisonResult,
+    compare,
+    comparison_proposal,
+    multiple_comparison,
+)
 from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
 from .measures import FBeta, Measure, difference, stack
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
+from .sequential import GroupSequentialDesign, sequential_compare
 from .strata import score_strata
 
 __version__ = "0.1.0.dev0"
@@ -19,22 +27,31 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "ActiveEvaluator",
     "CategoricalBelief",
+    "ComparisonResult",
     "ConfidenceInterval",
     "Draws",
     "Estimate",
     "FBeta",
     "GaussianBelief",
+    "GroupSequentialDesign",
     "Measure",
+    "MultipleComparisonResult",
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
+    "compare",
+    "comparison_proposal",
+    "datasets",
     "difference",
     "estimate",
     "measures",
+    "multiple_comparison",
     "optimal_proposal",
     "passive_proposal",
+    "planning",
     "score_strata",
+    "sequential_compare",
     "stack",
     "stratified_proposal",
 ]
