@@ -110,61 +110,75 @@ def _completed(session) -> list[int]:
 
 
 def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-model estimates and pairwise Wald tests of their differences.
+    """Per-model estimates and pairwise tests of their differences, on the shared labeled draws.
 
-    Each difference ``G[a] − G[b]`` is estimated on the shared labels with its delta-method
-    standard error (Sawade (2012), Eq. 3.21-3.23); ``z = diff/SE`` and the two-sided p-value
-    ``2(1 − Φ(|z|))``; ``p_holm`` adjusts for the ``k(k−1)/2`` tests (Holm's step-down).
+    Two models: the paired Wald test of :func:`~bayes_activeeval.compare` (Sawade (2012),
+    Eqs. 3.21-3.24). More: the simultaneous all-pairs test of
+    :func:`~bayes_activeeval.multiple_comparison` (``method="tukey"``, single-step max-|z|;
+    Sawade (2012), Sec. 3.2.3), whose ``pvalue`` is adjusted for the ``k(k−1)/2`` pairs.
+
+    Returns
+    -------
+    estimates, tests : pandas.DataFrame
     """
-    est = session.estimates()
-    if not est:
+    from .comparison import compare, multiple_comparison
+
+    draws, labels = session.labeled_draws()
+    if len(draws) == 0:
         raise ValueError("no completed stage yet: label the items of bae next first")
     models = list(session.design.models)
+    measure = session.design.measure
     zc = stats.norm.ppf(0.5 + level / 2)
-    rows = []
-    for m in models:
-        e = est[m]
-        rows.append(
-            {
-                "model": m,
-                session.design.measure: e.value,
-                "stderr": e.stderr,
-                "low": e.value - zc * e.stderr,
-                "high": e.value + zc * e.stderr,
-            }
-        )
-    tests = []
-    for a, b in itertools.combinations(models, 2):
-        e = session.difference(a, b)
-        z = e.value / e.stderr if e.stderr > 0 else np.nan
-        p = 2 * stats.norm.sf(abs(z)) if np.isfinite(z) else np.nan
-        low, high = e.confidence_interval(level)
-        tests.append(
-            {
-                "a": a,
-                "b": b,
-                "difference": e.value,
-                "stderr": e.stderr,
-                "low": low,
-                "high": high,
-                "statistic": z,
-                "pvalue": p,
-            }
-        )
-    t = pd.DataFrame(tests)
-    if len(t):
-        t["p_holm"] = _holm(t["pvalue"].to_numpy())
-    return pd.DataFrame(rows), t
-
-
-def _holm(p: np.ndarray) -> np.ndarray:
-    p = np.asarray(p, dtype=float)
-    k = p.size
-    order = np.argsort(p)
-    adj = np.minimum(1.0, np.maximum.accumulate((k - np.arange(k)) * p[order]))
-    out = np.empty(k)
-    out[order] = adj
-    return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedEstimateWarning)
+        if len(models) == 2:
+            res = compare(session.pool, measure, draws, labels, models=tuple(models))
+            est = [(m, res.estimates[m], res.stderrs[m]) for m in models]
+            low, high = res.confidence_interval(level)
+            tests = pd.DataFrame(
+                [
+                    {
+                        "a": models[0],
+                        "b": models[1],
+                        "difference": res.estimate,
+                        "stderr": res.stderr,
+                        "low": low,
+                        "high": high,
+                        "statistic": res.statistic,
+                        "pvalue": res.pvalue,
+                        "better": res.better or "-",
+                    }
+                ]
+            )
+        else:
+            mc = multiple_comparison(
+                session.pool, measure, draws, labels, models=models, level=level, rng=0
+            )
+            est = list(zip(models, mc.estimates, mc.stderrs, strict=True))
+            ci = mc.confidence_interval()
+            rows = []
+            for i, j in itertools.combinations(range(len(models)), 2):
+                rows.append(
+                    {
+                        "a": models[i],
+                        "b": models[j],
+                        "difference": mc.difference[i, j],
+                        "stderr": mc.stderr[i, j],
+                        "low": ci.low[i, j],
+                        "high": ci.high[i, j],
+                        "statistic": mc.statistic[i, j],
+                        "raw_pvalue": mc.raw_pvalue[i, j],
+                        "pvalue": mc.pvalue[i, j],
+                    }
+                )
+            tests = pd.DataFrame(rows)
+    estimates = pd.DataFrame(
+        [
+            {"model": m, measure: v, "stderr": se, "low": v - zc * se, "high": v + zc * se}
+            for m, v, se in est
+        ]
+    )
+    return estimates, tests
 
 
 # -- figures --------------------------------------------------------------------------------------
