@@ -7,7 +7,13 @@ honest confidence intervals. See ``docs/`` for the concepts and a page per capab
 
 from . import measures
 from .beliefs import CategoricalBelief, GaussianBelief
-from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
+from .estimators import (
+    ConfidenceInterval,
+    Estimate,
+    UndefinedEstimateWarning,
+    estimate,
+    weighted_estimate,
+)
 from .measures import FBeta, Measure, difference, stack
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
@@ -35,4 +41,5 @@ __all__ = [
     "score_strata",
     "stack",
     "stratified_proposal",
+    "weighted_estimate",
 ]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._validation import check_finite, check_probabilities
+from ._validation import check_finite, check_probabilities, show
 
 __all__ = ["Belief", "CategoricalBelief", "GaussianBelief", "pool_belief"]
 
@@ -56,7 +56,7 @@ class CategoricalBelief(Belief):
         sums = arr.sum(axis=1)
         bad = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)
         if bad.size:
-            raise ValueError(f"{name}[{bad[0]}] sums to {sums[bad[0]]!r}; rows must sum to 1")
+            raise ValueError(f"{name}[{bad[0]}] sums to {show(sums[bad[0]])}; rows must sum to 1")
         self.probs = arr
         self.n_items, self.n_classes = arr.shape
 

@@ -34,6 +34,10 @@ __all__ = [
 ]
 
 
+UNIT = (0.0, 1.0)
+NONNEG = (0.0, np.inf)
+
+
 @dataclass(frozen=True)
 class ModelView:
     """What a loss function may read about one model on a set of items.
@@ -110,6 +114,8 @@ class Measure:
         them zero mass.
     models : tuple of str, optional
         Set by :func:`difference` and :func:`stack`: the models this measure is bound to.
+    bounds : tuple of float
+        The range of ``g`` (e.g. ``(0, 1)`` for F1), used by transformed-scale intervals.
 
     Notes
     -----
@@ -130,6 +136,7 @@ class Measure:
         greater_is_better: bool = False,
         scale_invariant: bool = False,
         models: tuple[str, ...] | None = None,
+        bounds: tuple[float, float] = (-np.inf, np.inf),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
@@ -154,6 +161,10 @@ class Measure:
         self.greater_is_better = bool(greater_is_better)
         self.scale_invariant = bool(scale_invariant)
         self.models = models
+        lo, hi = (float(b) for b in bounds)
+        if not lo < hi:
+            raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+        self.bounds = (lo, hi)
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -296,6 +307,7 @@ class FBeta(Measure):
             task="binary",
             greater_is_better=True,
             scale_invariant=True,
+            bounds=UNIT,
         )
 
     @property
@@ -477,6 +489,7 @@ def _averaged(kind: str, average: str) -> Measure:
         task="classification",
         greater_is_better=True,
         scale_invariant=True,
+        bounds=UNIT,
     )
 
 
@@ -518,10 +531,24 @@ def _balanced_multiclass() -> Measure:
         task="classification",
         greater_is_better=True,
         scale_invariant=True,
+        bounds=UNIT,
     )
 
 
 def _registry() -> dict[str, Callable[[], Measure]]:
+    def binary_ratio(name, loss, comps):
+        return Measure(
+            name,
+            loss,
+            _ratio,
+            _ratio_jac,
+            components=comps,
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+            bounds=UNIT,
+        )
+
     return {
         "accuracy": lambda: Measure(
             "accuracy",
@@ -529,30 +556,17 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("correct",),
             task="classification",
             greater_is_better=True,
+            bounds=UNIT,
         ),
         "error_rate": lambda: Measure(
-            "error_rate", _loss_zero_one, components=("error",), task="classification"
+            "error_rate",
+            _loss_zero_one,
+            components=("error",),
+            task="classification",
+            bounds=UNIT,
         ),
-        "precision": lambda: Measure(
-            "precision",
-            _loss_precision,
-            _ratio,
-            _ratio_jac,
-            components=("tp", "pred_pos"),
-            task="binary",
-            greater_is_better=True,
-            scale_invariant=True,
-        ),
-        "recall": lambda: Measure(
-            "recall",
-            _loss_recall,
-            _ratio,
-            _ratio_jac,
-            components=("tp", "true_pos"),
-            task="binary",
-            greater_is_better=True,
-            scale_invariant=True,
-        ),
+        "precision": lambda: binary_ratio("precision", _loss_precision, ("tp", "pred_pos")),
+        "recall": lambda: binary_ratio("recall", _loss_recall, ("tp", "true_pos")),
         "f1": lambda: FBeta(1.0),
         "balanced_accuracy": _balanced_multiclass,
         "mcc": lambda: Measure(
@@ -563,6 +577,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("tp", "true_pos", "pred_pos"),
             task="binary",
             greater_is_better=True,
+            bounds=(-1.0, 1.0),
         ),
         "fowlkes_mallows": lambda: Measure(
             "fowlkes_mallows",
@@ -573,12 +588,17 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             task="binary",
             greater_is_better=True,
             scale_invariant=True,
+            bounds=UNIT,
         ),
         "brier": lambda: Measure(
-            "brier", _loss_brier, components=("brier",), task="classification"
+            "brier", _loss_brier, components=("brier",), task="classification", bounds=(0.0, 2.0)
         ),
-        "mse": lambda: Measure("mse", _loss_mse, components=("sq_error",), task="regression"),
-        "mae": lambda: Measure("mae", _loss_mae, components=("abs_error",), task="regression"),
+        "mse": lambda: Measure(
+            "mse", _loss_mse, components=("sq_error",), task="regression", bounds=NONNEG
+        ),
+        "mae": lambda: Measure(
+            "mae", _loss_mae, components=("abs_error",), task="regression", bounds=NONNEG
+        ),
         "r2": lambda: Measure(
             "r2",
             _loss_r2,
@@ -587,6 +607,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("y", "y2", "yf", "f2"),
             task="regression",
             greater_is_better=True,
+            bounds=(-np.inf, 1.0),
         ),
         **{
             f"{kind}_{avg}": (lambda kind=kind, avg=avg: _averaged(kind, avg))
@@ -690,6 +711,7 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         greater_is_better=base.greater_is_better,
         scale_invariant=base.scale_invariant,
         models=models,
+        bounds=base.bounds,
     )
 
 
@@ -726,6 +748,7 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
         greater_is_better=base.greater_is_better,
         scale_invariant=base.scale_invariant,
         models=models,
+        bounds=(base.bounds[0] - base.bounds[1], base.bounds[1] - base.bounds[0]),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng
+from ._validation import check_count, check_fraction, check_rng, show
 from .beliefs import Belief, as_belief
 from .measures import Measure
 from .strata import score_strata
@@ -233,12 +233,15 @@ def expected_sq_deviation(
     Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
     u = np.empty(pool.n_items)
     JT = J.T
+    # Dg(R)·R vanishes exactly for a scale-invariant g (Euler's theorem, degree 0); using the exact
+    # zero keeps q = 0 where the loss is identically zero (e.g. predicted negatives for precision).
+    offset = np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
         v = views(sl)
 
         def sq(y, s, v=v):
-            dev = (measure.loss(y, v) - R) @ JT
+            dev = measure.loss(y, v) @ JT - offset
             return np.einsum("ij,ij->i", dev, dev)
 
         u[sl] = belief.expect(sq, sl)
@@ -273,7 +276,7 @@ def _costs(pool, costs) -> np.ndarray | None:
         raise ValueError(f"costs has shape {arr.shape}; expected ({pool.n_items},)")
     if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
         i = int(np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))[0])
-        raise ValueError(f"costs[{i}] = {arr[i]!r}; label costs must be positive and finite")
+        raise ValueError(f"costs[{i}] = {show(arr[i])}; label costs must be positive and finite")
     return arr
 
 
