@@ -116,6 +116,10 @@ class Measure:
         Set by :func:`difference` and :func:`stack`: the models this measure is bound to.
     bounds : tuple of float
         The range of ``g`` (e.g. ``(0, 1)`` for F1), used by transformed-scale intervals.
+    tabular : bool
+        ``True`` when the loss depends on an item only through the predicted class(es) and the
+        label (``view.pred``, ``view.pos``, ``view.n_classes``): the loss is then a small table
+        over (prediction, label) and the proposal kernels take an exact O(n·C) fast path.
 
     Notes
     -----
@@ -137,6 +141,7 @@ class Measure:
         scale_invariant: bool = False,
         models: tuple[str, ...] | None = None,
         bounds: tuple[float, float] = (-np.inf, np.inf),
+        tabular: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
@@ -165,6 +170,7 @@ class Measure:
         if not lo < hi:
             raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
         self.bounds = (lo, hi)
+        self.tabular = bool(tabular)
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -308,6 +314,7 @@ class FBeta(Measure):
             greater_is_better=True,
             scale_invariant=True,
             bounds=UNIT,
+            tabular=True,
         )
 
     @property
@@ -490,6 +497,7 @@ def _averaged(kind: str, average: str) -> Measure:
         greater_is_better=True,
         scale_invariant=True,
         bounds=UNIT,
+        tabular=True,
     )
 
 
@@ -532,6 +540,7 @@ def _balanced_multiclass() -> Measure:
         greater_is_better=True,
         scale_invariant=True,
         bounds=UNIT,
+        tabular=True,
     )
 
 
@@ -547,6 +556,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             greater_is_better=True,
             scale_invariant=True,
             bounds=UNIT,
+            tabular=True,
         )
 
     return {
@@ -557,6 +567,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             task="classification",
             greater_is_better=True,
             bounds=UNIT,
+            tabular=True,
         ),
         "error_rate": lambda: Measure(
             "error_rate",
@@ -564,6 +575,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("error",),
             task="classification",
             bounds=UNIT,
+            tabular=True,
         ),
         "precision": lambda: binary_ratio("precision", _loss_precision, ("tp", "pred_pos")),
         "recall": lambda: binary_ratio("recall", _loss_recall, ("tp", "true_pos")),
@@ -578,6 +590,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             task="binary",
             greater_is_better=True,
             bounds=(-1.0, 1.0),
+            tabular=True,
         ),
         "fowlkes_mallows": lambda: Measure(
             "fowlkes_mallows",
@@ -589,6 +602,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             greater_is_better=True,
             scale_invariant=True,
             bounds=UNIT,
+            tabular=True,
         ),
         "brier": lambda: Measure(
             "brier", _loss_brier, components=("brier",), task="classification", bounds=(0.0, 2.0)
@@ -687,7 +701,8 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
     k, m = len(models), base.n_outputs
 
     def loss(y, views):
-        return np.concatenate([base.loss(y, v) for v in _views_of(views, models)], axis=1)
+        parts = [base.resolve(v.n_classes).loss(y, v) for v in _views_of(views, models)]
+        return np.concatenate(parts, axis=1)
 
     def g(R):
         return np.concatenate([base.g(part) for part in np.split(R, k)])
@@ -712,6 +727,7 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         scale_invariant=base.scale_invariant,
         models=models,
         bounds=base.bounds,
+        tabular=base.tabular,
     )
 
 
@@ -749,6 +765,7 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
         scale_invariant=base.scale_invariant,
         models=models,
         bounds=(base.bounds[0] - base.bounds[1], base.bounds[1] - base.bounds[0]),
+        tabular=base.tabular,
     )
 
 

@@ -175,6 +175,7 @@ class Pool:
                 )
             self.costs = c
         self._weights = None
+        self._uniform: np.ndarray | None = None
         if weights is not None:
             w = check_finite(as_1d(weights, "weights", n=n, dtype=float), "weights")
             bad = np.flatnonzero(w < 0)
@@ -204,7 +205,10 @@ class Pool:
     def p(self) -> np.ndarray:
         """The test distribution ``p(x)`` over items, shape ``(n,)``, summing to one."""
         if self._weights is None:
-            return np.full(self.n_items, 1.0 / self.n_items)
+            if self._uniform is None:
+                self._uniform = np.full(self.n_items, 1.0 / self.n_items)
+                self._uniform.flags.writeable = False
+            return self._uniform
         return self._weights
 
     @property

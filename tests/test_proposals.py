@@ -253,3 +253,36 @@ def test_draws_follow_q(rng):
     assert freq[1] == 0
     # reproducible with the same seed
     np.testing.assert_array_equal(prop.draw(50, rng=3).indices, prop.draw(50, rng=3).indices)
+
+
+def _generic(measure):
+    import copy
+
+    m = copy.copy(bae.measures.get(measure))
+    m.tabular = False
+    return m
+
+
+@pytest.mark.parametrize("name", [n for n in bae.measures.available() if bae.measures.get(n).tabular])
+def test_tabular_fast_path_equals_generic_path(name, rng):
+    n = 1500
+    multi = name.endswith(("_macro", "_micro")) or name in ("balanced_accuracy", "accuracy")
+    C = 3 if multi else 2
+    probs = rng.dirichlet(np.ones(C), n)
+    f = rng.integers(0, C, n)
+    pool = bae.Pool(predictions=f, probs=probs, classes=np.arange(C))
+    fast = bae.optimal_proposal(pool, name, mix=0.01)
+    slow = bae.optimal_proposal(pool, _generic(name), mix=0.01)
+    np.testing.assert_allclose(fast.info["risk"], slow.info["risk"], rtol=1e-12)
+    np.testing.assert_allclose(fast.q, slow.q, rtol=1e-10)
+
+
+def test_tabular_fast_path_for_two_model_difference(rng):
+    n, C = 1500, 3
+    preds = {m: rng.integers(0, C, n) for m in ("a", "b")}
+    probs = {m: rng.dirichlet(np.ones(C), n) for m in ("a", "b")}
+    pool = bae.Pool(predictions=preds, probs=probs, classes=np.arange(C))
+    for base in ("accuracy", "f1_macro"):
+        fast = bae.optimal_proposal(pool, bae.difference(base, "a", "b"), mix=0.0)
+        slow = bae.optimal_proposal(pool, bae.difference(_generic(base), "a", "b"), mix=0.0)
+        np.testing.assert_allclose(fast.q, slow.q, rtol=1e-10)
