@@ -66,7 +66,10 @@ def main(argv=None):
             print(row, flush=True)
         del pool
     OUT.mkdir(exist_ok=True)
-    meta = {"machine": platform.processor() or platform.machine(), "python": platform.python_version()}
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
     (OUT / "speed.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
         "# Speed: `optimal_proposal` + `draw(1000)` on binary pools",

@@ -263,7 +263,9 @@ def _generic(measure):
     return m
 
 
-@pytest.mark.parametrize("name", [n for n in bae.measures.available() if bae.measures.get(n).tabular])
+@pytest.mark.parametrize(
+    "name", [n for n in bae.measures.available() if bae.measures.get(n).tabular]
+)
 def test_tabular_fast_path_equals_generic_path(name, rng):
     n = 1500
     multi = name.endswith(("_macro", "_micro")) or name in ("balanced_accuracy", "accuracy")
