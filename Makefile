@@ -5,7 +5,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint docs bench clean venv
+.PHONY: demo test lint format docs clean venv
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bayes_activeeval tests benchmarks examples
 	$(VENV)/bin/ruff format --check bayes_activeeval tests benchmarks examples
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix bayes_activeeval tests benchmarks examples
+	$(VENV)/bin/ruff format bayes_activeeval tests benchmarks examples
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict

@@ -15,7 +15,13 @@ from .comparison import (
     comparison_proposal,
     multiple_comparison,
 )
-from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
+from .estimators import (
+    ConfidenceInterval,
+    Estimate,
+    UndefinedEstimateWarning,
+    estimate,
+    weighted_estimate,
+)
 from .measures import FBeta, Measure, difference, stack
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
@@ -54,4 +60,5 @@ __all__ = [
     "sequential_compare",
     "stack",
     "stratified_proposal",
+    "weighted_estimate",
 ]
