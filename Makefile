@@ -33,7 +33,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format bayes_activeeval tests benchmarks examples
 
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) site .pytest_cache build *.egg-info

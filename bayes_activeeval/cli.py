@@ -70,9 +70,19 @@ def main() -> None:
     "--budgets", default="250,1000", show_default=True, help="Comma-separated label budgets."
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed for the draws.")
-def demo(budgets: str, seed: int) -> None:
+@click.option(
+    "--export",
+    default=None,
+    help="Instead: write the demo pool to this CSV (id, pred, p, score, text) and its true "
+    "labels beside it (…-truth.csv), to try a labeling session.",
+)
+def demo(budgets: str, seed: int, export: str | None) -> None:
     """Active versus passive evaluation of F1 and accuracy on the embedded demo pool."""
     from .demo import format_demo, run_demo
+
+    if export:
+        _export_demo(export)
+        return
 
     try:
         b = tuple(int(x) for x in budgets.split(",") if x.strip())
@@ -86,6 +96,29 @@ def demo(budgets: str, seed: int) -> None:
     result = run_demo(budgets=b, seed=seed)
     click.echo(format_demo(result))
     click.echo(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+def _export_demo(path: str) -> None:
+    import pandas as pd
+
+    from .datasets import load_demo
+
+    d = load_demo()
+    v = d.pool.view()
+    ids = [f"d{i}" for i in range(d.pool.n_items)]
+    pd.DataFrame(
+        {
+            "id": ids,
+            "pred": v.pred,
+            "p": v.positive_prob(),
+            "score": d.pool.scores["model"],
+            "text": [f"demo item {i}" for i in range(d.pool.n_items)],
+        }
+    ).to_csv(path, index=False)
+    root, ext = os.path.splitext(path)
+    truth = f"{root}-truth{ext or '.csv'}"
+    pd.DataFrame({"id": ids, "label": d.labels}).to_csv(truth, index=False)
+    click.echo(f"demo pool written to {path} ({d.pool.n_items:,} items); true labels to {truth}")
 
 
 # -- helpers --------------------------------------------------------------------------------------
