@@ -31,7 +31,7 @@ def results_markdown(root: Path = ROOT) -> str:
     return "\n\n".join(parts)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - mkdocs API
+def on_page_markdown(markdown: str, page, config, files) -> str:
     """Insert the results where the page has the marker."""
     if MARKER in markdown:
         return markdown.replace(MARKER, results_markdown())
