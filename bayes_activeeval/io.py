@@ -46,6 +46,8 @@ def _as_mapping(value: Any, name: str) -> dict[str, Any]:
         return {str(k): v for k, v in value.items()}
     if isinstance(value, str):
         return {DEFAULT_MODEL: value}
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return {DEFAULT_MODEL: list(value)}  # one model's class columns
     raise TypeError(f"{name} must be a column name or a dict model -> column, got {value!r}")
 
 

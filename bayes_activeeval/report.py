@@ -205,6 +205,8 @@ def _fig_proposal(session, q: np.ndarray) -> str:
     model = session.design.models[0]
     if pool.scores is not None:
         score, xlabel = pool.scores[model], f"score ({model})"
+    elif pool.has_std():
+        score, xlabel = pool.view(model).std, f"predictive std ({model})"
     elif pool.has_probs() and pool.task == "binary":
         score, xlabel = pool.view(model).positive_prob(), f"P(positive) ({model})"
     elif pool.has_probs():

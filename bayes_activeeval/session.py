@@ -87,6 +87,10 @@ class SessionError(ValueError):
     """A session cannot be opened or used as asked (a :class:`ValueError`: the CLI exits 2)."""
 
 
+class _Raced(Exception):
+    """Another process wrote the stage this one was about to write."""
+
+
 def stage_rng(seed: int, stage: int) -> np.random.Generator:
     """The random generator of stage ``stage``: ``default_rng(SeedSequence([seed, stage]))``.
 
@@ -149,6 +153,11 @@ class Design:
         if self.budget is not None and not (float(self.budget) > 0):
             raise ValueError(f"budget must be positive, got {self.budget!r}")
         object.__setattr__(self, "models", tuple(self.models))
+        if self.kind == "static" and self.oracle != "model":
+            raise ValueError(
+                f"the static design uses the models' own probabilities (oracle 'model'); "
+                f"oracle {self.oracle!r} needs design='adaptive'"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -444,11 +453,6 @@ class Session:
         strategy = _make_design(pool, design)
         if isinstance(strategy, _StaticDesign):
             strategy.proposal  # noqa: B018 - compute now: errors before anything is written
-        if overwrite:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path + suffix)
-        con = cls._connect(path, create=True)
         meta = {
             "schema_version": SCHEMA_VERSION,
             "pool_path": pf.path,
@@ -459,6 +463,13 @@ class Session:
             "bae_version": _version(),
             "n_items": pool.n_items,
         }
+        # write a complete file beside the target, then rename it into place: a crash leaves
+        # either no session or a whole one
+        tmp = f"{path}.tmp-{os.getpid()}"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp + suffix)
+        con = cls._connect(tmp, create=True)
         try:
             con.execute("BEGIN IMMEDIATE")
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
@@ -468,13 +479,23 @@ class Session:
                 [(k, json.dumps(v)) for k, v in meta.items()],
             )
             con.execute("COMMIT")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.close()
+            if overwrite:
+                for suffix in ("-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path + suffix)
+            os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
-                con.execute("ROLLBACK")
-            con.close()
+                con.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp + suffix)
             raise
-        session = cls(path, con, pf, design)
+        session = cls(path, cls._connect(path, create=False), pf, design)
         session._design = strategy
+        session.meta = meta
         return session
 
     @classmethod
@@ -718,7 +739,11 @@ class Session:
         else:
             raise SessionError("50 stages in a row drew only labeled items; the pool is exhausted")
 
+        first = stages[0][0]
+
         def tx(con):
+            if con.execute("SELECT COUNT(*) FROM stages").fetchone()[0] != first:
+                raise _Raced  # another process drew this stage meanwhile: show that one
             con.executemany(
                 "INSERT INTO stages(stage, n_requested, rng, created) VALUES (?, ?, ?, ?)", stages
             )
@@ -731,7 +756,10 @@ class Session:
                 )
                 con.execute("DELETE FROM snapshots WHERE stage < ?", (snaps[-1][0],))
 
-        self._write(tx)
+        try:
+            self._write(tx)
+        except _Raced:
+            self._design = _make_design(self.pool, self.design)  # drop a stale evaluator cache
         return self.pending_items()
 
     def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
