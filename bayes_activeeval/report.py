@@ -285,12 +285,19 @@ def _img(b64: str | None, alt: str) -> str:
 
 def render_html(session, level: float = 0.95) -> str:
     """The report of a session as one self-contained HTML string."""
-    st = session.status(level)
-    meas = st["measure"]
-    path = estimate_path(session, level)
-    q = session.proposal_q()
-    posterior = session.posterior()
-    post_sum = posterior_summary(posterior)
+    from tqdm import tqdm
+
+    with tqdm(total=4, desc="report", unit="step", disable=None, leave=False) as bar:
+        st = session.status(level)
+        meas = st["measure"]
+        bar.update()
+        path = estimate_path(session, level)
+        bar.update()
+        q = session.proposal_q()
+        bar.update()
+        posterior = session.posterior()
+        post_sum = posterior_summary(posterior)
+        bar.update()
     freq_rows = []
     for name, est in session.estimates().items():
         wl, wh = est.confidence_interval(level, "wald")
