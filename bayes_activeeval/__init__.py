@@ -5,13 +5,14 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import measures
+from . import measures, proposals
 from .beliefs import CategoricalBelief, GaussianBelief
 from .estimators import (
     ConfidenceInterval,
     Estimate,
     UndefinedEstimateWarning,
     estimate,
+    model_assisted_estimate,
     weighted_estimate,
 )
 from .measures import FBeta, Measure, difference, stack
@@ -36,8 +37,10 @@ __all__ = [
     "difference",
     "estimate",
     "measures",
+    "model_assisted_estimate",
     "optimal_proposal",
     "passive_proposal",
+    "proposals",
     "score_strata",
     "stack",
     "stratified_proposal",
