@@ -149,7 +149,9 @@ def _ma_study(synth, measure, belief, reps=300, n=400, seed=3):
         d = prop.draw(n, rng=rng)
         labels = y[d.indices]
         ipw.append(bae.estimate(pool, measure, d, labels, oracle="stochastic").value)
-        e = bae.estimate(pool, measure, d, labels, oracle="stochastic", estimator="model_assisted", belief=belief)
+        e = bae.estimate(
+            pool, measure, d, labels, oracle="stochastic", estimator="model_assisted", belief=belief
+        )
         ma.append(e.value)
         lam.append(e.details["lambda"])
     return truth, np.asarray(ipw), np.asarray(ma), np.asarray(lam)
