@@ -303,6 +303,13 @@ def intrinsic_risk(
     return R
 
 
+def _centre(measure: Measure, J: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``Dg(R)·R``, the centring of ``Dg(R)(ℓ − R) = Dg(R)ℓ − Dg(R)R``. It vanishes exactly for a
+    scale-invariant ``g`` (Euler's theorem, degree 0); using the exact zero keeps ``q = 0`` where
+    the loss is identically zero (e.g. predicted negatives for precision)."""
+    return np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+
+
 def expected_sq_deviation(
     pool,
     measure: Measure,
@@ -316,9 +323,7 @@ def expected_sq_deviation(
     """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
     Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
     JT = J.T
-    # Dg(R)·R vanishes exactly for a scale-invariant g (Euler's theorem, degree 0); using the exact
-    # zero keeps q = 0 where the loss is identically zero (e.g. predicted negatives for precision).
-    offset = np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+    offset = _centre(measure, J, R)
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
     if table is not None:
@@ -350,7 +355,7 @@ def explained_sq_deviation(
     """``‖Dg(R)(m(x) − R)‖²`` per item, ``m(x) = E_π[ℓ(x, y)]``: the part of
     :func:`expected_sq_deviation` the belief explains. ``u(x)`` minus this is the belief's
     conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal."""
-    offset = np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+    offset = _centre(measure, J, R)
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
     if table is not None:
