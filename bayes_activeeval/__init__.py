@@ -5,7 +5,7 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import datasets, measures, planning
+from . import datasets, measures, planning, proposals
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -20,6 +20,7 @@ from .estimators import (
     Estimate,
     UndefinedEstimateWarning,
     estimate,
+    model_assisted_estimate,
     weighted_estimate,
 )
 from .measures import FBeta, Measure, difference, stack
@@ -52,10 +53,12 @@ __all__ = [
     "difference",
     "estimate",
     "measures",
+    "model_assisted_estimate",
     "multiple_comparison",
     "optimal_proposal",
     "passive_proposal",
     "planning",
+    "proposals",
     "score_strata",
     "sequential_compare",
     "stack",

@@ -39,7 +39,7 @@ class Belief:
     n_items: int
 
     def expect(self, fn: Callable[[np.ndarray, slice], np.ndarray], sl: slice) -> np.ndarray:
-        """``E_{y∼π(·|x)}[fn(y, sl)]`` for the items in slice ``sl``."""
+        """``E_{y∼π(·|x)}[fn(y, sl)]`` for the items ``sl`` (a slice or an index array)."""
         raise NotImplementedError
 
     def floored(self, floor: float) -> Belief:

@@ -304,6 +304,13 @@ def intrinsic_risk(
     return R
 
 
+def _centre(measure: Measure, J: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``Dg(R)·R``, the centring of ``Dg(R)(ℓ − R) = Dg(R)ℓ − Dg(R)R``. It vanishes exactly for a
+    scale-invariant ``g`` (Euler's theorem, degree 0); using the exact zero keeps ``q = 0`` where
+    the loss is identically zero (e.g. predicted negatives for precision)."""
+    return np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+
+
 def expected_sq_deviation(
     pool,
     measure: Measure,
@@ -317,9 +324,7 @@ def expected_sq_deviation(
     """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
     Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
     JT = J.T
-    # Dg(R)·R vanishes exactly for a scale-invariant g (Euler's theorem, degree 0); using the exact
-    # zero keeps q = 0 where the loss is identically zero (e.g. predicted negatives for precision).
-    offset = np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+    offset = _centre(measure, J, R)
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
     if table is not None:
@@ -384,6 +389,34 @@ def expected_floored_norm(
     return a
 
 
+def explained_sq_deviation(
+    pool,
+    measure: Measure,
+    views,
+    belief: Belief,
+    R: np.ndarray,
+    J: np.ndarray,
+    chunk: int = CHUNK,
+    table: LossTable | None = None,
+) -> np.ndarray:
+    """``‖Dg(R)(m(x) − R)‖²`` per item, ``m(x) = E_π[ℓ(x, y)]``: the part of
+    :func:`expected_sq_deviation` the belief explains. ``u(x)`` minus this is the belief's
+    conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal."""
+    offset = _centre(measure, J, R)
+    if table is None and isinstance(belief, CategoricalBelief):
+        table = loss_table(pool, measure, views)
+    if table is not None:
+        dev = table.table @ J.T - offset  # (K, C, m)
+        out = np.zeros(pool.n_items)
+        for j in range(dev.shape[2]):
+            mj = _gather(dev[:, :, j], table.keys, belief.probs)
+            out += mj * mj
+        return out
+    m_all = expected_loss(pool, measure, views, belief, chunk)
+    dev = m_all @ J.T - offset
+    return np.einsum("ij,ij->i", dev, dev)
+
+
 def _support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndarray:
     """Items that need ``q > 0``: all with ``p > 0``, except, for scale-invariant measures, items
     whose loss is zero for every possible label (Marchant & Rubinstein (2021), Sec. 1.7 of the
@@ -438,6 +471,7 @@ def optimal_proposal(
     costs: Any = None,
     belief_floor: float = DEFAULT_BELIEF_FLOOR,
     mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
 ) -> Proposal:
     """The variance-optimal proposal for any generalized measure.
 
@@ -468,11 +502,18 @@ def optimal_proposal(
     mix : float
         Defensive mixture weight ``δ`` in ``q ← (1 − δ) q + δ p``: weights are bounded by ``1/δ``
         and the variance is at most ``1/(1 − δ)`` times the unmixed one. Default ``0.05``.
+    estimator : {"ipw", "model_assisted"}
+        The estimator the proposal is optimal for. ``"ipw"``: the importance-weighted estimate
+        (Sawade (2012), Eq. 3.31). ``"model_assisted"``: the estimate that also uses the belief as a
+        control variate (:func:`~bayes_activeeval.estimate` with ``estimator="model_assisted"``);
+        its optimal proposal replaces ``u(x)`` by the belief's conditional variance
+        ``E_π‖Dg(R)(ℓ − m(x))‖² = u(x) − ‖Dg(R)(m(x) − R)‖²``, ``m(x) = E_π ℓ(x, y)``.
 
     Returns
     -------
     Proposal
-        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``u`` and the mixing weight.
+        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``u`` (the integrand used) and
+        the mixing weight.
 
     Raises
     ------
@@ -500,7 +541,11 @@ def optimal_proposal(
             f"measure {m.name!r} is undefined at the intrinsic risk R={np.round(R, 6).tolist()} "
             "(e.g. no item predicted or believed positive); cannot build the optimal proposal"
         )
+    if estimator not in ("ipw", "model_assisted"):
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
     u = expected_sq_deviation(pool, m, views, b, R, J, table=table)
+    if estimator == "model_assisted":
+        u = np.maximum(u - explained_sq_deviation(pool, m, views, b, R, J, table=table), 0.0)
     c = _costs(pool, costs)
     p = pool.p
     s = np.sqrt(np.maximum(u, 0.0))
@@ -520,7 +565,15 @@ def optimal_proposal(
                 f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) whose "
                 "label could change the estimate; use mix > 0 or belief_floor > 0"
             )
-    info = {"risk": R, "jacobian": J, "u": u, "mix": mix, "belief_floor": floor, "measure": m.name}
+    info = {
+        "risk": R,
+        "jacobian": J,
+        "u": u,
+        "mix": mix,
+        "belief_floor": floor,
+        "measure": m.name,
+        "estimator": estimator,
+    }
     return Proposal(q, p, "optimal", info)
 
 
