@@ -99,26 +99,10 @@ def demo(budgets: str, seed: int, export: str | None) -> None:
 
 
 def _export_demo(path: str) -> None:
-    import pandas as pd
+    from .demo import export_demo
 
-    from .datasets import load_demo
-
-    d = load_demo()
-    v = d.pool.view()
-    ids = [f"d{i}" for i in range(d.pool.n_items)]
-    pd.DataFrame(
-        {
-            "id": ids,
-            "pred": v.pred,
-            "p": v.positive_prob(),
-            "score": d.pool.scores["model"],
-            "text": [f"demo item {i}" for i in range(d.pool.n_items)],
-        }
-    ).to_csv(path, index=False)
-    root, ext = os.path.splitext(path)
-    truth = f"{root}-truth{ext or '.csv'}"
-    pd.DataFrame({"id": ids, "label": d.labels}).to_csv(truth, index=False)
-    click.echo(f"demo pool written to {path} ({d.pool.n_items:,} items); true labels to {truth}")
+    pool_csv, truth_csv = export_demo(path)
+    click.echo(f"demo pool written to {pool_csv} (100,000 items); true labels to {truth_csv}")
 
 
 # -- helpers --------------------------------------------------------------------------------------
