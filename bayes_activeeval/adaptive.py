@@ -44,7 +44,7 @@ from .proposals import (
     Proposal,
     _costs,
     _mix,
-    expected_floored_norm,
+    class_deviation_norms,
     intrinsic_risk,
 )
 
@@ -86,16 +86,34 @@ def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, d
     return float(epsilon) / (stage + 1)
 
 
-def _floor_unknown(belief: CategoricalBelief, floor: float, known: np.ndarray | None):
+def _floor_unknown(probs: np.ndarray, floor: float, known: np.ndarray | None) -> np.ndarray:
     """Floor the class probabilities of items without a label; labeled ones keep a point mass."""
     if floor <= 0:
-        return belief
-    fl = belief.floored(floor)
-    if known is None or not known.any():
-        return fl
-    probs = fl.probs
-    probs[known] = belief.probs[known]
-    return CategoricalBelief(probs)
+        return probs
+    C = probs.shape[1]
+    if floor * C >= 1:
+        raise ValueError(f"belief_floor={floor!r} is too large for {C} classes")
+    out = np.maximum(probs, floor)
+    out /= out.sum(axis=1, keepdims=True)
+    if known is not None and known.any():
+        out[known] = probs[known]
+    return out
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``Σ_c a[:, c] b[:, c]`` (a column loop beats einsum for few classes)."""
+    out = a[:, 0] * b[:, 0]
+    for c in range(1, a.shape[1]):
+        out += a[:, c] * b[:, c]
+    return out
+
+
+def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
+    """A CategoricalBelief from probabilities already validated (skips the O(nC) checks)."""
+    b = CategoricalBelief.__new__(CategoricalBelief)
+    b.probs = probs
+    b.n_items, b.n_classes = probs.shape
+    return b
 
 
 def adaptive_proposal(
@@ -153,10 +171,11 @@ def adaptive_proposal(
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
     floor = check_fraction(belief_floor, "belief_floor")
-    b = as_belief(pool, belief, models)
-    if isinstance(b, CategoricalBelief):
-        b = _floor_unknown(b, floor, known)
-    R = intrinsic_risk(pool, m, views, b)
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)  # raises the informative error
+    probs = _floor_unknown(b.probs, floor, known)
+    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
     J = m.jacobian(R)
     if not np.all(np.isfinite(J)):
         raise ValueError(
@@ -165,25 +184,22 @@ def adaptive_proposal(
         )
     power = 1 if deterministic else 2
     floor_all = not m.scale_invariant
-    a = expected_floored_norm(pool, m, views, b, R, J, power=power, floor_all=floor_all)
-    base = a if power == 1 else np.sqrt(np.maximum(a, 0.0))
+    norms, nz = class_deviation_norms(
+        pool, m, views, R, J, power=power, nonzero=eps > 0 and not floor_all
+    )
+    a = _row_dot(probs, norms)
+    base = a if power == 1 else np.sqrt(a)
     p = pool.p
     sbar = float(p @ base)
     eps_abs = 0.0
     if eps > 0 and sbar > 0:
         eps_abs = eps * sbar
-        a = expected_floored_norm(
-            pool,
-            m,
-            views,
-            b,
-            R,
-            J,
-            epsilon=eps_abs if power == 1 else eps_abs**2,
-            power=power,
-            floor_all=floor_all,
-        )
-        base = a if power == 1 else np.sqrt(np.maximum(a, 0.0))
+        e = eps_abs if power == 1 else eps_abs**2
+        floored = np.maximum(norms, e)
+        if not floor_all:
+            floored = np.where(nz, floored, norms)
+        a = _row_dot(probs, floored)
+        base = a if power == 1 else np.sqrt(a)
     s = p * base
     c = _costs(pool, costs)
     if c is not None:
@@ -369,7 +385,13 @@ class ActiveEvaluator:
             self._oracle_name = oracle
         else:
             raise TypeError(f"oracle must be a name or an OracleModel, got {type(oracle).__name__}")
-        self.oracle.initialize(pool, None if self.measure.models is not None else model)
+        if self.measure.models is None:
+            self.oracle.initialize(pool, model)
+        else:
+            try:  # the oracle may combine the models (the plug-in takes their mixture) ...
+                self.oracle.initialize(pool, None)
+            except ValueError:  # ... or need one model's scores: take the first
+                self.oracle.initialize(pool, self.measure.models[0])
 
         M = pool.n_items
         self._costs = pool.costs
@@ -696,7 +718,7 @@ class ActiveEvaluator:
             np.concatenate(self._d_q),
         )
 
-    def estimate(self) -> Estimate:
+    def estimate(self, variance: str = "clt") -> Estimate:
         """The AIS estimate with the CLT variance of Marchant & Rubinstein (2021), Sec. 3.3.2.
 
         ``Ĝ = g(Σ w_j ℓ_j / Σ w_j)`` over all labeled draws (repeats included) and
@@ -705,21 +727,34 @@ class ActiveEvaluator:
         as the reference code does). For scale-invariant measures this equals Marchant's
         ``Dg[(1/N) Σ w w_∞ ℓℓᵀ − RRᵀ]Dgᵀ / N`` exactly.
 
+        Parameters
+        ----------
+        variance : {"clt", "martingale"}
+            ``"clt"``: the plug-in for Thm. 2 above (``q_∞ ≈ q_N``). ``"martingale"``:
+            ``Σ_j w_j² r_j r_jᵀ / (Σ w)²``, the sum of the realized squared martingale increments,
+            which estimates the variance of the draws actually made (each from its own
+            ``q_{j-1}``) rather than the limit; larger when early proposals were poor.
+
         Returns
         -------
         Estimate
         """
-        return self._estimate(warn=True)
+        if variance not in ("clt", "martingale"):
+            raise ValueError(f"variance must be 'clt' or 'martingale', got {variance!r}")
+        return self._estimate(warn=True, variance=variance)
 
-    def _estimate(self, warn: bool) -> Estimate:
+    def _estimate(self, warn: bool, variance: str = "clt") -> Estimate:
         import warnings
 
         from .estimators import UndefinedEstimateWarning
 
         idx, w, L, _ = self._arrays()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            winf = self.pool.p[idx] / self._proposal.q[idx]
-        winf = np.where(np.isfinite(winf), winf, 0.0)
+        if variance == "clt":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                winf = self.pool.p[idx] / self._proposal.q[idx]
+            winf = np.where(np.isfinite(winf), winf, 0.0)
+        else:
+            winf = w
         with warnings.catch_warnings():
             if not warn:
                 warnings.simplefilter("ignore", UndefinedEstimateWarning)

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_MIX",
     "Draws",
     "Proposal",
+    "class_deviation_norms",
     "expected_floored_norm",
     "expected_loss",
     "optimal_proposal",
@@ -415,6 +416,53 @@ def explained_sq_deviation(
     m_all = expected_loss(pool, measure, views, belief, chunk)
     dev = m_all @ J.T - offset
     return np.einsum("ij,ij->i", dev, dev)
+
+
+def class_deviation_norms(
+    pool,
+    measure: Measure,
+    views,
+    R: np.ndarray,
+    J: np.ndarray,
+    *,
+    power: int = 1,
+    nonzero: bool = True,
+    chunk: int = CHUNK,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``n[x, c] = ‖Dg(R)(ℓ(x, c) − R)‖^power`` for every item and class, shape ``(n, C)``.
+
+    With ``nonzero=True`` also ``nz[x, c] = any(ℓ(x, c) ≠ 0)``. The per-class form of
+    :func:`expected_floored_norm` for categorical beliefs: any floor ``ε`` and belief ``π`` then
+    give ``a(x) = Σ_c π(c|x) max{n[x, c], ε nz[x, c]}`` without re-evaluating the loss
+    (Marchant & Rubinstein (2021), Prop. 2).
+    """
+    if power not in (1, 2):
+        raise ValueError(f"power must be 1 or 2, got {power!r}")
+    n_items, C = pool.n_items, pool.n_classes
+    out = np.empty((n_items, C))
+    nz = np.empty((n_items, C), dtype=bool) if nonzero else None
+    scalar = J.shape[0] == 1
+    j0 = J[0]
+    c0 = float(R @ j0)
+    for start in range(0, n_items, chunk):
+        sl = slice(start, min(start + chunk, n_items))
+        v = views(sl)
+        size = sl.stop - sl.start
+        for c in range(C):
+            L = measure.loss(np.full(size, c, dtype=np.int32), v)
+            if scalar:
+                dev = L @ j0 - c0
+                out[sl, c] = np.abs(dev) if power == 1 else dev * dev
+            else:
+                dev = (L - R) @ J.T
+                sq = np.einsum("ij,ij->i", dev, dev)
+                out[sl, c] = np.sqrt(sq) if power == 1 else sq
+            if nz is not None:  # column loop: much faster than any(axis=1) for small d
+                acc = L[:, 0] != 0
+                for j in range(1, L.shape[1]):
+                    acc |= L[:, j] != 0
+                nz[sl, c] = acc
+    return out, nz
 
 
 def _support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndarray:

@@ -64,6 +64,18 @@ def _cell_scores(pool, models: tuple[str, ...]) -> np.ndarray:
     return np.zeros(pool.n_items)
 
 
+def _within_cell_bins(cell: np.ndarray, score: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-count score bins ``0..n_bins-1`` inside every cell (vectorised)."""
+    if n_bins == 1:
+        return np.zeros(cell.size, dtype=np.int64)
+    order = np.lexsort((score, cell))
+    sizes = np.bincount(cell)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(cell.size, dtype=np.int64)
+    rank[order] = np.arange(cell.size) - starts[cell[order]]
+    return np.minimum(rank * n_bins // sizes[cell], n_bins - 1)
+
+
 def contingency_table(
     pool,
     measure: str | Measure,
@@ -74,14 +86,16 @@ def contingency_table(
     model: str | None = None,
     n_strata: int = 10,
     strata: Any = None,
+    n_bins: int = 1,
     deterministic: bool = True,
     weighting: str = "design",
     encoded: bool = False,
 ) -> dict[str, Any]:
-    """The cells, their pool masses, mean losses, prior means and labeled pseudo-counts.
+    """The cells, their pool masses, mean losses, covariates and labeled (pseudo-)counts.
 
-    Parameters are those of :func:`contingency_posterior`. Returns a dict of NumPy arrays (see the
-    code); used by both posterior methods.
+    A cell is ``stratum × prediction × score bin`` (``n_bins`` equal-count bins of the score inside
+    every stratum-prediction *group*). Parameters are those of :func:`contingency_posterior`.
+    Returns a dict of NumPy arrays used by both posterior methods.
     """
     m, views = pool.resolve(measure, model)
     models = pool.models_of(m, model)
@@ -89,6 +103,7 @@ def contingency_table(
         raise ValueError("the contingency-table model needs a classification pool")
     if weighting not in ("design", "none"):
         raise ValueError(f"weighting must be 'design' or 'none', got {weighting!r}")
+    n_bins = check_count(n_bins, "n_bins")
     M, C = pool.n_items, pool.n_classes
     idx = np.asarray(indices)
     if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
@@ -110,8 +125,9 @@ def contingency_table(
     key = np.zeros(M, dtype=np.int64)
     for j, name in enumerate(models):
         key += pool.view(name).pred.astype(np.int64) * C**j
+    score = _cell_scores(pool, models)
     if strata is None:
-        h, _ = score_strata(_cell_scores(pool, models), check_count(n_strata, "n_strata"))
+        h, _ = score_strata(score, check_count(n_strata, "n_strata"))
     else:
         h = np.asarray(strata)
         if h.shape != (M,):
@@ -119,29 +135,33 @@ def contingency_table(
         _, h = np.unique(h, return_inverse=True)
     used_keys, key = np.unique(key, return_inverse=True)
     K = used_keys.size
-    raw_cell = h * K + key
-    cells, cell = np.unique(raw_cell, return_inverse=True)
+    groups, group = np.unique(h * K + key, return_inverse=True)
+    b = _within_cell_bins(group, score, n_bins)
+    cells, cell = np.unique(group * n_bins + b, return_inverse=True)
     n_cells = cells.size
-    cell_stratum, cell_key = cells // K, used_keys[cells % K]
+    cell_group = cells // n_bins
+    cell_bin = cells % n_bins
 
     p = pool.p
+    finite = bool(deterministic and weighting == "none")
     known = np.zeros(M, dtype=bool)
     y_known = np.zeros(M, dtype=np.int64)
-    if deterministic and idx.size:
+    if finite and idx.size:
         known[idx] = True
         y_known[idx] = y
-    unl = ~known
-    P_unl = np.bincount(cell, weights=p * unl, minlength=n_cells)
-    # mean loss per (cell, class) over unlabeled items, and the exact part from labeled items
+    pu_all = p * ~known
+    P_unl = np.bincount(cell, weights=pu_all, minlength=n_cells)
+    P_all = np.bincount(cell, weights=p, minlength=n_cells)
     d = m.dim
     Lsum = np.zeros((n_cells, C, d))
     R_known = np.zeros(d)
     belief = pool_belief(pool, models).probs if pool.has_probs() else None
     prior = np.zeros((n_cells, C))
+    logp = np.zeros((n_cells, C))
     for start in range(0, M, CHUNK):
         sl = slice(start, min(start + CHUNK, M))
         v = views(sl)
-        cs, pu = cell[sl], (p * unl)[sl]
+        cs, pu = cell[sl], pu_all[sl]
         for c in range(C):
             L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
             for j in range(d):
@@ -149,16 +169,18 @@ def contingency_table(
             kn = known[sl] & (y_known[sl] == c)
             if kn.any():
                 R_known += p[sl][kn] @ L[kn]
-        if belief is not None:
-            for c in range(C):
-                prior[:, c] += np.bincount(cs, weights=p[sl] * belief[sl, c], minlength=n_cells)
+            if belief is not None:
+                bc = belief[sl, c]
+                prior[:, c] += np.bincount(cs, weights=p[sl] * bc, minlength=n_cells)
+                lb = np.log(np.clip(bc, 1e-12, 1.0))
+                logp[:, c] += np.bincount(cs, weights=p[sl] * lb, minlength=n_cells)
     with np.errstate(invalid="ignore", divide="ignore"):
         Lbar = np.where(P_unl[:, None, None] > 0, Lsum / P_unl[:, None, None], 0.0)
-        P_all = np.bincount(cell, weights=p, minlength=n_cells)
         prior = np.where(P_all[:, None] > 0, prior / P_all[:, None], 1.0 / C)
+        logp = np.where(P_all[:, None] > 0, logp / P_all[:, None], 0.0)
     if belief is None:
         prior[:] = 1.0 / C
-    # labeled pseudo-counts
+    # labeled counts: distinct items (deterministic) or draws (stochastic)
     raw = np.zeros((n_cells, C))
     pseudo = np.zeros((n_cells, C))
     if idx.size:
@@ -183,15 +205,19 @@ def contingency_table(
     return {
         "measure": m,
         "models": models,
-        "cell_stratum": cell_stratum,
-        "cell_key": cell_key,
+        "cell_group": cell_group,
+        "cell_bin": cell_bin,
+        "group_stratum": groups // K,
+        "group_key": used_keys[groups % K],
         "P_unl": P_unl,
         "P_all": P_all,
         "Lbar": Lbar,
         "R_known": R_known,
         "prior": prior,
+        "logp": logp,
         "raw": raw,
         "pseudo": pseudo,
+        "finite_population": finite,
         "classes": pool.classes,
         "n_classes": C,
         "deterministic": deterministic,
@@ -230,9 +256,10 @@ def contingency_posterior(
     method: str = "conjugate",
     n_strata: int = 10,
     strata: Any = None,
+    n_bins: int | None = None,
     prior_strength: float = 2.0,
     deterministic: bool = True,
-    weighting: str = "design",
+    weighting: str | None = None,
     draws: int = 1000,
     chains: int = 2,
     tune: int = 1000,
@@ -248,7 +275,7 @@ def contingency_posterior(
         Any classification measure (also one bound to several models).
     indices, labels, weights : array-like (n,)
         The labeled draws (repeats included), their labels and importance weights ``p/q``
-        (default all ones: a passive or stratified-by-cell sample).
+        (default all ones: a passive sample).
     model : str, optional
         Which model, for a pool with several and an unbound measure.
     method : {"conjugate", "pymc"}
@@ -257,13 +284,20 @@ def contingency_posterior(
         Score strata (cumulative-sqrt-F rule on the plug-in log-odds); ignored with ``strata``.
     strata : array-like (n_items,), optional
         Your own stratum per item.
+    n_bins : int, optional
+        Equal-count score bins inside each stratum-prediction group (default 1 for
+        ``"conjugate"``, 8 for ``"pymc"``, whose cells share a calibration slope).
     prior_strength : float
-        ``s0``: pseudo-observations at the model's mean probability per cell (conjugate prior
-        ``Dir(s0 π̄)``).
+        ``s0`` of the conjugate prior ``Dir(s0 π̄)``, ``π̄`` the model's mean probability in the cell.
     deterministic : bool
-        Deterministic oracle: labeled items enter the pool risk exactly and are counted once.
-    weighting : {"design", "none"}
-        Design-weighted pseudo-counts (default; see the module notes) or raw counts.
+        Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
+        enter the pool risk exactly).
+    weighting : {"design", "none"}, optional
+        ``"design"``: design-weighted pseudo-counts and post-stratification over all items
+        (default for ``"conjugate"``); ``"none"``: unweighted counts of the distinct labeled items,
+        the labeled items' losses exactly and the model's prediction for the unlabeled ones
+        (default for ``"pymc"``; sound when the selection is ignorable given the cell, see the
+        module notes).
     draws, chains : int
         Posterior draws per chain and chains.
     tune : int
@@ -276,8 +310,9 @@ def contingency_posterior(
     -------
     xarray.DataTree
         ``posterior``: ``theta`` (cell, class), ``risk`` (component), ``measure`` (output) and,
-        for ``"pymc"``, the hierarchical parameters; ``observed_data``: the pseudo-counts;
-        ``constant_data``: cell masses, prior means and raw counts. ``arviz.summary`` works.
+        for ``"pymc"``, the hierarchical parameters; ``observed_data``: the (pseudo-)counts;
+        ``constant_data``: cell masses, strata, predictions, prior means and raw counts.
+        ``arviz.summary`` works.
     """
     import arviz_base as azb
 
@@ -289,6 +324,10 @@ def contingency_posterior(
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
     rng = check_rng(rng)
+    if weighting is None:
+        weighting = "design" if method == "conjugate" else "none"
+    if n_bins is None:
+        n_bins = 1 if method == "conjugate" else 8
     if weights is None:
         weights = np.ones(np.shape(indices)[0] if np.ndim(indices) else 0)
     table = contingency_table(
@@ -300,21 +339,29 @@ def contingency_posterior(
         model=model,
         n_strata=n_strata,
         strata=strata,
+        n_bins=n_bins,
         deterministic=deterministic,
         weighting=weighting,
         encoded=encoded,
     )
     m: Measure = table["measure"]
     n_cells, C = table["prior"].shape
-    key_names = _key_names(pool, table["cell_key"], table["models"])
+    group_names_key = _key_names(pool, table["group_key"], table["models"])
+    group_names = [
+        f"{h}|{k}" for h, k in zip(table["group_stratum"].tolist(), group_names_key, strict=True)
+    ]
+    cg = table["cell_group"]
     cell_names = [
-        f"{h}|{k}" for h, k in zip(table["cell_stratum"].tolist(), key_names, strict=True)
+        f"{group_names[g]}|{b}"
+        for g, b in zip(cg.tolist(), table["cell_bin"].tolist(), strict=True)
     ]
     coords = {
         "cell": cell_names,
+        "group": group_names,
         "class": [str(c) for c in pool.classes],
         "component": list(m.components),
         "output": list(m.outputs),
+        "prediction": list(dict.fromkeys(group_names_key)),
     }
     prior_mean = np.clip(table["prior"], 1e-6, None)
     prior_mean = prior_mean / prior_mean.sum(axis=1, keepdims=True)
@@ -324,10 +371,8 @@ def contingency_posterior(
         tot = g.sum(axis=-1, keepdims=True)
         theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
         extra: dict[str, np.ndarray] = {}
-        attrs = {"method": "conjugate"}
     else:
-        theta, extra = _fit_pymc(table, prior_mean, coords, draws, chains, tune, rng)
-        attrs = {"method": "pymc"}
+        theta, extra = _fit_pymc(table, coords, draws, chains, tune, rng)
     der = _derived(table, theta)
     post = {"theta": theta, "risk": der["risk"], "measure": der["measure"], **extra}
     dims = {
@@ -340,12 +385,21 @@ def contingency_posterior(
         "cell_mass": ["cell"],
         "cell_stratum": ["cell"],
         "cell_prediction": ["cell"],
+        "cell_bin": ["cell"],
         "a": ["prediction", "class"],
-        "z": ["cell", "class"],
+        "u": ["group", "class"],
     }
-    if "a" in extra:
-        coords["prediction"] = list(dict.fromkeys(key_names))
-    attrs.update({"measure": m.name, "weighting": weighting, "deterministic": int(deterministic)})
+    attrs = {
+        "method": method,
+        "measure": m.name,
+        "weighting": weighting,
+        "n_bins": int(n_bins),
+        "finite_population": int(table["finite_population"]),
+        "deterministic": int(deterministic),
+    }
+    if method == "conjugate":
+        coords.pop("group")
+        coords.pop("prediction")
     dt = azb.from_dict(
         {
             "posterior": post,
@@ -354,8 +408,9 @@ def contingency_posterior(
                 "raw_counts": table["raw"],
                 "prior_mean": prior_mean,
                 "cell_mass": table["P_unl"],
-                "cell_stratum": table["cell_stratum"],
-                "cell_prediction": np.asarray(key_names),
+                "cell_stratum": table["group_stratum"][cg],
+                "cell_prediction": np.asarray(group_names_key)[cg],
+                "cell_bin": table["cell_bin"],
             },
         },
         dims=dims,
@@ -366,27 +421,38 @@ def contingency_posterior(
     return dt
 
 
-def _fit_pymc(table, prior_mean, coords, draws, chains, tune, rng):
-    """Hierarchical recalibration model, NUTS on the design-weighted pseudo-likelihood."""
+def _fit_pymc(table, coords, draws, chains, tune, rng):
+    """Hierarchical recalibration model, NUTS (see the module notes)::
+
+        θ_cell = softmax(a_k + b · z_cell + σ u_group),   u ∼ N(0, 1),
+        a ∼ N(0, 2), b ∼ LogNormal(0, 1), σ ∼ HalfNormal(1),
+
+    with ``z_cell`` the cell's mean log-probability under the model (centred per row) and the
+    (pseudo-)counts as a multinomial (pseudo-)likelihood.
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
-    key_names = coords["cell"]
-    preds = [c.split("|", 1)[1] for c in key_names]
-    pred_levels = list(dict.fromkeys(preds))
-    kidx = np.array([pred_levels.index(k) for k in preds])
-    logpi = np.log(prior_mean)
-    logpi = logpi - logpi.mean(axis=1, keepdims=True)
+    cg = table["cell_group"]
+    gk = table["group_key"]
+    pred_levels = list(dict.fromkeys(gk.tolist()))
+    kidx = np.array([pred_levels.index(k) for k in gk[cg].tolist()])
+    z = table["logp"] - table["logp"].mean(axis=1, keepdims=True)
     counts = table["pseudo"]
-    model_coords = {"cell": coords["cell"], "class": coords["class"], "prediction": pred_levels}
+    model_coords = {
+        "cell": coords["cell"],
+        "group": coords["group"],
+        "class": coords["class"],
+        "prediction": coords["prediction"],
+    }
     with pm.Model(coords=model_coords):
-        a = pm.Normal("a", 0.0, 1.5, dims=("prediction", "class"))
+        a = pm.Normal("a", 0.0, 2.0, dims=("prediction", "class"))
         b = pm.LogNormal("b", 0.0, 1.0)
         sigma = pm.HalfNormal("sigma", 1.0)
-        z = pm.Normal("z", 0.0, 1.0, dims=("cell", "class"))
-        eta = a[kidx] + b * logpi + sigma * z
+        u = pm.Normal("u", 0.0, 1.0, dims=("group", "class"))
+        eta = a[kidx] + b * z + sigma * u[cg]
         logtheta = eta - pt.logsumexp(eta, axis=1, keepdims=True)
-        pm.Potential("pseudo_loglik", pt.sum(counts * logtheta))
+        pm.Potential("loglik", pt.sum(counts * logtheta))
         pm.Deterministic("theta_", pt.exp(logtheta), dims=("cell", "class"))
         idata = pm.sample(
             draws=draws,
@@ -403,6 +469,6 @@ def _fit_pymc(table, prior_mean, coords, draws, chains, tune, rng):
         "a": post["a"].transpose("chain", "draw", "prediction", "class").to_numpy(),
         "b": post["b"].to_numpy(),
         "sigma": post["sigma"].to_numpy(),
-        "z": post["z"].transpose("chain", "draw", "cell", "class").to_numpy(),
+        "u": post["u"].transpose("chain", "draw", "group", "class").to_numpy(),
     }
     return theta, extra
