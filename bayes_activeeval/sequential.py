@@ -242,11 +242,12 @@ class SequentialResult:
         return self.result.better if self.reject else None
 
     def confidence_interval(self) -> ConfidenceInterval:
-        """The repeated confidence interval ``Δ̂ ± c_k SE`` at the stopping look (Jennison &
-        Turnbull (2000), Ch. 9): its coverage holds simultaneously over all looks at level
-        ``1 − α``."""
-        h = self.boundary * self.result.stderr
-        return ConfidenceInterval(self.result.estimate - h, self.result.estimate + h)
+        """The repeated confidence interval at the stopping look (Jennison & Turnbull (2000),
+        Ch. 9): the comparison's own interval (Wald or score, dual to its test) at the nominal
+        level ``1 − 2(1 − Φ(c_k))`` of the look's boundary, so its coverage holds simultaneously
+        over all looks at level ``1 − α`` and it excludes 0 exactly when the run rejected."""
+        level = min(1.0 - 2.0 * stats.norm.sf(self.boundary), 1.0 - 1e-15)
+        return self.result.confidence_interval(level)
 
     def __repr__(self) -> str:
         a, b = self.result.models

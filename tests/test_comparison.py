@@ -195,30 +195,40 @@ def test_baselines(two):
 def test_passive_compare_is_the_paired_z_test(two):
     pool, y = two
     draws = bae.passive_proposal(pool).draw(400, rng=5)
-    res = bae.compare(pool, "error_rate", draws, y[draws.indices], models=("m0", "m1"))
     idx = draws.indices
-    d = (pool.view("m0").pred[idx] != y[idx]).astype(float) - (
-        pool.view("m1").pred[idx] != y[idx]
-    ).astype(float)
-    n = d.size
+    la = (pool.view("m0").pred[idx] != y[idx]).astype(float)
+    lb = (pool.view("m1").pred[idx] != y[idx]).astype(float)
+    d, n = la - lb, idx.size
+    res = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"), variance="wald")
     assert res.estimate == pytest.approx(d.mean(), abs=1e-14)
     assert res.stderr == pytest.approx(d.std() / np.sqrt(n), rel=1e-12)  # Eq. 3.22 with v = 1
-    t = stats.ttest_rel(
-        (pool.view("m0").pred[idx] != y[idx]).astype(float),
-        (pool.view("m1").pred[idx] != y[idx]).astype(float),
-    )
+    t = stats.ttest_rel(la, lb)
     assert res.statistic == pytest.approx(t.statistic * np.sqrt(n / (n - 1)), rel=1e-10)
     assert res.pvalue == pytest.approx(2 * stats.norm.sf(abs(res.statistic)), rel=1e-12)
-    # one-sided p-values and interval duality
-    less = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"), alternative="less")
-    greater = bae.compare(
-        pool, "error_rate", draws, y[idx], models=("m0", "m1"), alternative="greater"
-    )
+    # one-sided p-values and interval duality (Wald)
+    kw = dict(models=("m0", "m1"), variance="wald")
+    less = bae.compare(pool, "error_rate", draws, y[idx], alternative="less", **kw)
+    greater = bae.compare(pool, "error_rate", draws, y[idx], alternative="greater", **kw)
     assert less.pvalue + greater.pvalue == pytest.approx(1.0)
     assert res.pvalue == pytest.approx(2 * min(less.pvalue, greater.pvalue))
     lo, hi = res.confidence_interval(1 - res.pvalue)
     assert min(abs(lo), abs(hi)) == pytest.approx(0.0, abs=1e-12)
     assert less.confidence_interval(0.95).low == -np.inf
+    # the default for plain risks: the null-centred (score) variance, Σδ / sqrt(Σδ²)
+    sc = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"))
+    assert sc.variance == "score" and sc.stderr == res.stderr
+    assert sc.statistic == pytest.approx(d.sum() / np.sqrt(np.sum(d * d)), rel=1e-12)
+    lo, hi = sc.confidence_interval(1 - sc.pvalue)  # the score interval is dual to the test
+    assert min(abs(lo), abs(hi)) == pytest.approx(0.0, abs=1e-10)
+    lo, hi = sc.confidence_interval(0.95)
+    wlo, whi = res.confidence_interval(0.95)
+    assert lo < sc.estimate < hi and abs(lo - wlo) < 0.2 * (whi - wlo)
+    assert sc.estimate < 0  # so the one-sided "less" test has p < 0.5
+    one = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"), alternative="less")
+    assert one.confidence_interval(1 - one.pvalue).high == pytest.approx(0.0, abs=1e-10)
+    with pytest.raises(ValueError, match="variance='score' needs a plain risk"):
+        bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1"), variance="score")
+    assert bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1")).variance == "wald"
     # per-model estimates match single-model estimates
     e0 = bae.estimate(pool, "error_rate", draws, y[idx], model="m0")
     assert res.estimates["m0"] == pytest.approx(e0.value)
@@ -226,8 +236,11 @@ def test_passive_compare_is_the_paired_z_test(two):
     assert "ComparisonResult(" in repr(res) and "pvalue=" in repr(res)
 
 
-@pytest.mark.parametrize("kind", ["passive", "optimal", "active_neq"])
-def test_type_one_error_swap_protocol(two, kind):
+@pytest.mark.parametrize(
+    ("kind", "variance"),
+    [("passive", "wald"), ("optimal", "wald"), ("optimal", "score"), ("active_neq", "score")],
+)
+def test_type_one_error_swap_protocol(two, kind, variance):
     """H0 enforced by swapping the models' predictions with prob. 1/2 per draw; the calibrated
     (thesis Eq. 3.22) variance keeps the rejection rate near α for every design (the printed
     NIPS form rejects about half the time under active_≠, catalogue gotcha D.3)."""
@@ -243,7 +256,7 @@ def test_type_one_error_swap_protocol(two, kind):
     rej = 0
     for _ in range(reps):
         d = nprop.draw(n, rng)
-        r = bae.compare(null, "error_rate", d, yy[d.indices], proposal=nprop)
+        r = bae.compare(null, "error_rate", d, yy[d.indices], proposal=nprop, variance=variance)
         rej += r.pvalue < 0.05
     rate = rej / reps
     se = np.sqrt(0.05 * 0.95 / reps)
@@ -485,6 +498,10 @@ def test_best_model_probability():
     assert res.best(posterior=da).probability == pytest.approx(pb.probability)
     with pytest.raises(ValueError, match="shape"):
         res.best(posterior=post[:, :2])
+    rp = res.rank_probabilities(rng=1)
+    np.testing.assert_allclose(rp.sum(axis=0), 1.0)
+    np.testing.assert_allclose(rp.sum(axis=1), 1.0)
+    assert rp.loc["m0", 1] == pytest.approx(best.probability, abs=0.02)
 
 
 def test_multiple_comparison_bad_input(two):
@@ -502,6 +519,9 @@ def test_multiple_comparison_bad_input(two):
         bae.multiple_comparison(pool, "accuracy", d, y[d.indices], level=95)
     with pytest.raises(ValueError, match="engine"):
         bae.multiple_comparison(pool, "accuracy", d, y[d.indices], engine="genz")
+    neq = bae.comparison_proposal(pool, "accuracy", kind="active_neq", mix=0.0)
+    with pytest.raises(ValueError, match="full support"):
+        bae.multiple_comparison(pool, "accuracy", d, y[d.indices], proposal=neq)
 
 
 # ------------------------------------------------------------------------------------------------
