@@ -120,10 +120,12 @@ def type_one(pool, y, reps, budgets, rng):
                 "n_draws": n,
                 "type1": rate,
                 "mc_se": binom_se(rate, reps),
+                "type1_wald_variance": rej_wald / reps,
                 "type1_printed_variance": rej_printed / reps,
             }
             print(
-                f"type-I {name:13s} n={n:4d}: {rate:.4f}  (printed form {rej_printed / reps:.4f})"
+                f"type-I {name:13s} n={n:4d}: score {rate:.4f}  wald {rej_wald / reps:.4f}  "
+                f"printed {rej_printed / reps:.4f}"
             )
     return out
 
