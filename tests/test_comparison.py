@@ -635,3 +635,24 @@ def test_planning_predictions_hold_when_belief_is_true():
         planning.labels_for_power(pool, "error_rate", 0.02, design="clever")
     with pytest.raises(ValueError, match="half_width"):
         planning.labels_for_width(pool, "error_rate", -1, model="m0")
+
+
+def test_regression_comparison_unbiased_and_calibrated():
+    from bayes_activeeval.datasets import make_regression_pool
+
+    data = make_regression_pool(5000, n_models=2, rng=7)
+    pool, y = data.pool, data.labels
+    true = np.mean((pool.view("m0").pred - y) ** 2) - np.mean((pool.view("m1").pred - y) ** 2)
+    rng = np.random.default_rng(17)
+    for kind in ("optimal", "active_inf"):
+        prop = bae.comparison_proposal(pool, "mse", kind=kind)
+        ests, cover = [], 0
+        for _ in range(200):
+            d = prop.draw(300, rng)
+            r = bae.compare(pool, "mse", d, y[d.indices], proposal=prop)
+            ests.append(r.estimate)
+            lo, hi = r.confidence_interval(0.9)
+            cover += lo <= true <= hi
+        ests = np.array(ests)
+        assert abs(ests.mean() - true) < 4 * ests.std() / np.sqrt(ests.size), kind
+        assert cover / 200 > 0.9 - 3.5 * np.sqrt(0.09 / 200), kind
