@@ -19,6 +19,7 @@ by exact recursive numerical integration (Armitage, McPherson & Rowe (1969); Jen
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,10 +111,21 @@ def _boundaries(t: np.ndarray, spent: np.ndarray, n_grid: int = 801) -> np.ndarr
         if k == 0:
             new_dens = stats.norm.pdf(new_grid, scale=np.sqrt(tk))
         else:
-            kern = stats.norm.pdf((new_grid[:, None] - grid[None, :]) / sd) / sd
+            x = (new_grid[:, None] - grid[None, :]) / sd
+            kern = np.exp(-0.5 * x * x) / (sd * np.sqrt(2 * np.pi))
             new_dens = kern @ (_trap_weights(grid) * dens)
         grid, dens, prev_t = new_grid, new_dens, tk
     return c
+
+
+@functools.lru_cache(maxsize=64)
+def _design_boundaries(looks: tuple[int, ...], alpha: float, spending: str) -> np.ndarray:
+    t = np.asarray(looks, dtype=float) / looks[-1]
+    if spending == "naive":
+        return np.full(t.size, stats.norm.ppf(1 - alpha / 2))
+    cum = spending_function(spending, alpha)(t)
+    cum[-1] = alpha
+    return _boundaries(t, np.diff(np.concatenate([[0.0], cum])))
 
 
 def _trap_weights(grid: np.ndarray) -> np.ndarray:
@@ -177,18 +189,7 @@ class GroupSequentialDesign:
     @property
     def boundaries(self) -> np.ndarray:
         """Critical values for ``|Z_k|`` at each look."""
-        cached = self.__dict__.get("_bounds")
-        if cached is not None:
-            return cached
-        t = self.information
-        if self.spending == "naive":
-            c = np.full(t.size, stats.norm.ppf(1 - self.alpha / 2))
-        else:
-            cum = spending_function(self.spending, self.alpha)(t)
-            cum[-1] = self.alpha
-            c = _boundaries(t, np.diff(np.concatenate([[0.0], cum])))
-        object.__setattr__(self, "_bounds", c)
-        return c
+        return _design_boundaries(self.looks, float(self.alpha), self.spending).copy()
 
     def nominal_levels(self) -> np.ndarray:
         """Per-look nominal two-sided p-value thresholds ``2(1 − Φ(c_k))``."""
@@ -241,11 +242,12 @@ class SequentialResult:
         return self.result.better if self.reject else None
 
     def confidence_interval(self) -> ConfidenceInterval:
-        """The repeated confidence interval ``Δ̂ ± c_k SE`` at the stopping look (Jennison &
-        Turnbull (2000), Ch. 9): its coverage holds simultaneously over all looks at level
-        ``1 − α``."""
-        h = self.boundary * self.result.stderr
-        return ConfidenceInterval(self.result.estimate - h, self.result.estimate + h)
+        """The repeated confidence interval at the stopping look (Jennison & Turnbull (2000),
+        Ch. 9): the comparison's own interval (Wald or score, dual to its test) at the nominal
+        level ``1 − 2(1 − Φ(c_k))`` of the look's boundary, so its coverage holds simultaneously
+        over all looks at level ``1 − α`` and it excludes 0 exactly when the run rejected."""
+        level = min(1.0 - 2.0 * stats.norm.sf(self.boundary), 1.0 - 1e-15)
+        return self.result.confidence_interval(level)
 
     def __repr__(self) -> str:
         a, b = self.result.models
