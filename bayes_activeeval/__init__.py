@@ -5,7 +5,7 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import measures
+from . import benchmark, measures
 from .beliefs import CategoricalBelief, GaussianBelief
 from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
 from .measures import FBeta, Measure, difference, stack
@@ -27,6 +27,7 @@ __all__ = [
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
+    "benchmark",
     "difference",
     "estimate",
     "measures",
