@@ -5,7 +5,7 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import datasets, measures, planning, proposals
+from . import benchmark, datasets, measures, planning, proposals
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -47,6 +47,7 @@ __all__ = [
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
+    "benchmark",
     "compare",
     "comparison_proposal",
     "datasets",

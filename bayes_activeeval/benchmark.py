@@ -396,7 +396,9 @@ def _rule_args(prevalence, sensitivity, specificity, rule_rate):
 def _share_objective(f, W, S2, weights):
     """Weighted sum (rows) of stratified variances for a share ``f`` in stratum P (per label)."""
     alloc = np.array([f, 1 - f])
-    return (S2 * W**2 / alloc).sum(axis=1) * weights
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(S2 * W**2 > 0, S2 * W**2 / alloc, 0.0)
+    return terms.sum(axis=1) * weights
 
 
 def minority_share(
@@ -499,7 +501,9 @@ def variance_ratio(
     """Variance of the two-stratum design over that of simple random sampling, same budget.
 
     ``sum_t w_t Var_t(share) / sum_t w_t Var_t(SRS)`` for the targets of :func:`minority_share`
-    (catalogue Sec. 2.4 D9 and Sec. 3.2 D-G1), ignoring finite-population corrections. At the
+    (catalogue Sec. 2.4 D9 and Sec. 3.2 D-G1), ignoring finite-population corrections. Random
+    sampling is taken with the same (class-post-stratified) estimator, i.e. the share ``W_P``
+    that proportional allocation gives, as in the catalogue's tables. At the
     optimal share (``share=None``) and a perfect guess an uninformative rule gets
     ``4 pi (1-pi)`` (0.154 at ``pi = 0.04``: an 85% label saving); with guess recall ``c`` the
     saving for sensitivity is ``[c sqrt(pi/g) + sqrt((1-c)(1 - c pi/g))]^2`` (D-G1), so recall
@@ -532,12 +536,12 @@ def variance_ratio(
             guess_recall=c,
             guess_precision=g,
         )
-    f = check_fraction(share, "share", allow_zero=False)
+    f = check_fraction(share, "share", allow_one=True)
     W, u = _guess_strata(pi, c, g)
-    M, S2 = _influence_moments(u, pi, se, sp, names)
+    _, S2 = _influence_moments(u, pi, se, sp, names)
     strat = _share_objective(f, W, S2, weights).sum()
-    total = (weights * ((W * (S2 + M**2)).sum(axis=1) - (W * M).sum(axis=1) ** 2)).sum()
-    return float(strat / total)
+    prop = _share_objective(W[0], W, S2, weights).sum()
+    return float(strat / prop)
 
 
 # ================================================================================================
@@ -1123,7 +1127,7 @@ def _as_binary(values: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} must hold 0/1 labels, got dtype {arr.dtype}") from exc
     bad = np.flatnonzero(~((f == 0) | (f == 1)))
     if bad.size:
-        raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]]!r}; expected 0 or 1")
+        raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]].item()!r}; expected 0 or 1")
     return f.astype(np.int8)
 
 
@@ -1179,7 +1183,7 @@ def _check_rule_block(arr: np.ndarray, n_pool: int, n_sample: int) -> np.ndarray
         if arr.size and (arr.min() < 0 or arr.max() > 1):
             bad = np.argwhere((arr < 0) | (arr > 1))[0]
             raise ValueError(
-                f"rule_predictions[{bad[0]}, {bad[1]}] = {arr[bad[0], bad[1]]!r}; expected 0 or 1"
+                f"rule_predictions[{bad[0]}, {bad[1]}] = {arr[bad[0], bad[1]].item()!r}; expected 0 or 1"
             )
         return arr.astype(np.int8, copy=False)
     try:
@@ -1189,7 +1193,7 @@ def _check_rule_block(arr: np.ndarray, n_pool: int, n_sample: int) -> np.ndarray
     bad = np.argwhere(~((f == 0) | (f == 1)))
     if bad.size:
         i, j = bad[0]
-        raise ValueError(f"rule_predictions[{i}, {j}] = {arr[i, j]!r}; expected 0 or 1")
+        raise ValueError(f"rule_predictions[{i}, {j}] = {arr[i, j].item()!r}; expected 0 or 1")
     return f.astype(np.int8)
 
 
@@ -1875,7 +1879,7 @@ def _posterior_pymc(
             cores=1,
             random_seed=seed,
             progressbar=False,
-            target_accept=0.9,
+            target_accept=0.95,
         )
     theta = tree["posterior"]["theta"].transpose("chain", "draw", "rule", "stratum", "output")
     vals = _cells_to_measures(np.asarray(theta.values), cnt, margins, finite, rng)
