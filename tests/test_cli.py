@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from scipy import stats
 
 import bayes_activeeval as bae
 from bayes_activeeval.cli import main
@@ -386,8 +385,24 @@ def test_compare_two_models(tmp_path):
 
     with Session.open(session) as s:
         draws, labels = s.labeled_draws()
-    diff = bae.estimate(pool, bae.difference("accuracy", "m0", "m1"), draws, labels)
-    z = diff.value / diff.stderr
-    p = 2 * stats.norm.sf(abs(z))
+    ref = bae.compare(pool, "accuracy", draws, labels, models=("m0", "m1"))
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("m0") and "m1" in ln)
-    assert f"{p:.4g}" in row.split()
+    assert f"{ref.pvalue:.4g}" in row.split() and f"{ref.statistic:.4g}" in row.split()
+    # three models: the simultaneous all-pairs test
+    sp3 = make_classification_pool(5_000, 0.2, n_models=3, rng=6)
+    frame = pd.DataFrame({"id": _ids(5_000)})
+    opts = []
+    for m in sp3.pool.models:
+        frame[f"pred_{m}"] = sp3.pool.view(m).pred
+        frame[f"p_{m}"] = sp3.pool.view(m).positive_prob()
+        opts += ["--pred", f"{m}=pred_{m}", "--prob", f"{m}=p_{m}"]
+    frame.to_csv(tmp_path / "pool3.csv", index=False)
+    s3 = tmp_path / "c3.bae"
+    ok("init", tmp_path / "pool3.csv", "--measure", "accuracy", "--session", s3, "--id-col", "id",
+       *opts)  # fmt: skip
+    truth3 = dict(zip(_ids(5_000), sp3.labels.tolist(), strict=True))
+    run_rounds(s3, (100,), truth3, tmp_path)
+    out3 = ok("compare", s3).stdout
+    assert (
+        "raw_pvalue" in out3 and len([ln for ln in out3.splitlines() if " m2 " in f" {ln} "]) >= 2
+    )

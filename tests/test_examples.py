@@ -14,6 +14,7 @@ EXPECT = {
     "compare_sklearn_classifiers.py": "better:",
     "benchmark_future_rules.py": "Wilson interval",
     "bayesian_report.py": "report written to",
+    "compare_models.py": "power 0.8",
 }
 
 

@@ -306,3 +306,32 @@ def test_sigkill_during_record_loses_nothing_and_counts_nothing_twice(small, tmp
     ref = _uninterrupted_estimate(path, tmp_path, truth, n, seed)
     assert resumed.value == ref.value and resumed.stderr == ref.stderr
     assert resumed.n_draws == ref.n_draws
+
+
+@pytest.mark.parametrize("oracle", ["model", "dirichlet-tree"])
+def test_adaptive_session_across_processes_equals_active_evaluator(small, tmp_path, oracle):
+    """Every call in a fresh Session (as separate `bae` commands would be), a repeated `next`
+    (a crash before record), labels recorded in two halves: the same draws and estimate as one
+    uninterrupted ActiveEvaluator."""
+    path, sp, truth = small
+    f = tmp_path / "a.bae"
+    Session.create(f, path, SPEC, Design("f1", kind="adaptive", oracle=oracle, seed=4)).close()
+    for _ in range(3):
+        with Session.open(f) as s:
+            first = s.next(30)
+        with Session.open(f) as s:
+            np.testing.assert_array_equal(s.next(30), first)
+            ids = s.pool_file.ids[first]
+            s.record(ids[:10], labels_for(ids[:10], truth))
+        with Session.open(f) as s:
+            s.record(ids, labels_for(ids, truth))
+    with Session.open(f) as s:
+        got = s.estimate()
+        stored = s.draws()
+    ev = bae.ActiveEvaluator(sp.pool, "f1", oracle=oracle, rng=4, mix=0.05)
+    for _ in range(3):
+        idx = ev.query(30)
+        ev.update(idx, sp.labeler(idx))
+    ref = ev.estimate()
+    np.testing.assert_array_equal(stored["item"].to_numpy(), ev.draws()["item"].to_numpy())
+    assert (got.value, got.stderr, got.n_draws) == (ref.value, ref.stderr, ref.n_draws)
