@@ -41,7 +41,8 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, float]]] = {
         "passive": [],
         "static": [],
-        "adaptive": [],
+        "adaptive (CLT se)": [],
+        "adaptive (martingale se)": [],
     }
     warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
     for r in range(REPS):
@@ -51,19 +52,21 @@ def main() -> None:
             results[name].append((est.value, *est.confidence_interval(0.95)))
         ev = bae.ActiveEvaluator(pool, "f1", rng=[r, 1], mix=0.05)
         est = ev.run(data.labeler, budget=BUDGET, batch_size=50, progress=False)
-        results["adaptive"].append((est.value, *est.confidence_interval(0.95)))
+        results["adaptive (CLT se)"].append((est.value, *est.confidence_interval(0.95)))
+        mart = ev.estimate(variance="martingale")
+        results["adaptive (martingale se)"].append((mart.value, *mart.confidence_interval(0.95)))
 
     print(
         f"pool: {pool.n_items:,} items, {data.labels.mean():.2%} positives; true F1 = {truth:.4f}"
     )
     print(f"{BUDGET} labels per run, {REPS} runs per design\n")
-    print(f"{'design':<9} {'RMSE':>8} {'coverage':>9} {'defined':>8}")
+    print(f"{'design':<25} {'RMSE':>8} {'coverage':>9} {'defined':>8}")
     for name, rows in results.items():
         a = np.asarray(rows, dtype=float)
         ok = np.isfinite(a).all(axis=1)
         rmse = np.sqrt(np.mean((a[ok, 0] - truth) ** 2)) if ok.any() else np.nan
         cover = np.mean((a[ok, 1] <= truth) & (truth <= a[ok, 2])) if ok.any() else np.nan
-        print(f"{name:<9} {rmse:8.4f} {cover:9.2f} {ok.mean():8.0%}")
+        print(f"{name:<25} {rmse:8.4f} {cover:9.2f} {ok.mean():8.0%}")
     print(f"\n({time.perf_counter() - start:.1f} s)")
 
 
