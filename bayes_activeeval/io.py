@@ -12,6 +12,7 @@ an empty file — raises :class:`ValueError` with one line naming the file, the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import warnings
@@ -196,11 +197,14 @@ class PoolFile:
     checksum: str
     spec: PoolSpec
 
+    @functools.cached_property
+    def _lookup(self) -> pd.Index:
+        return pd.Index(self.ids)
+
     def index_of(self, ids: Sequence[str], name: str = "id") -> np.ndarray:
         """Pool indices of the given item ids; :class:`ValueError` naming the first unknown id."""
         ids = np.asarray([str(i) for i in ids], dtype=object)
-        lookup = pd.Index(self.ids)
-        pos = lookup.get_indexer(ids)
+        pos = self._lookup.get_indexer(ids)
         bad = np.flatnonzero(pos < 0)
         if bad.size:
             raise ValueError(
@@ -345,7 +349,8 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
                 f"id column {spec.id_col!r} of {p.name} is missing at row {int(miss[0]) + 1}"
             )
         ids = id_series.astype(str).str.strip().to_numpy(dtype=object)
-        dup = pd.Index(ids).duplicated(keep=False)
+        lookup = pd.Index(ids)
+        dup = np.zeros(0, dtype=bool) if lookup.is_unique else lookup.duplicated(keep=False)
         if dup.any():
             rows = np.flatnonzero(dup)
             first = ids[rows[0]]
@@ -356,6 +361,7 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
             )
     else:
         ids = np.array([str(i) for i in range(len(frame))], dtype=object)
+        lookup = None
 
     norm = spec._norm
     regression = spec.task == "regression" or bool(norm["std"])
@@ -411,7 +417,10 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{p.name}: {exc}") from exc
     text = frame[list(spec.text_cols)].copy() if spec.text_cols else pd.DataFrame(index=frame.index)
-    return PoolFile(pool, ids, text.reset_index(drop=True), str(p), file_checksum(p), spec)
+    pf = PoolFile(pool, ids, text.reset_index(drop=True), str(p), file_checksum(p), spec)
+    if lookup is not None:
+        pf.__dict__["_lookup"] = lookup  # the hash table built for the duplicate check, reused
+    return pf
 
 
 # -- labels ---------------------------------------------------------------------------------------
