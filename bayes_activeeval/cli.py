@@ -35,6 +35,9 @@ class _BaeGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("error: aborted", err=True)
             sys.exit(1)
+        except click.exceptions.NoArgsIsHelpError as exc:  # plain `bae`: the help, as is
+            click.echo(exc.format_message())
+            sys.exit(0)
         except click.ClickException as exc:
             click.echo(f"error: {_one_line(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validation import check_count
+from ._validation import check_count, check_level
 from .estimators import Estimate, UndefinedEstimateWarning, estimate
 from .io import PoolFile, PoolSpec, file_checksum, label_codec, read_pool
 from .measures import difference, stack
@@ -553,6 +553,8 @@ class Session:
             )
         try:
             pf = read_pool(pool_file_path, PoolSpec.from_dict(meta["pool_spec"]))
+            if pf.checksum != meta["pool_sha256"]:  # changed while being read
+                raise SessionError(f"pool file {pool_file_path} changed while it was being read")
         except ValueError:
             con.close()
             raise
@@ -969,6 +971,7 @@ class Session:
 
     def status(self, level: float = 0.95) -> dict[str, Any]:
         """A summary: labels, stages, budget, pending items and the estimates with intervals."""
+        level = check_level(level)
         done, _ = self._complete()
         rows = []
         for name, est in self.estimates().items():

@@ -207,6 +207,10 @@ def test_bad_labels_give_one_line_exit_2_and_leave_session_untouched(labeled_ses
         assert len(lines) == 1 and lines[0].startswith("error: "), (name, res.stderr)
         assert message in lines[0], (name, lines[0])
         assert session_state(session) == before, name
+    for args in (["next", session, "--n", 0], ["status", session, "--level", 1.5]):
+        res = run(*args)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, (args, res.stderr)
+        assert session_state(session) == before
     res = run("record", session, tmp_path / "does-not-exist.csv")
     assert res.exit_code == 2 and "does not exist" in res.stderr
     assert session_state(session) == before
@@ -232,6 +236,13 @@ def test_bad_pool_files_give_one_line_exit_2_and_no_session(tmp_path, content, m
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.csv"]  # no session, no temp file
+
+
+def test_help_and_version():
+    assert "bae init" in ok().stdout  # plain `bae`: the help
+    assert "version" in ok("--version").stdout
+    res = run("nope")
+    assert res.exit_code == 2 and res.stderr == "error: No such command 'nope'.\n"
 
 
 def test_changed_pool_and_bad_options_are_refused(demo_csv, tmp_path):
