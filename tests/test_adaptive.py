@@ -305,7 +305,17 @@ def test_contingency_pymc_agrees(medium):
     y = medium.labeler(d.indices)
     conj = contingency_posterior(pool, "f1", d.indices, y, d.weights, rng=0)
     hier = contingency_posterior(
-        pool, "f1", d.indices, y, d.weights, method="pymc", draws=200, tune=300, rng=0
+        pool,
+        "f1",
+        d.indices,
+        y,
+        d.weights,
+        method="pymc",
+        n_strata=6,
+        n_bins=4,
+        draws=200,
+        tune=250,
+        rng=0,
     )
     gc = conj.posterior["measure"].values.ravel()
     gh = hier.posterior["measure"].values.ravel()
@@ -370,3 +380,23 @@ def test_bad_input(small, tmp_path):
         contingency_posterior(pool, "f1", [0], [0], [1.0], method="gibbs")
     with pytest.raises(ValueError, match="weights"):
         contingency_posterior(pool, "f1", [0], [0], [-1.0])
+
+
+def test_dirichlet_tree_oracle_round_trip(small, tmp_path):
+    """The evaluator drives the Dirichlet-tree oracle model; a saved run resumes bit-identically."""
+    opts = {"n_strata": 16, "depth": 4}
+    full = bae.ActiveEvaluator(
+        small.pool, "f1", oracle="dirichlet-tree", rng=5, oracle_options=opts
+    )
+    full.run(small.labeler, budget=200, progress=False)
+    part = bae.ActiveEvaluator(
+        small.pool, "f1", oracle="dirichlet-tree", rng=5, oracle_options=opts
+    )
+    part.run(small.labeler, budget=100, progress=False)
+    resumed = bae.ActiveEvaluator.load(part.save(tmp_path / "dt.npz"), small.pool)
+    resumed.run(small.labeler, budget=200, progress=False)
+    assert full.draws().equals(resumed.draws())
+    assert full.estimate().value == resumed.estimate().value
+    truth = true_value(small.pool, small.labels, "f1")[0]
+    est = full.estimate("martingale")
+    assert abs(est.value - truth) < 5 * est.stderr
