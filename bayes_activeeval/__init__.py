@@ -24,6 +24,7 @@ from .estimators import (
     weighted_estimate,
 )
 from .measures import FBeta, Measure, difference, stack
+from .oracles import CalibrationOracle, DirichletTreeOracle, OracleModel, make_oracle
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
 from .sequential import GroupSequentialDesign, sequential_compare
@@ -33,9 +34,11 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ActiveEvaluator",
+    "CalibrationOracle",
     "CategoricalBelief",
     "ComparisonResult",
     "ConfidenceInterval",
+    "DirichletTreeOracle",
     "Draws",
     "Estimate",
     "FBeta",
@@ -43,6 +46,7 @@ __all__ = [
     "GroupSequentialDesign",
     "Measure",
     "MultipleComparisonResult",
+    "OracleModel",
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
@@ -53,6 +57,7 @@ __all__ = [
     "datasets",
     "difference",
     "estimate",
+    "make_oracle",
     "measures",
     "model_assisted_estimate",
     "multiple_comparison",
