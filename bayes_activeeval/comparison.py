@@ -665,9 +665,11 @@ class MultipleComparisonResult:
     difference : ndarray (k, k)
         ``Ĝ_i − Ĝ_j``.
     stderr : ndarray (k, k)
-        Standard errors of the differences (``sqrt(Σ_ii + Σ_jj − 2Σ_ij)``).
+        Standard errors of the differences (``sqrt(Σ_ii + Σ_jj − 2Σ_ij)``; the pooled one for
+        the studentized range).
     statistic : ndarray (k, k)
-        Wald statistics ``(Ĝ_i − Ĝ_j)/SE_ij``.
+        Test statistics ``(Ĝ_i − Ĝ_j)/SE_ij`` (with the null-centred SE for
+        ``variance="score"``).
     pvalue : ndarray (k, k)
         Multiplicity-adjusted p-values.
     raw_pvalue : ndarray (k, k)
@@ -699,7 +701,9 @@ class MultipleComparisonResult:
     greater_is_better: bool
     n_draws: int
     n_labels: int
+    variance: str = "wald"
     _crit: Any = field(default=None, repr=False)
+    _score: Any = field(default=None, repr=False)
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -721,12 +725,24 @@ class MultipleComparisonResult:
         """Simultaneous intervals for every ``G_i − G_j`` in the family, ``(low, high)`` k × k.
 
         Tukey/Dunnett: ``Δ̂_ij ± c SE_ij`` with ``c`` the ``level`` quantile of the max-|z| over the
-        family; studentized range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and
+        family (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and
         Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching
         simultaneous intervals); ``"none"``: per-pair Wald intervals.
         """
         level = self.level if level is None else check_level(level)
         c = self.critical_value if level == self.level else self._crit(level)
+        if self._score is not None:
+            # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
+            A, C, D, W, B = self._score
+            a = W * W - c * c * D
+            b = A * W - c * c * C
+            cc = A * A - c * c * B
+            with np.errstate(invalid="ignore", divide="ignore"):
+                root = np.sqrt(np.clip(b * b - a * cc, 0.0, None))
+                lo = np.where(a > 0, (b - root) / a, -np.inf)
+                hi = np.where(a > 0, (b + root) / a, np.inf)
+            nan = np.isnan(self.difference)
+            return ConfidenceInterval(np.where(nan, np.nan, lo), np.where(nan, np.nan, hi))
         half = c * self.stderr
         return ConfidenceInterval(self.difference - half, self.difference + half)
 
@@ -958,6 +974,7 @@ def multiple_comparison(
     level: float = 0.95,
     oracle: str = "deterministic",
     df: float = np.inf,
+    variance: str = "auto",
     proposal: Proposal | None = None,
     engine: str = "auto",
     n_points: int = 1 << 16,
@@ -1004,6 +1021,14 @@ def multiple_comparison(
     oracle : {"deterministic", "stochastic"}
     df : float
         Degrees of freedom for ``"studentized_range"`` (default ``inf``).
+    variance : {"auto", "wald", "score"}
+        As in :func:`compare`: ``"wald"`` uses the joint delta-method covariance ``Σ̂`` centred at
+        the estimates (Sawade (2012), Lemma 3.4); ``"score"`` (plain risks only) the covariance
+        under the complete null, ``Σ v² (ℓ − m)(ℓ − m)ᵀ/(Σ v)²`` with a common centre ``m``
+        (contrasts do not depend on it), so that pair ``(i, j)`` has the statistic
+        ``Σ v δ_ij / sqrt(Σ v² δ_ij²)`` and the intervals invert the same tests with the
+        simultaneous critical value. ``"auto"``: ``"score"`` for plain risks. The estimates'
+        own covariance :attr:`cov` is always the delta-method one.
     proposal : Proposal, optional
         The proposal the draws came from; if given, it is checked to have full support (the
         ``k`` per-model estimates are not identified otherwise).
@@ -1029,6 +1054,8 @@ def multiple_comparison(
         raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
     if engine not in ("auto", "qmc", "scipy"):
         raise ValueError(f"engine must be 'auto', 'qmc' or 'scipy', got {engine!r}")
+    if variance not in ("auto", "wald", "score"):
+        raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
     level = check_level(level)
@@ -1069,8 +1096,24 @@ def multiple_comparison(
             "label more items"
         )
 
+    if variance == "auto":
+        variance = "score" if _is_linear(base) else "wald"
+    if variance == "score" and not _is_linear(base):
+        raise ValueError(
+            f"variance='score' needs a plain risk (g the identity); {base.name!r} is not: use "
+            "variance='wald'"
+        )
     diff = G[:, None] - G[None, :]
-    var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
+    wald_var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
+    test_cov, score = cov, None
+    if variance == "score":
+        v = np.asarray(draws.weights, dtype=float)
+        W, v2 = float(v.sum()), v * v
+        c0 = L - G.mean()
+        test_cov = (c0 * v2[:, None]).T @ c0 / W**2
+        m1 = v2 @ L
+        score = (diff * W, m1[:, None] - m1[None, :], float(v2.sum()), W)  # A, C, D, W
+    var = np.diag(test_cov)[:, None] + np.diag(test_cov)[None, :] - 2 * test_cov
     se = np.sqrt(np.clip(var, 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
@@ -1089,14 +1132,14 @@ def multiple_comparison(
     for i, j in pairs:
         mask[i, j] = mask[j, i] = True
     pval = np.full((k, k), np.nan)
-    se_used = np.where(mask, se, np.nan)
+    se_used = np.where(mask, np.sqrt(np.clip(wald_var, 0.0, None)), np.nan)
     rng_ = check_rng(rng)
 
     if method in ("tukey", "dunnett"):
         eng = engine
         if eng == "auto":
             eng = "scipy" if method == "dunnett" else "qmc"
-        dist = _MaxAbsZ(_contrasts(k, pairs), cov, eng, n_points, rng_)
+        dist = _MaxAbsZ(_contrasts(k, pairs), test_cov, eng, n_points, rng_)
         for i, j in pairs:
             p_ = dist.sf(abs(z[i, j]))
             p_ = float(np.clip(p_, raw[i, j], min(1.0, K * raw[i, j])))
@@ -1117,6 +1160,7 @@ def multiple_comparison(
                 stacklevel=2,
             )
         se_used = np.where(mask, pooled, np.nan)
+        score = None  # the classical HSD intervals use the pooled standard error
         for i, j in pairs:
             q = np.sqrt(2.0) * abs(diff[i, j]) / pooled if pooled > 0 else np.inf
             pval[i, j] = pval[j, i] = float(stats.studentized_range.sf(q, k, df))
@@ -1167,5 +1211,7 @@ def multiple_comparison(
         greater_is_better=base.greater_is_better,
         n_draws=len(draws),
         n_labels=n_labels,
+        variance=variance,
         _crit=crit,
+        _score=None if score is None else (*score, W**2 * np.clip(var, 0.0, None)),
     )

@@ -139,28 +139,38 @@ def fwer(pool5, y5, reps, n, rng):
     for design in ("passive", "optimal"):
         q = bae.comparison_proposal(pool5, "error_rate", models, kind=design).q
         null, yy, prop = permuted_null(pool5, y5, models, q)
-        counts = {
-            m: 0 for m in ("tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none")
-        }
+        keys = ("tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none")
+        counts = {f"{m}/{v}": 0 for m in keys for v in ("score", "wald")}
         for _ in range(reps):
             d = prop.draw(n, rng)
             lab = yy[d.indices]
-            for meth in counts:
+            for key in counts:
+                meth, var = key.split("/")
                 kw = {"baseline": "m0"} if meth == "dunnett" else {}
                 r = bae.multiple_comparison(
-                    null, "error_rate", d, lab, method=meth, n_points=1 << 14, rng=rng, **kw
+                    null,
+                    "error_rate",
+                    d,
+                    lab,
+                    method=meth,
+                    variance=var,
+                    n_points=1 << 14,
+                    rng=rng,
+                    **kw,
                 )
-                counts[meth] += bool(r.reject.any())
-        for meth, c in counts.items():
+                counts[key] += bool(r.reject.any())
+        for key, c in counts.items():
+            meth, var = key.split("/")
             rate = c / reps
-            out[f"{design}/{meth}"] = {
+            out[f"{design}/{key}"] = {
                 "design": design,
                 "method": meth,
+                "variance": var,
                 "n_draws": n,
                 "fwer": rate,
                 "mc_se": binom_se(rate, reps),
             }
-            print(f"FWER k=5 {design:8s} {meth:18s}: {rate:.4f}")
+            print(f"FWER k=5 {design:8s} {meth:18s} {var}: {rate:.4f}")
     return out
 
 
@@ -369,10 +379,14 @@ def write_markdown(res, path):
             f"{v['type1_wald_variance']:.4f} | {v['type1_printed_variance']:.4f} |"
         )
     lines += ["", "## 1b. Family-wise error, k = 5 models, complete null", ""]
-    lines += ["| design | method | n draws | FWER | MC s.e. |", "|---|---|---|---|---|"]
+    lines += [
+        "| design | method | variance | n draws | FWER | MC s.e. |",
+        "|---|---|---|---|---|---|",
+    ]
     for v in res["fwer"].values():
         lines.append(
-            f"| {v['design']} | {v['method']} | {v['n_draws']} | {v['fwer']:.4f} | {v['mc_se']:.4f} |"
+            f"| {v['design']} | {v['method']} | {v.get('variance', 'wald')} | {v['n_draws']} | "
+            f"{v['fwer']:.4f} | {v['mc_se']:.4f} |"
         )
     p = res["power"]
     lines += [
@@ -447,43 +461,64 @@ def write_markdown(res, path):
     path.write_text("\n".join(lines) + "\n")
 
 
+SECTIONS = ("type1", "fwer", "power", "selection", "sequential")
+POWER_BUDGETS = (50, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400, 3200, 4000)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="few repetitions (smoke run)")
     ap.add_argument("--seed", type=int, default=20121203)
+    ap.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="comma-separated subset to (re)compute; the others are kept from the existing JSON",
+    )
     args = ap.parse_args(argv)
     reps = 100 if args.quick else args.reps
-    rng = np.random.default_rng(args.seed)
+    todo = [x for x in args.sections.split(",") if x]
+    bad = set(todo) - set(SECTIONS)
+    if bad:
+        raise SystemExit(f"unknown sections {sorted(bad)}; choose from {SECTIONS}")
     t0 = time.time()
     m, m5 = 20_000, 10_000
     two_noises, five_noises = (0.4, 0.6), (0.35, 0.4, 0.45, 0.5, 0.55)
     pool, y = make_pool(m, two_noises, seed=1)
     pool5, y5 = make_pool(m5, five_noises, seed=2)
-    res = {
-        "setup": {
-            "m": m,
-            "m5": m5,
-            "two_noises": two_noises,
-            "five_noises": five_noises,
-            "reps": reps,
-            "alpha": ALPHA,
-            "seed": args.seed,
-        }
-    }
-    res["type1"] = type_one(pool, y, reps, (100, 300, 800), rng)
-    res["fwer"] = fwer(pool5, y5, reps, 500, rng)
-    res["power"] = power_curves(
-        pool, y, reps, (50, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400), rng
-    )
-    res["selection"] = selection(pool5, y5, reps, (100, 200, 400, 800), rng)
-    res["sequential"] = sequential(pool, y, reps, rng)
-    res["runtime_s"] = time.time() - t0
     OUT.mkdir(exist_ok=True)
     name = "comparison_type1_power" + ("_quick" if args.quick else "")
-    (OUT / f"{name}.json").write_text(json.dumps(res, indent=1, default=float))
-    write_markdown(res, OUT / f"{name}.md")
-    print(f"done in {res['runtime_s']:.0f} s")
+    path = OUT / f"{name}.json"
+    res = json.loads(path.read_text()) if path.exists() and set(todo) != set(SECTIONS) else {}
+    res["setup"] = {
+        "m": m,
+        "m5": m5,
+        "two_noises": two_noises,
+        "five_noises": five_noises,
+        "reps": reps,
+        "alpha": ALPHA,
+        "seed": args.seed,
+    }
+    runtimes = res.get("section_runtime_s", {})
+    # each section has its own stream (seed, index), so sections can be recomputed separately
+    jobs = {
+        "type1": lambda r: type_one(pool, y, reps, (100, 300, 800), r),
+        "fwer": lambda r: fwer(pool5, y5, reps, 500, r),
+        "power": lambda r: power_curves(pool, y, reps, POWER_BUDGETS, r),
+        "selection": lambda r: selection(pool5, y5, reps, (100, 200, 400, 800), r),
+        "sequential": lambda r: sequential(pool, y, reps, r),
+    }
+    for i, sec in enumerate(SECTIONS):
+        if sec in todo:
+            ts = time.time()
+            res[sec] = jobs[sec](np.random.default_rng([args.seed, i]))
+            runtimes[sec] = time.time() - ts
+    res["section_runtime_s"] = runtimes
+    res["runtime_s"] = float(sum(runtimes.values()))
+    path.write_text(json.dumps(res, indent=1, default=float))
+    if all(sec in res for sec in SECTIONS):
+        write_markdown(res, OUT / f"{name}.md")
+    print(f"done in {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -375,10 +375,12 @@ def test_tukey_agrees_with_statsmodels_and_scipy():
 
     pool, draws, labels, E, names = _orthogonal_groups()
     n, k = E.shape
+    # the ANOVA model behind statsmodels/scipy is the Wald (estimate-centred) variance
+    kw = dict(variance="wald")
     sr = bae.multiple_comparison(
-        pool, "mae", draws, labels, method="studentized_range", df=k * (n - 1)
+        pool, "mae", draws, labels, method="studentized_range", df=k * (n - 1), **kw
     )
-    tk = bae.multiple_comparison(pool, "mae", draws, labels, method="tukey", rng=0)
+    tk = bae.multiple_comparison(pool, "mae", draws, labels, method="tukey", rng=0, **kw)
     np.testing.assert_allclose(np.diag(tk.cov), np.full(k, E.var(0)[0] / n), rtol=1e-10)
     sm = pairwise_tukeyhsd(E.T.ravel(), np.repeat(names, n), alpha=0.05)
     sc = stats.tukey_hsd(*E.T)
@@ -405,9 +407,12 @@ def test_tukey_agrees_with_statsmodels_and_scipy():
 def test_max_abs_z_engines_match_studentized_range():
     pool, draws, labels, E, _ = _orthogonal_groups(n=500, means=(3.0, 3.05, 3.08, 3.12))
     k = E.shape[1]
-    a = bae.multiple_comparison(pool, "mae", draws, labels, method="tukey", rng=1)
-    b = bae.multiple_comparison(pool, "mae", draws, labels, method="tukey", engine="scipy", rng=1)
-    c = bae.multiple_comparison(pool, "mae", draws, labels, method="studentized_range")
+    kw = dict(variance="wald")
+    a = bae.multiple_comparison(pool, "mae", draws, labels, method="tukey", rng=1, **kw)
+    b = bae.multiple_comparison(
+        pool, "mae", draws, labels, method="tukey", engine="scipy", rng=1, **kw
+    )
+    c = bae.multiple_comparison(pool, "mae", draws, labels, method="studentized_range", **kw)
     iu = np.triu_indices(k, 1)
     np.testing.assert_allclose(a.pvalue[iu], c.pvalue[iu], atol=1e-3)
     np.testing.assert_allclose(b.pvalue[iu], c.pvalue[iu], atol=1.5e-3)
@@ -419,7 +424,7 @@ def test_max_abs_z_engines_match_studentized_range():
 def test_dunnett_agrees_with_scipy():
     pool, draws, labels, E, _ = _orthogonal_groups()
     res = bae.multiple_comparison(
-        pool, "mae", draws, labels, method="dunnett", baseline="g0", rng=0
+        pool, "mae", draws, labels, method="dunnett", baseline="g0", rng=0, variance="wald"
     )
     ref = stats.dunnett(*E.T[1:], control=E[:, 0])
     for i in range(1, E.shape[1]):
@@ -464,16 +469,29 @@ def test_familywise_error_k4():
     null, yy, nprop = _permuted_null(pool, y, models, q)
     rng = np.random.default_rng(21)
     reps = 250
-    fw = {"tukey": 0, "holm": 0, "none": 0}
+    fw = {"tukey": 0, "tukey_wald": 0, "holm": 0, "none": 0}
     for _ in range(reps):
         d = nprop.draw(400, rng)
-        for meth in fw:
+        for key in fw:
+            meth, _, var = key.partition("_")
             r = bae.multiple_comparison(
-                null, "error_rate", d, yy[d.indices], method=meth, n_points=4096, rng=rng
+                null,
+                "error_rate",
+                d,
+                yy[d.indices],
+                method=meth,
+                variance=var or "auto",
+                n_points=4096,
+                rng=rng,
             )
-            fw[meth] += bool(r.reject.any())
+            fw[key] += bool(r.reject.any())
+            if meth != "holm":  # simultaneous intervals are dual to the single-step tests
+                lo, hi = r.confidence_interval()
+                iu = np.triu_indices(4, 1)
+                np.testing.assert_array_equal((lo[iu] > 0) | (hi[iu] < 0), r.reject[iu])
     se = np.sqrt(0.05 * 0.95 / reps)
     assert fw["tukey"] / reps < 0.05 + 3 * se
+    assert fw["tukey_wald"] / reps < 0.05 + 3 * se
     assert fw["holm"] <= fw["tukey"] + 3
     assert fw["none"] / reps > 0.1  # six uncorrected tests inflate the family-wise error
 
