@@ -1548,11 +1548,12 @@ def evaluate(
             Wc = W.sum(-1)
             theta_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, glob[:, None])
             empty = Wc <= 0
-            # an empty cell borrows the rate of the same rule output in the neighbouring
-            # strata (h-1, h, h+1), else its stratum's rate, else the overall rate
-            Wc_nb, W1_nb, V_nb = _neighbours(Wc), _neighbours(W[..., 1]), _neighbours(V)
-            has_nb = Wc_nb > 0
-            theta_e = np.where(has_nb, W1_nb / Wc_nb, theta_h[..., None])
+            # an empty cell gets its stratum's rate times the rule output's lift, estimated
+            # from the non-empty cells: lift_r = sum_h W_hr1 / sum_h theta_h W_hr
+            expect = np.where(empty, 0.0, theta_h[..., None] * Wc).sum(1)  # (K, r)
+            seen = np.where(empty, 0.0, W[..., 1]).sum(1)
+            lift = np.where(expect > 0, seen / expect, 1.0)
+            theta_e = np.clip(theta_h[..., None] * lift[:, None, :], 0.0, 1.0)
             theta = np.where(empty, theta_e, W[..., 1] / Wc)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
@@ -1560,11 +1561,8 @@ def evaluate(
             TN = margins[..., 0].sum(-1) - FN
             vals, G = _measures_and_grad(TP, FP, FN, TN)
             Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
-            c = np.where(
-                empty, np.where(has_nb, margins / Wc_nb, margins / Ws[..., None]), margins / Wc
-            )
-            V_e = np.where(has_nb[..., None], V_nb, V.sum(-2, keepdims=True))
-            Vy = np.where(empty[..., None], V_e, V)  # (K, H, r, y)
+            c = np.where(empty, margins / Ws[..., None], margins / Wc)
+            Vy = np.where(empty[..., None], V.sum(-2, keepdims=True), V)  # (K, H, r, y)
             Q = c**2 * (Vy[..., 1] * (1 - theta) ** 2 + Vy[..., 0] * theta**2)  # (K, H, r)
             # collapsed-cell variance rates for cells whose labels are all 0 or all 1
             theta_v, pure = _variance_rates(cnt, W, theta, empty)
