@@ -905,7 +905,8 @@ def design(
         Stratified SRS without replacement (exact ``n_h``) or Poisson sampling (independent
         draws, random size).
     n_strata : int, optional
-        Score strata (default 8; 2 for a hard guess).
+        Score strata (default ``budget // 25`` clipped to 2..8, so that each stratum gets
+        about 25 labels or more on average; 2 for a hard guess).
     strata : array-like (N,) of int, optional
         Your own strata (overrides ``n_strata``).
     prevalence : float, optional
@@ -961,7 +962,11 @@ def design(
     elif hard:
         _, h = np.unique(s, return_inverse=True)
     else:
-        k = 8 if n_strata is None else check_count(n_strata, "n_strata")
+        k = (
+            int(np.clip(budget // 25, 2, 8))
+            if n_strata is None
+            else check_count(n_strata, "n_strata")
+        )
         z = special.logit(np.clip(s, 1e-9, 1 - 1e-9))
         h, _ = score_strata(z, k, method="csf")
     h = h.astype(np.int64)
@@ -1249,25 +1254,28 @@ def _ratio_bias(TP, FN, FP, TN, var_r):
     a function of the two independent estimated totals ``TP`` (rule-positive cells) and ``FN``
     (rule-negative cells), and ``E g(T_hat) - g(T) ≈ ½ (g_TP,TP Var TP + g_FN,FN Var FN)``
     (Cochran (1977), Sec. 6.8 for the ratio estimator). ``var_r`` is (K, 2): ``Var FN, Var TP``.
-    Returns the bias (K, M) to subtract; precision and accuracy are linear, so zero.
+    Returns the bias (K, M) to subtract; precision and accuracy are linear, so zero. The
+    correction is skipped where the measure's denominator has a coefficient of variation above
+    0.3 (tiny samples), where the expansion does not hold.
     """
     v_fn, v_tp = var_r[:, 0], var_r[:, 1]
     K = TP + FP
+    dens = [TP + FN, TN + FP, TP + FP, TP + K + FN, TP + FP + FN + TN]
     with np.errstate(divide="ignore", invalid="ignore"):
-        d_se = (TP + FN) ** 3
-        d_sp = (TN + FP) ** 3
-        d_f1 = (TP + K + FN) ** 3
         b = np.stack(
             [
-                (-2 * FN * v_tp + 2 * TP * v_fn) / d_se,
-                (2 * TN * v_tp - 2 * FP * v_fn) / d_sp,
+                (-2 * FN * v_tp + 2 * TP * v_fn) / dens[0] ** 3,
+                (2 * TN * v_tp - 2 * FP * v_fn) / dens[1] ** 3,
                 np.zeros_like(TP),
-                (-4 * (K + FN) * v_tp + 4 * TP * v_fn) / d_f1,
+                (-4 * (K + FN) * v_tp + 4 * TP * v_fn) / dens[3] ** 3,
                 np.zeros_like(TP),
             ],
             axis=-1,
         )
-    return 0.5 * np.where(np.isfinite(b), b, 0.0)
+        # the expansion is only valid when the denominator is well estimated (CV < 0.3)
+        cv2 = np.stack([(v_tp + v_fn) / d**2 for d in dens], axis=-1)
+    ok = np.isfinite(b) & (cv2 < 0.09)
+    return 0.5 * np.where(ok, b, 0.0)
 
 
 def _variance_rates(cnt, W, theta, empty):
@@ -1400,7 +1408,10 @@ def evaluate(
         TP = sum_h N_{h+} theta_{h+},  FN = sum_h N_{h-} theta_{h-},
         FP = K - TP,  TN = (N - K) - FN      (K = |S_R^+|, the paper's known rule margin)
 
-    A cell with no labeled item borrows its stratum's rate (collapsed cell). Otherwise (the rule
+    A cell with no labeled item (counted in ``collapsed_cells``) gets a synthetic rate: its
+    stratum's mean guess times the rule output's lift over the guess in the non-empty cells,
+    ``sum_h W_hr1 / sum_h sbar_h W_hr`` — exact for random rules with a calibrated guess, an
+    O(1/n) bias otherwise (the reason for the minimum labels per stratum). Otherwise (the rule
     was only run on the labeled items, catalogue G4) the four cells are estimated per stratum,
     ``T_c = sum_h (N_h / sum_{j in h} w_j) sum_{j in h, c} w_j`` (Hajek within strata, which
     equals Horvitz-Thompson under stratified sampling). The measures are ratios of these totals:
@@ -1548,12 +1559,14 @@ def evaluate(
             Wc = W.sum(-1)
             theta_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, glob[:, None])
             empty = Wc <= 0
-            # an empty cell gets its stratum's rate times the rule output's lift, estimated
-            # from the non-empty cells: lift_r = sum_h W_hr1 / sum_h theta_h W_hr
-            expect = np.where(empty, 0.0, theta_h[..., None] * Wc).sum(1)  # (K, r)
+            # an empty cell gets its stratum's mean guess times the rule output's lift over
+            # the guess, estimated from the non-empty cells (a synthetic, model-assisted value):
+            # lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
+            sbar = _stratum_guess(dsg)[None, :, None]
+            expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
             seen = np.where(empty, 0.0, W[..., 1]).sum(1)
             lift = np.where(expect > 0, seen / expect, 1.0)
-            theta_e = np.clip(theta_h[..., None] * lift[:, None, :], 0.0, 1.0)
+            theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
             theta = np.where(empty, theta_e, W[..., 1] / Wc)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
@@ -1570,7 +1583,7 @@ def evaluate(
             Q = np.where(margins > 0, Q, 0.0)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             if bias_correction:
-                vals = vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1))
+                vals = np.clip(vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1)), 0.0, 1.0)
             n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
         else:
             estimator = "Hajek within strata"

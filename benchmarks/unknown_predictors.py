@@ -97,7 +97,7 @@ def study_coverage(quick):
     if quick:
         configs = configs[:2]
     N = 50_000
-    R = 60 if quick else 300
+    R = 60 if quick else 200
     n_rules = 40 if quick else 200
     out = []
     for pi, budget in configs:
@@ -246,7 +246,7 @@ def study_covtype(quick):
     N = 100_000 if quick else 250_000
     pi = 0.04
     rng = np.random.default_rng(581_012)
-    sp = make_classification_pool(N, pi, separation=2.5, noise=0.5, rng=rng)
+    sp = make_classification_pool(N, pi, separation=4.0, noise=0.4, rng=rng)
     y = sp.labels.astype(np.int8)
     s = sp.pool.view().prob[:, 1]
     Np = int(y.sum())
