@@ -1552,12 +1552,10 @@ def evaluate(
     W, W2, V = (np.where(nz, np.maximum(C[:, i], 0.0), 0.0) for i in (1, 2, 3))
 
     Ws = W.sum(axis=(-1, -2))  # (K, H) stratum weight sums (same for every rule)
-    glob = W[..., 1].sum(axis=(-1, -2)) / W.sum(axis=(-1, -2, -3))  # overall rate (K,)
     with np.errstate(divide="ignore", invalid="ignore"):
         if margins is not None:
             estimator = "post-stratified (stratum x rule output)"
             Wc = W.sum(-1)
-            theta_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, glob[:, None])
             empty = Wc <= 0
             # an empty cell gets its stratum's mean guess times the rule output's lift over
             # the guess, estimated from the non-empty cells (a synthetic, model-assisted value):

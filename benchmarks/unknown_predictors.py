@@ -125,8 +125,12 @@ def study_coverage(quick):
                 t = ev.table
                 est[i] = t.estimate.values
                 post = ev.posterior["posterior"]
-                b_lo = np.stack([post[m].quantile(0.025, ("chain", "draw")).values for m in MEAS], -1)
-                b_hi = np.stack([post[m].quantile(0.975, ("chain", "draw")).values for m in MEAS], -1)
+                b_lo = np.stack(
+                    [post[m].quantile(0.025, ("chain", "draw")).values for m in MEAS], -1
+                )
+                b_hi = np.stack(
+                    [post[m].quantile(0.975, ("chain", "draw")).values for m in MEAS], -1
+                )
                 for key, lo, hi in (
                     ("wald", t.wald_low.values, t.wald_high.values),
                     ("wilson", t.wilson_low.values, t.wilson_high.values),
@@ -529,7 +533,9 @@ def write_md_covtype(res, path):
         "",
         "## Labels needed for a mean absolute precision error of 0.025",
         "",
-        "| rules | " + " | ".join(next(iter(c["labels_for_precision_error_0.025"].values()))) + " |",
+        "| rules | "
+        + " | ".join(next(iter(c["labels_for_precision_error_0.025"].values())))
+        + " |",
         "|---|" + "---|" * len(next(iter(c["labels_for_precision_error_0.025"].values()))),
     ]
     for name, d in c["labels_for_precision_error_0.025"].items():
