@@ -905,7 +905,8 @@ def design(
         Stratified SRS without replacement (exact ``n_h``) or Poisson sampling (independent
         draws, random size).
     n_strata : int, optional
-        Score strata (default 8; 2 for a hard guess).
+        Score strata (default ``budget // 25`` clipped to 2..8, so that each stratum gets
+        about 25 labels or more on average; 2 for a hard guess).
     strata : array-like (N,) of int, optional
         Your own strata (overrides ``n_strata``).
     prevalence : float, optional
@@ -961,7 +962,11 @@ def design(
     elif hard:
         _, h = np.unique(s, return_inverse=True)
     else:
-        k = 8 if n_strata is None else check_count(n_strata, "n_strata")
+        k = (
+            int(np.clip(budget // 25, 2, 8))
+            if n_strata is None
+            else check_count(n_strata, "n_strata")
+        )
         z = special.logit(np.clip(s, 1e-9, 1 - 1e-9))
         h, _ = score_strata(z, k, method="csf")
     h = h.astype(np.int64)
@@ -1249,25 +1254,28 @@ def _ratio_bias(TP, FN, FP, TN, var_r):
     a function of the two independent estimated totals ``TP`` (rule-positive cells) and ``FN``
     (rule-negative cells), and ``E g(T_hat) - g(T) ≈ ½ (g_TP,TP Var TP + g_FN,FN Var FN)``
     (Cochran (1977), Sec. 6.8 for the ratio estimator). ``var_r`` is (K, 2): ``Var FN, Var TP``.
-    Returns the bias (K, M) to subtract; precision and accuracy are linear, so zero.
+    Returns the bias (K, M) to subtract; precision and accuracy are linear, so zero. The
+    correction is skipped where the measure's denominator has a coefficient of variation above
+    0.3 (tiny samples), where the expansion does not hold.
     """
     v_fn, v_tp = var_r[:, 0], var_r[:, 1]
     K = TP + FP
+    dens = [TP + FN, TN + FP, TP + FP, TP + K + FN, TP + FP + FN + TN]
     with np.errstate(divide="ignore", invalid="ignore"):
-        d_se = (TP + FN) ** 3
-        d_sp = (TN + FP) ** 3
-        d_f1 = (TP + K + FN) ** 3
         b = np.stack(
             [
-                (-2 * FN * v_tp + 2 * TP * v_fn) / d_se,
-                (2 * TN * v_tp - 2 * FP * v_fn) / d_sp,
+                (-2 * FN * v_tp + 2 * TP * v_fn) / dens[0] ** 3,
+                (2 * TN * v_tp - 2 * FP * v_fn) / dens[1] ** 3,
                 np.zeros_like(TP),
-                (-4 * (K + FN) * v_tp + 4 * TP * v_fn) / d_f1,
+                (-4 * (K + FN) * v_tp + 4 * TP * v_fn) / dens[3] ** 3,
                 np.zeros_like(TP),
             ],
             axis=-1,
         )
-    return 0.5 * np.where(np.isfinite(b), b, 0.0)
+        # the expansion is only valid when the denominator is well estimated (CV < 0.3)
+        cv2 = np.stack([(v_tp + v_fn) / d**2 for d in dens], axis=-1)
+    ok = np.isfinite(b) & (cv2 < 0.09)
+    return 0.5 * np.where(ok, b, 0.0)
 
 
 def _variance_rates(cnt, W, theta, empty):
@@ -1400,7 +1408,10 @@ def evaluate(
         TP = sum_h N_{h+} theta_{h+},  FN = sum_h N_{h-} theta_{h-},
         FP = K - TP,  TN = (N - K) - FN      (K = |S_R^+|, the paper's known rule margin)
 
-    A cell with no labeled item borrows its stratum's rate (collapsed cell). Otherwise (the rule
+    A cell with no labeled item (counted in ``collapsed_cells``) gets a synthetic rate: its
+    stratum's mean guess times the rule output's lift over the guess in the non-empty cells,
+    ``sum_h W_hr1 / sum_h sbar_h W_hr`` — exact for random rules with a calibrated guess, an
+    O(1/n) bias otherwise (the reason for the minimum labels per stratum). Otherwise (the rule
     was only run on the labeled items, catalogue G4) the four cells are estimated per stratum,
     ``T_c = sum_h (N_h / sum_{j in h} w_j) sum_{j in h, c} w_j`` (Hajek within strata, which
     equals Horvitz-Thompson under stratified sampling). The measures are ratios of these totals:
@@ -1541,18 +1552,19 @@ def evaluate(
     W, W2, V = (np.where(nz, np.maximum(C[:, i], 0.0), 0.0) for i in (1, 2, 3))
 
     Ws = W.sum(axis=(-1, -2))  # (K, H) stratum weight sums (same for every rule)
-    glob = W[..., 1].sum(axis=(-1, -2)) / W.sum(axis=(-1, -2, -3))  # overall rate (K,)
     with np.errstate(divide="ignore", invalid="ignore"):
         if margins is not None:
             estimator = "post-stratified (stratum x rule output)"
             Wc = W.sum(-1)
-            theta_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, glob[:, None])
             empty = Wc <= 0
-            # an empty cell borrows the rate of the same rule output in the neighbouring
-            # strata (h-1, h, h+1), else its stratum's rate, else the overall rate
-            Wc_nb, W1_nb, V_nb = _neighbours(Wc), _neighbours(W[..., 1]), _neighbours(V)
-            has_nb = Wc_nb > 0
-            theta_e = np.where(has_nb, W1_nb / Wc_nb, theta_h[..., None])
+            # an empty cell gets its stratum's mean guess times the rule output's lift over
+            # the guess, estimated from the non-empty cells (a synthetic, model-assisted value):
+            # lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
+            sbar = _stratum_guess(dsg)[None, :, None]
+            expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
+            seen = np.where(empty, 0.0, W[..., 1]).sum(1)
+            lift = np.where(expect > 0, seen / expect, 1.0)
+            theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
             theta = np.where(empty, theta_e, W[..., 1] / Wc)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
@@ -1560,11 +1572,8 @@ def evaluate(
             TN = margins[..., 0].sum(-1) - FN
             vals, G = _measures_and_grad(TP, FP, FN, TN)
             Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
-            c = np.where(
-                empty, np.where(has_nb, margins / Wc_nb, margins / Ws[..., None]), margins / Wc
-            )
-            V_e = np.where(has_nb[..., None], V_nb, V.sum(-2, keepdims=True))
-            Vy = np.where(empty[..., None], V_e, V)  # (K, H, r, y)
+            c = np.where(empty, margins / Ws[..., None], margins / Wc)
+            Vy = np.where(empty[..., None], V.sum(-2, keepdims=True), V)  # (K, H, r, y)
             Q = c**2 * (Vy[..., 1] * (1 - theta) ** 2 + Vy[..., 0] * theta**2)  # (K, H, r)
             # collapsed-cell variance rates for cells whose labels are all 0 or all 1
             theta_v, pure = _variance_rates(cnt, W, theta, empty)
@@ -1572,7 +1581,7 @@ def evaluate(
             Q = np.where(margins > 0, Q, 0.0)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             if bias_correction:
-                vals = vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1))
+                vals = np.clip(vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1)), 0.0, 1.0)
             n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
         else:
             estimator = "Hajek within strata"
