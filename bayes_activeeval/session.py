@@ -125,9 +125,10 @@ class Design:
     budget : float, optional
         Labels allowed (or total label cost when the pool has costs). ``None``: unlimited.
     models : tuple of str
-        The models evaluated (all of the pool's by default). With two, the static proposal is the
-        power-optimal one for their difference (Sawade (2012), Thm. 5.1); with more, the one
-        minimizing the summed variance of the stacked estimates.
+        The models evaluated (all of the pool's by default). With several, the static proposal is
+        :func:`~bayes_activeeval.comparison_proposal`: the power-optimal one for the difference of
+        two models (Sawade (2012), Thm. 5.1), the mixture of the pairwise ones for more (Eq. 5.16).
+        The adaptive design targets the difference (two models) or the stacked measure (more).
     mix, belief_floor : float
         Defensive mixing weight δ and belief floor of the optimal proposal.
     options : dict
@@ -196,13 +197,21 @@ class _StaticDesign:
     @property
     def proposal(self) -> Proposal:
         if self._proposal is None:
-            self._proposal = optimal_proposal(
-                self.pool,
-                _target_measure(self.design),
-                model=_single_model(self.design),
-                mix=self.design.mix,
-                belief_floor=self.design.belief_floor,
-            )
+            d = self.design
+            if len(d.models) > 1:  # Sawade (2012), Thm. 5.1 / Eq. 5.16
+                from .comparison import comparison_proposal
+
+                self._proposal = comparison_proposal(
+                    self.pool, d.measure, d.models, mix=d.mix, belief_floor=d.belief_floor
+                )
+            else:
+                self._proposal = optimal_proposal(
+                    self.pool,
+                    d.measure,
+                    model=_single_model(d),
+                    mix=d.mix,
+                    belief_floor=d.belief_floor,
+                )
         return self._proposal
 
     def propose(self, session, stage: int, n: int, left: float | None):
