@@ -256,12 +256,14 @@ def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | 
 
 # -- HTML -----------------------------------------------------------------------------------------
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
-th { background: #f3f3f3; } .side { display: flex; gap: 2em; flex-wrap: wrap; }
-.side > div { flex: 1 1 420px; } .meta td { text-align: left; } img { max-width: 100%; }
+th { background: #f3f3f3; } .side { display: flex; gap: 1.5em; }
+.side > div { flex: 1 1 0; min-width: 0; overflow-x: auto; } .side table { font-size: 0.8em; }
+.side td, .side th { padding: 2px 4px; }
+.meta td { text-align: left; } img { max-width: 100%; }
 .note { color: #666; font-size: 0.85em; }
 """
 
@@ -363,8 +365,9 @@ def render_html(session, level: float = 0.95) -> str:
         }
     )
     if post_sum is not None:
+        shown = post_sum[[c for c in post_sum.columns if not str(c).startswith("mcse")]]
         bayes = (
-            _table(post_sum, "{:.4g}")
+            _table(shown, "{:.4g}")
             + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
             "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
             "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
