@@ -335,3 +335,36 @@ def test_adaptive_session_across_processes_equals_active_evaluator(small, tmp_pa
     ref = ev.estimate(variance="martingale")  # the session's default standard error
     np.testing.assert_array_equal(stored["item"].to_numpy(), ev.draws()["item"].to_numpy())
     assert (got.value, got.stderr, got.n_draws) == (ref.value, ref.stderr, ref.n_draws)
+
+
+def test_two_labelers_recording_at_once(small, tmp_path):
+    """Two `bae record` processes with overlapping label files, running concurrently: every label
+    is stored once (BEGIN IMMEDIATE serializes the writers; an overlap is skipped)."""
+    path, _, truth = small
+    f = tmp_path / "s.bae"
+    s = Session.create(f, path, SPEC, Design("f1", seed=12))
+    ids = list(s.pool_file.ids[s.next(300)])
+    s.close()
+    files = []
+    for k, part in enumerate((ids[:200], ids[100:])):
+        out = tmp_path / f"labels{k}.csv"
+        pd.DataFrame({"id": part, "label": labels_for(part, truth)}).to_csv(out, index=False)
+        files.append(out)
+    env = {**os.environ, DELAY_ENV: "0.01", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "bayes_activeeval.cli", "record", str(f)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, str(lf), "--batch-size", "2"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for lf in files
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    with Session.open(f) as s:
+        got = s.labels()
+        assert len(got) == len(ids) and got["id"].is_unique and set(got["id"]) == set(ids)
+        assert s.pending_items().size == 0 and s.estimate().n_draws > 0
