@@ -354,7 +354,7 @@ def test_two_labelers_recording_at_once(small, tmp_path):
     cmd = [sys.executable, "-m", "bayes_activeeval.cli", "record", str(f)]
     procs = [
         subprocess.Popen(
-            [*cmd, str(lf), "--batch-size", "2"],
+            [*cmd, str(lf), "--batch-size", "5"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
