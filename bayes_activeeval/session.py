@@ -249,7 +249,7 @@ class _AdaptiveDesign:
     ``(seed, labels so far)``, whatever crashed when.
     """
 
-    def __init__(self, pool, design: Design) -> None:
+    def __init__(self, pool, design: Design, validate: bool = False) -> None:
         try:
             from .adaptive import ActiveEvaluator  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the adaptive module ships with bae
@@ -258,7 +258,8 @@ class _AdaptiveDesign:
             ) from exc
         self.pool, self.design = pool, design
         self._cache: tuple[int, Any] | None = None
-        self._fresh()  # bad options fail now, before a session is written
+        if validate:
+            self._fresh()  # bad options fail now, before a session is written
 
     def _fresh(self):
         from .adaptive import ActiveEvaluator
@@ -300,8 +301,11 @@ class _AdaptiveDesign:
             ev = self._load(blob)
         stages = session._stage_rows()
         for s in range(start, n_done):
-            n_req, items = stages[s]
-            ev.query(n_req)
+            n_req, items, info = stages[s]
+            if info.get("max_cost") is not None:
+                ev._query(n_req, float(info["max_cost"]))  # as drawn: cut at the cost budget
+            else:
+                ev.query(n_req)
             got = np.asarray(ev.get_state()["pending"]["idx"], dtype=np.int64)
             if not np.array_equal(got, items):
                 raise SessionError(
@@ -322,8 +326,9 @@ class _AdaptiveDesign:
         if avail == 0:
             raise SessionError("no unlabeled item has positive probability; nothing to label")
         n = min(n, avail)
-        if left is not None and self.pool.costs is not None:
-            ev._query(n, left)  # the evaluator's own cost-budget cut
+        max_cost = left if (left is not None and self.pool.costs is not None) else None
+        if max_cost is not None:
+            ev._query(n, max_cost)  # the evaluator's own cost-budget cut
         else:
             ev.query(n)
         pend = ev.get_state()["pending"]
@@ -332,7 +337,7 @@ class _AdaptiveDesign:
             np.asarray(pend["w"], dtype=float),
             np.asarray(pend["q"], dtype=float),
         )
-        return draws, {"evaluator": "ActiveEvaluator", "n": n}, snapshot
+        return draws, {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost}, snapshot
 
     def current_q(self, session, n_done: int) -> np.ndarray:
         return np.asarray(self.evaluator(session, n_done).proposal.q)
@@ -392,8 +397,10 @@ def _per_model_estimates(pool, design: Design, draws: Draws, labels) -> dict[str
     return out
 
 
-def _make_design(pool, design: Design):
-    return (_StaticDesign if design.kind == "static" else _AdaptiveDesign)(pool, design)
+def _make_design(pool, design: Design, validate: bool = False):
+    if design.kind == "static":
+        return _StaticDesign(pool, design)
+    return _AdaptiveDesign(pool, design, validate=validate)
 
 
 # -- the session ----------------------------------------------------------------------------------
@@ -464,7 +471,7 @@ class Session:
             pool.check_model(m)
         design = Design(**{**design.to_dict(), "models": tuple(models)})
         pool.resolve(design.measure, models[0])  # measure fits the pool?
-        strategy = _make_design(pool, design)
+        strategy = _make_design(pool, design, validate=True)
         if isinstance(strategy, _StaticDesign):
             strategy.proposal  # noqa: B018 - compute now: errors before anything is written
         meta = {
@@ -659,10 +666,15 @@ class Session:
         order = items[np.sort(first)]
         return np.asarray([i for i in order.tolist() if i not in known], dtype=np.int64)
 
-    def _stage_rows(self) -> list[tuple[int, np.ndarray]]:
-        """Per stage (in order): the ``n`` its query asked for and its drawn items."""
-        req = dict(self._q("SELECT stage, n_requested FROM stages"))
-        return [(int(req[st]), items) for st, items in self._stage_table()]
+    def _stage_rows(self) -> list[tuple[int, np.ndarray, dict]]:
+        """Per stage (in order): the ``n`` its query asked for, its drawn items and how it was
+        drawn (the ``rng`` column)."""
+        req = {
+            st: (n, info) for st, n, info in self._q("SELECT stage, n_requested, rng FROM stages")
+        }
+        return [
+            (int(req[st][0]), items, json.loads(req[st][1])) for st, items in self._stage_table()
+        ]
 
     def _snapshot(self, max_stage: int) -> tuple[int, bytes] | None:
         """The latest evaluator snapshot taken after at most ``max_stage`` completed stages."""

@@ -368,3 +368,30 @@ def test_two_labelers_recording_at_once(small, tmp_path):
         got = s.labels()
         assert len(got) == len(ids) and got["id"].is_unique and set(got["id"]) == set(ids)
         assert s.pending_items().size == 0 and s.estimate().n_draws > 0
+
+
+@pytest.mark.parametrize("kind", ["static", "adaptive"])
+def test_cost_budget(small, tmp_path, kind):
+    """Label costs: the budget counts cost; each stage is cut so the budget is not exceeded
+    (adaptive: by less than one label's cost, as ActiveEvaluator does); reopening replays."""
+    path, sp, truth = small
+    frame = pd.read_csv(path, dtype={"id": str})
+    frame["cost"] = 1.0 + (np.arange(len(frame)) % 3)
+    pool_csv = tmp_path / "costly.csv"
+    frame.to_csv(pool_csv, index=False)
+    spec = PoolSpec(pred="pred", prob="p", score="score", id_col="id", cost_col="cost")
+    f = tmp_path / "c.bae"
+    Session.create(f, pool_csv, spec, Design("f1", kind=kind, budget=100, seed=3)).close()
+    for _ in range(20):
+        with Session.open(f) as s:
+            try:
+                items = s.next(25)
+            except SessionError as exc:
+                assert "budget" in str(exc)
+                break
+            ids = s.pool_file.ids[items]
+            s.record(ids, labels_for(ids, truth))
+    with Session.open(f) as s:
+        used = s.budget_used()
+        assert 100 - 3 < used <= (100 if kind == "static" else 100 + 3)
+        assert np.isfinite(s.estimate().value)
