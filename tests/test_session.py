@@ -374,7 +374,7 @@ def test_two_labelers_recording_at_once(small, tmp_path):
 def test_cost_budget(small, tmp_path, kind):
     """Label costs: the budget counts cost; each stage is cut so the budget is not exceeded
     (adaptive: by less than one label's cost, as ActiveEvaluator does); reopening replays."""
-    path, sp, truth = small
+    path, _, truth = small
     frame = pd.read_csv(path, dtype={"id": str})
     frame["cost"] = 1.0 + (np.arange(len(frame)) % 3)
     pool_csv = tmp_path / "costly.csv"
