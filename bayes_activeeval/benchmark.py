@@ -1283,8 +1283,8 @@ def _variance_rates(cnt, W, theta, empty):
 
     A cell whose labeled items are all negative (or all positive) has residual variance zero,
     although its rate is not known to be 0 (or 1): the usual variance estimator then vanishes
-    and intervals collapse (catalogue G11). For such cells (and for empty cells, which borrow
-    their stratum's rate) the variance uses ``theta(1-theta)`` at a collapsed rate: the
+    and intervals collapse (catalogue G11). For such cells (and for empty cells, whose rate is
+    synthetic) the variance uses ``theta(1-theta)`` at a collapsed rate: the
     stratum's rate over both rule outputs if that stratum is not pure, else that of the
     stratum and its two neighbours in guess order (collapsed-strata variance estimation,
     Cochran (1977), Sec. 5A.12; conservative). Cells that stay pure keep variance zero.

@@ -492,3 +492,20 @@ def test_bad_input(world):
         bm.evaluate(lab, rules[:, smp.indices], smp, posterior="pymc")
     with pytest.raises(ValueError, match="method"):
         bm.evaluate(lab, rules, smp, posterior=None).confidence_interval(method="exact")
+
+
+def test_hierarchical_pymc_posterior(pymc_case):
+    """The hierarchical contingency model (catalogue Sec. 6.2) agrees with the conjugate one
+    where cells are well filled, and returns ArviZ-ready diagnostics."""
+    lab, rule, smp = pymc_case
+    conj = bm.evaluate(lab, rule, smp, draws=4000, rng=0)
+    hier = bm.evaluate(lab, rule, smp, posterior="pymc", draws=150, tune=200, rng=0)
+    post = hier.posterior["posterior"]
+    assert {"gamma", "sigma_s", "theta", "precision"} <= set(post.data_vars)
+    for m in ("sensitivity", "precision"):
+        a = conj.posterior["posterior"][m].values.ravel()
+        b = post[m].values.ravel()
+        assert abs(b.mean() - a.mean()) < 1.5 * a.std()
+    # the rule is informative: its precision is far above the prevalence (0.05)
+    assert float((post["precision"] > 0.1).mean()) > 0.99
+    assert "sample_stats" in hier.posterior.children
