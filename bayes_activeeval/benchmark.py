@@ -619,6 +619,8 @@ class BenchmarkDesign:
         Target measures and weights.
     rule_rate : float
         ``rbar``, the positive rate of the unknown rules planned for.
+    defensive : float
+        Weight of proportional allocation mixed into the allocation.
     """
 
     strata: np.ndarray
