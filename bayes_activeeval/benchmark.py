@@ -855,9 +855,10 @@ def design(
     model: str | None = None,
     defensive: float = 0.1,
     min_per_stratum: int = 2,
-    rng: Any = None,
 ) -> BenchmarkDesign:
     """Plan which pool items to label for evaluating rules that are not known yet.
+
+    The design is deterministic; :meth:`BenchmarkDesign.sample` draws from it with an ``rng``.
 
     Steps: (1) turn the class guess into a probability ``s_i`` per item; (2) form strata — the
     guessed class for a hard guess, else ``n_strata`` score strata of ``logit(s)`` by the
@@ -925,9 +926,6 @@ def design(
     min_per_stratum : int
         Minimum labels per stratum (stratified scheme); also the Poisson floor per stratum in
         expectation.
-    rng : None, int or Generator
-        Accepted for symmetry with the rest of the package; the design itself is deterministic
-        (the randomness is in :meth:`~BenchmarkDesign.sample`, which takes its own ``rng``).
 
     Returns
     -------

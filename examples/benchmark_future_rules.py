@@ -28,7 +28,7 @@ def main() -> None:
     pool, y = data.pool, data.labels
 
     # 1. Today: plan and draw the benchmark set from the current model's guess.
-    plan = benchmark.design(pool, budget=600, method="sqrt", rng=0)
+    plan = benchmark.design(pool, budget=600, method="sqrt")
     sample = plan.sample(rng=1)
     labels = y[sample.indices]  # the expert labels these items, once
     print(sample)
