@@ -22,7 +22,9 @@ Budget accounting: 2,000 *draws* (with replacement); a repeated item is not re-l
 number of distinct labels is slightly smaller and is reported.
 
 Run: ``python benchmarks/oracle_calibration.py [--reps 200]``. Writes
-``benchmarks/results/oracle_calibration.json`` and ``.md``.
+``benchmarks/results/oracle_calibration.json`` and ``.md``. The committed sensitivity run
+``results/oracle_calibration_pilot400`` is
+``--pilot 400 --settings svm,stale --out benchmarks/results/oracle_calibration_pilot400``.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def belief_mse(belief, truth, unlabeled) -> float:
     return float(np.mean((belief.probs[unlabeled, 1] - truth[unlabeled]) ** 2))
 
 
-def run_setting(calibration: str, reps: int, seed: int) -> dict:
+def run_setting(calibration: str, reps: int, seed: int, pilot_size: int = 200) -> dict:
     sp = make_classification_pool(
         N_ITEMS,
         PREVALENCE,
@@ -102,7 +104,7 @@ def run_setting(calibration: str, reps: int, seed: int) -> dict:
     avar = {a: np.empty(reps) for a in ARMS}
     for r in range(reps):
         rng = np.random.default_rng([seed, r])
-        pilot = pilot_prop.draw(PILOT, rng)
+        pilot = pilot_prop.draw(pilot_size, rng)
         ypilot = labels[pilot.indices]
         lab = np.zeros(pool.n_items, bool)
         lab[pilot.indices] = True
@@ -129,7 +131,7 @@ def run_setting(calibration: str, reps: int, seed: int) -> dict:
                     bmse[arm][r] = belief_mse(belief, truth, ~lab)
                 prop = bae.optimal_proposal(pool, "f1", belief=belief)
                 avar[arm][r] = asymptotic_variance(pool, prop.q, labels)
-                draws = pilot + prop.draw(BUDGET - PILOT, rng)
+                draws = pilot + prop.draw(BUDGET - pilot_size, rng)
             e = bae.estimate(pool, "f1", draws, labels[draws.indices])
             est[arm][r], se[arm][r] = e.value, e.stderr
             distinct[arm][r] = draws.n_distinct
@@ -161,6 +163,10 @@ def run_setting(calibration: str, reps: int, seed: int) -> dict:
         }
         ratios = np.nanmean(sq[a][boot], axis=1) / np.nanmean(sq["model"][boot], axis=1)
         row["mse_ratio_to_model_ci95"] = [float(x) for x in np.quantile(ratios, [0.025, 0.975])]
+        av = avar[a][boot].mean(axis=1) / avar["model"][boot].mean(axis=1)
+        row["asymptotic_variance_ratio_to_model_ci95"] = [
+            float(x) for x in np.quantile(av, [0.025, 0.975])
+        ]
         if a in bmse:
             row["belief_mse"] = float(bmse[a].mean())
         out["arms"][a] = row
@@ -185,12 +191,14 @@ def to_markdown(res: dict) -> str:
     for s in res["settings"]:
         for a, row in s["arms"].items():
             lo, hi = row["mse_ratio_to_model_ci95"]
+            alo, ahi = row["asymptotic_variance_ratio_to_model_ci95"]
             bm = row.get("belief_mse")
             lines.append(
                 f"| {s['calibration']} | {s['true_f1']:.3f} | {a} | "
                 f"{row['mse']:.2e} (± {row['mse_se']:.1e}) | "
                 f"{row['mse_ratio_to_model']:.2f} [{lo:.2f}, {hi:.2f}] | "
-                f"{row['asymptotic_variance_ratio_to_model']:.2f} | {row['bias']:+.4f} | "
+                f"{row['asymptotic_variance_ratio_to_model']:.2f} [{alo:.2f}, {ahi:.2f}] | "
+                f"{row['bias']:+.4f} | "
                 f"{row['wald95_coverage']:.3f} | {'' if bm is None else f'{bm:.2e}'} |"
             )
     lines.append("")
@@ -198,7 +206,8 @@ def to_markdown(res: dict) -> str:
         "`MSE / plug-in`: ratio of the arm's MSE to the `model` arm's, with a paired bootstrap "
         "95% interval over repetitions. `asympt. var. / plug-in`: the same ratio for the "
         "asymptotic variance Σ p²/q (Dg(ℓ − R))² of the main-phase proposal evaluated with the "
-        "true labels (no Monte Carlo noise from the draws; averaged over pilots). "
+        "true labels (no Monte Carlo noise from the main draws; averaged over pilots, bootstrap "
+        "interval over pilots). "
         "`belief MSE`: mean over unlabeled items of (belief P(y=1|x) − true P(y=1|x))² after "
         "the pilot. `passive`: 2,000 uniform draws, no pilot. `calibration`: the calibration "
         "oracle's default belief (plug-in at the posterior mode); `calibration-mean`: its "
@@ -211,12 +220,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--pilot", type=int, default=PILOT, help="pilot draws (default 200)")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "oracle_calibration")
     args = ap.parse_args()
     t0 = time.perf_counter()
     settings = []
     for k, cal in enumerate(SETTINGS):
-        res = run_setting(cal, args.reps, args.seed + k)
+        if cal not in args.settings.split(","):
+            continue
+        res = run_setting(cal, args.reps, args.seed + k, args.pilot)
         settings.append(res)
         print(
             cal, json.dumps({a: round(v["mse_ratio_to_model"], 3) for a, v in res["arms"].items()})
@@ -227,7 +240,7 @@ def main() -> None:
             "prevalence": PREVALENCE,
             "separation": SEPARATION,
             "noise": NOISE,
-            "pilot": PILOT,
+            "pilot": args.pilot,
             "budget": BUDGET,
             "reps": args.reps,
             "seed": args.seed,

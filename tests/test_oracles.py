@@ -523,14 +523,15 @@ def test_calibration_stochastic_uses_weights():
     assert o1.n_labels == 800  # every draw counts for a stochastic oracle
 
 
-def test_calibration_state_round_trip(svm_pool):
+@pytest.mark.parametrize("predictive", ["map", "mean"])
+def test_calibration_state_round_trip(svm_pool, predictive):
     sp = svm_pool
     for det in (True, False):
-        o = CalibrationOracle(deterministic=det)
+        o = CalibrationOracle(deterministic=det, predictive=predictive)
         o.initialize(sp.pool)
         d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
         o.update(d.indices, sp.labels[d.indices], d.weights)
-        o2 = CalibrationOracle(deterministic=det)
+        o2 = CalibrationOracle(deterministic=det, predictive=predictive)
         o2.initialize(sp.pool)
         o2.set_state(_json_round_trip(o.get_state()))
         assert np.array_equal(o2.belief().probs, o.belief().probs)
@@ -579,3 +580,66 @@ def test_calibration_laplace_agrees_with_nuts(calibration_fit):
     lap = o.belief().probs[:, 1]
     assert np.max(np.abs(nuts - lap)) < 0.03
     assert set(post["stratum_effect"].dims) == {"chain", "draw", "stratum"}
+
+
+def test_calibration_gradient_and_hessian_match_finite_differences():
+    rng = np.random.default_rng(12)
+    pool, _x, y, _ = _logistic_pool(3000, -1.0, 1.5, rng)
+    o = CalibrationOracle(n_strata=5)
+    o.initialize(pool)
+    idx = rng.choice(pool.n_items, 300, replace=False)
+    o.update(idx, y[idx], np.ones(300))
+    data = o._data()
+    theta = o.params + rng.normal(scale=0.3, size=o.n_params)
+    f, g, H = o._objective(theta, *data)
+    g_num = optimize.approx_fprime(theta, lambda t: o._objective(t, *data)[0], 1e-6)
+    assert np.allclose(g, g_num, rtol=1e-4, atol=1e-4)
+    H_num = np.array(
+        [
+            optimize.approx_fprime(theta, lambda t, j=j: o._objective(t, *data)[1][j], 1e-6)
+            for j in range(o.n_params)
+        ]
+    )
+    assert np.allclose(H, H_num, rtol=1e-4, atol=1e-3)
+    # the vectorised log posterior used for importance sampling is the same function
+    assert np.isclose(o._log_post_many(theta[None, :], *data)[0], -f)
+
+
+def test_dirichlet_tree_hard_zero_probabilities_keep_every_class_possible():
+    # a model that never gives class 2 any probability: the class must stay possible
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet([1, 1], 500)
+    probs = np.c_[p, np.zeros(500)]
+    pool = bae.Pool(predictions=probs.argmax(1), probs=probs, classes=[0, 1, 2])
+    o = DirichletTreeOracle(n_strata=16, depth=4)
+    o.initialize(pool)
+    b = o.belief().probs
+    assert np.all(b[:, 2] > 0)
+    o.update([0, 1], [2, 2], [1.0, 1.0])
+    assert o.belief().probs[0, 2] == 1.0
+    assert np.all(o.belief().probs[2:, 2] > 0)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_calibration_pymc_density_is_the_inner_loop_objective(deterministic):
+    # the NUTS model and the MAP/Laplace objective are the same posterior: log densities agree up
+    # to a constant (plus log σ, the Jacobian of the inner loop's log σ parameter)
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    rng = np.random.default_rng(17)
+    pool, _x, y, truth = _logistic_pool(2000, -1.0, 1.5, rng)
+    o = CalibrationOracle(n_strata=3, deterministic=deterministic)
+    o.initialize(pool)
+    idx = rng.integers(0, pool.n_items, 150)
+    yy = y[idx] if deterministic else (rng.random(150) < truth[idx]).astype(int)
+    if deterministic:
+        idx, first = np.unique(idx, return_index=True)
+        yy = yy[first]
+    o.update(idx, yy, rng.uniform(0.5, 3.0, idx.size))
+    logp = remove_value_transforms(o.pymc_model()).compile_logp()
+    diffs = []
+    for _ in range(2):
+        th = o.params + rng.normal(scale=0.2, size=o.n_params)
+        point = {"c": th[0], "log_slope": th[1], "sigma": np.exp(th[2]), "z": th[3:]}
+        diffs.append(float(logp(point)) + th[2] - o.log_posterior(th))
+    assert np.isclose(diffs[0], diffs[1], atol=1e-6)

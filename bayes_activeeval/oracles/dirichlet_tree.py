@@ -145,9 +145,16 @@ def build_tree(n_leaves: int, depth: int = 8) -> Tree:
     path = sparse.csr_matrix(
         (np.ones(rows.size), (rows, cols.astype(np.int64))), shape=(n_nodes - 1, n_leaves)
     )
+    # siblings (contiguous in BFS order): every pair within a parent's group of children
     par = parent_a[1:]
-    same = par[:, None] == par[None, :] if n_nodes > 1 else np.zeros((0, 0), dtype=bool)
-    siblings = sparse.csr_matrix(same.astype(float))
+    n_nr = par.size
+    first = np.searchsorted(par, par, side="left")  # par is non-decreasing in BFS order
+    size = np.searchsorted(par, par, side="right") - first
+    srows = np.repeat(np.arange(n_nr), size)
+    scols = np.repeat(first, size) + (
+        np.arange(srows.size) - np.repeat(np.cumsum(size) - size, size)
+    )
+    siblings = sparse.csr_matrix((np.ones(srows.size), (srows, scols)), shape=(n_nr, n_nr))
     leaf = np.where(hi_a - lo_a == 1, lo_a, -1)
     return Tree(parent_a, np.asarray(level, dtype=np.int64), leaf, path, siblings)
 
@@ -194,6 +201,13 @@ class _Ops:
         if w.shape[0] == 0:
             return w
         return np.repeat(np.add.reduceat(w, self.starts, axis=0), self.lengths, axis=0)
+
+
+def _lse_rows(x: np.ndarray) -> np.ndarray:
+    """``log Σ_y exp x[k, y]`` per row, shape (K, 1); one ufunc call for two classes."""
+    if x.shape[1] == 2:
+        return np.logaddexp(x[:, :1], x[:, 1:])
+    return _lse(x, axis=1, keepdims=True)
 
 
 def _log_normalize_siblings(ops: _Ops, log_b: np.ndarray) -> np.ndarray:
@@ -269,8 +283,8 @@ class DirichletTreeOracle(OracleModel):
             raise ValueError(f"depth must be a positive integer, got {depth!r}")
         if prior_strength is not None and not (np.isfinite(prior_strength) and prior_strength > 0):
             raise ValueError(f"prior_strength must be positive, got {prior_strength!r}")
-        if not (np.isfinite(tree_smoothing) and tree_smoothing >= 0):
-            raise ValueError(f"tree_smoothing must be non-negative, got {tree_smoothing!r}")
+        if not (np.isfinite(tree_smoothing) and tree_smoothing > 0):
+            raise ValueError(f"tree_smoothing must be positive, got {tree_smoothing!r}")
         if method not in ("csf", "quantile"):
             raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
         if not (np.isfinite(em_tol) and em_tol > 0):
@@ -317,7 +331,11 @@ class DirichletTreeOracle(OracleModel):
         # s(y|k): mean model probability per stratum
         flat = strata[:, None] * C + np.arange(C)[None, :]
         sk = np.bincount(flat.ravel(), weights=s.ravel(), minlength=K * C).reshape(K, C)
-        self.stratum_prior_probs = sk / np.maximum(self.sizes, 1.0)[:, None]
+        sk = sk / np.maximum(self.sizes, 1.0)[:, None]
+        # keep every class possible a priori (a model that never predicts a class would otherwise
+        # give θ_y = 0 and rule the class out before any label)
+        sk = np.maximum(sk, 1e-9)
+        self.stratum_prior_probs = sk / sk.sum(axis=1, keepdims=True)
         strength = float(K) if self.prior_strength is None else self.prior_strength
         kappa = strength / K
         leaf_extra = kappa * self.stratum_prior_probs  # c_{yk} - 1
@@ -359,16 +377,20 @@ class DirichletTreeOracle(OracleModel):
     def _unlabeled(self) -> np.ndarray:
         return self.sizes - self.obs.sum(axis=1)
 
-    def _em_map(self, lt, lb, u):
+    def _em_map(self, lt, lb, u, objective: bool = True):
         """One EM iteration (App. F: E-step Eq. 12, M-step Eq. 10-11) from normalized
         parameters; also returns the log posterior at the input (it shares the E-step's work)."""
         lj = self._log_joint(lt, lb)
-        lse = _lse(lj, axis=1, keepdims=True)
-        f = float(
-            np.sum(self.obs * lj)
-            + np.sum(u * lse[:, 0])
-            + np.sum((self.alpha - 1.0) * lt)
-            + np.sum(self.a_map * lb)
+        lse = _lse_rows(lj)
+        f = (
+            float(
+                np.sum(self.obs * lj)
+                + u @ lse[:, 0]
+                + (self.alpha - 1.0) @ lt
+                + np.sum(self.a_map * lb)
+            )
+            if objective
+            else np.nan
         )
         N = self.obs + u[:, None] * np.exp(lj - lse)
         t = (self.alpha - 1.0) + N.sum(axis=0)
@@ -423,7 +445,7 @@ class DirichletTreeOracle(OracleModel):
         else:
             while it < self.em_max_iter:
                 t1, b1, f0 = self._em_map(lt, lb, u)
-                t2, b2, _ = self._em_map(t1, b1, u)
+                t2, b2, _ = self._em_map(t1, b1, u, objective=False)
                 it += 2
                 r = np.concatenate([t1 - lt, (b1 - lb).ravel()])
                 if np.max(np.abs(r)) < self.em_tol:
