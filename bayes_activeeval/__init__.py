@@ -5,7 +5,8 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import datasets, measures, planning
+from . import benchmark, datasets, measures, planning, proposals
+from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
     ComparisonResult,
@@ -14,8 +15,16 @@ from .comparison import (
     comparison_proposal,
     multiple_comparison,
 )
-from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
+from .estimators import (
+    ConfidenceInterval,
+    Estimate,
+    UndefinedEstimateWarning,
+    estimate,
+    model_assisted_estimate,
+    weighted_estimate,
+)
 from .measures import FBeta, Measure, difference, stack
+from .oracles import CalibrationOracle, DirichletTreeOracle, OracleModel, make_oracle
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
 from .sequential import GroupSequentialDesign, sequential_compare
@@ -24,9 +33,12 @@ from .strata import score_strata
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ActiveEvaluator",
+    "CalibrationOracle",
     "CategoricalBelief",
     "ComparisonResult",
     "ConfidenceInterval",
+    "DirichletTreeOracle",
     "Draws",
     "Estimate",
     "FBeta",
@@ -34,22 +46,28 @@ __all__ = [
     "GroupSequentialDesign",
     "Measure",
     "MultipleComparisonResult",
+    "OracleModel",
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
+    "benchmark",
     "compare",
     "comparison_proposal",
     "datasets",
     "difference",
     "estimate",
+    "make_oracle",
     "measures",
+    "model_assisted_estimate",
     "multiple_comparison",
     "optimal_proposal",
     "passive_proposal",
     "planning",
+    "proposals",
     "score_strata",
     "sequential_compare",
     "stack",
     "stratified_proposal",
+    "weighted_estimate",
 ]

@@ -5,5 +5,14 @@ name with :func:`make_oracle`.
 """
 
 from .base import OracleModel, PluginOracle, make_oracle, register_oracle
+from .calibration import CalibrationOracle
+from .dirichlet_tree import DirichletTreeOracle
 
-__all__ = ["OracleModel", "PluginOracle", "make_oracle", "register_oracle"]
+__all__ = [
+    "CalibrationOracle",
+    "DirichletTreeOracle",
+    "OracleModel",
+    "PluginOracle",
+    "make_oracle",
+    "register_oracle",
+]

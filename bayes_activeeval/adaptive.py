@@ -1,0 +1,1050 @@
+"""Adaptive evaluation: the query → label → update loop of Marchant & Rubinstein (2021), Algorithm 1.
+
+Labels are drawn in *stages*. Within a stage, items are drawn i.i.d. with replacement from the
+current proposal ``q_{t-1}``; each draw keeps its importance weight ``w = p(x)/q_{t-1}(x)``. At the
+end of a stage the oracle model is updated with the stage's labels, its posterior predictive
+``π_t(y|x)`` gives the plug-in risk ``R_t`` and a new proposal (Prop. 2)::
+
+    deterministic oracle:  q_t(x) ∝ p(x) E_{π_t} max{‖Dg(R_t)(ℓ − R_t)‖, ε_t 1[ℓ ≠ 0]}
+    stochastic oracle:     q_t(x) ∝ p(x) [E_{π_t} max{‖Dg(R_t)(ℓ − R_t)‖², ε_t² 1[ℓ ≠ 0]}]^(1/2)
+
+with ``ε_t = ε_0 × (unlabeled fraction of the pool)`` (Prop. 3) or ``ε_t = ε_0/(t + 1)`` (Prop. 5).
+``ε`` is measured in units of the mean integrand ``Σ_x p(x) a_t(x)``, so it is scale-free.
+
+The estimate is the package's self-normalized estimate ``g(Σ w ℓ / Σ w)``. It is exactly
+Marchant's AIS estimator (Eq. 1) for the augmented measure ``ℓ' = (ℓ, 1)``, ``g'(R, s) = g(R/s)``,
+so Theorems 1-2, Props. 2-5 and the variance of Sec. 3.3.2 hold for it verbatim; the augmented
+``Dg'(R, 1) ℓ' = Dg(R)(ℓ − R)`` is why the proposal is centred. For scale-invariant measures
+(precision, recall, F_β, Fowlkes-Mallows and their differences) ``g(cR) = g(R)`` and
+``Dg(R)R = 0``, so the estimate, the proposal and the variance all coincide *exactly* with
+Marchant's uncentred ones. See ``docs/adaptive.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._validation import check_count, check_fraction, check_rng
+from .beliefs import Belief, CategoricalBelief, as_belief
+from .estimators import Estimate, weighted_estimate
+from .measures import Measure
+from .measures import difference as _difference
+from .measures import get as get_measure
+from .measures import stack as _stack
+from .oracles.base import OracleModel, make_oracle
+from .proposals import (
+    DEFAULT_BELIEF_FLOOR,
+    Proposal,
+    _costs,
+    _mix,
+    class_deviation_norms,
+    intrinsic_risk,
+)
+
+__all__ = ["ActiveEvaluator", "adaptive_proposal", "epsilon_schedule"]
+
+#: Default ε_0 (relative to the mean integrand): with the deterministic schedule, every item whose
+#: loss can be non-zero under the belief keeps at least about ε_t of the average proposal mass.
+DEFAULT_EPSILON = 0.01
+#: Give up on a query when the expected number of draws to find the requested new items exceeds
+#: this (the proposal has almost no mass left on unlabeled items).
+MAX_DRAWS_PER_QUERY = 10_000_000
+STATE_VERSION = 1
+
+
+def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, deterministic: bool):
+    """The floor ``ε_t`` of the practical proposal at stage ``t``.
+
+    Deterministic oracle: ``ε_t = ε_0 × (fraction of the pool still unlabeled)`` (Marchant &
+    Rubinstein (2021), Prop. 3). Stochastic oracle: ``ε_t = ε_0/(t + 1)`` (Prop. 5), ``t`` the
+    number of completed stages.
+
+    Parameters
+    ----------
+    epsilon : float
+        ``ε_0 >= 0``.
+    stage : int
+        Completed stages ``t >= 0``.
+    unlabeled_fraction : float
+        ``p``-mass of the items without a label, in ``[0, 1]``.
+    deterministic : bool
+        Which schedule.
+    """
+    if stage < 0:
+        raise ValueError(f"stage must be >= 0, got {stage!r}")
+    if not 0.0 <= unlabeled_fraction <= 1.0:
+        raise ValueError(f"unlabeled_fraction must be in [0, 1], got {unlabeled_fraction!r}")
+    if deterministic:
+        return float(epsilon) * float(unlabeled_fraction)
+    return float(epsilon) / (stage + 1)
+
+
+def _floor_unknown(probs: np.ndarray, floor: float, known: np.ndarray | None) -> np.ndarray:
+    """Floor the class probabilities of items without a label; labeled ones keep a point mass."""
+    if floor <= 0:
+        return probs
+    C = probs.shape[1]
+    if floor * C >= 1:
+        raise ValueError(f"belief_floor={floor!r} is too large for {C} classes")
+    out = np.maximum(probs, floor)
+    out /= out.sum(axis=1, keepdims=True)
+    if known is not None and known.any():
+        out[known] = probs[known]
+    return out
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``Σ_c a[:, c] b[:, c]`` (a column loop beats einsum for few classes)."""
+    out = a[:, 0] * b[:, 0]
+    for c in range(1, a.shape[1]):
+        out += a[:, c] * b[:, c]
+    return out
+
+
+def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
+    """A CategoricalBelief from probabilities already validated (skips the O(nC) checks)."""
+    b = CategoricalBelief.__new__(CategoricalBelief)
+    b.probs = probs
+    b.n_items, b.n_classes = probs.shape
+    return b
+
+
+def adaptive_proposal(
+    pool,
+    measure: str | Measure,
+    belief: Any,
+    *,
+    model: str | None = None,
+    epsilon: float = 0.0,
+    deterministic: bool = True,
+    known: np.ndarray | None = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    costs: Any = None,
+    mix: float = 0.0,
+) -> Proposal:
+    """The practical proposal of Marchant & Rubinstein (2021), Prop. 2, under a belief ``π_t``.
+
+    ``q(x) ∝ p(x) c(x)^(-1/2) E_π max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}`` (``deterministic=True``) or
+    ``p(x) c(x)^(-1/2) [E_π max{‖Dg(R)(ℓ − R)‖², ε'² 1[ℓ ≠ 0]}]^(1/2)`` (stochastic), with ``R``
+    the plug-in risk under ``π`` (Sawade (2012), Eq. 4.21; catalogue gotcha 2), then the defensive
+    mixture ``(1 − δ) q + δ p`` (Sec. 3.3.1). ``ε' = ε · Σ_x p(x) a(x)`` is ``ε`` in units of the
+    mean unfloored integrand ``a``. Label costs follow Sawade (2012), Thm. 4.2.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+    belief : CategoricalBelief or array-like (n, C)
+        ``π_t(y|x)``.
+    model : str, optional
+        For a pool with several models and an unbound measure.
+    epsilon : float
+        Relative floor ``ε_t >= 0`` (already scheduled).
+    deterministic : bool
+        Deterministic (``E‖·‖``) or stochastic (``sqrt(E‖·‖²)``) form.
+    known : ndarray of bool (n,), optional
+        Items whose label is known: their belief is used as is (a point mass); the others are
+        floored at ``belief_floor``.
+    belief_floor : float
+        Lower bound on unlabeled items' class probabilities (renormalized).
+    costs : None, bool or array-like
+        Label costs (default the pool's).
+    mix : float
+        Defensive mixture weight ``δ`` in ``[0, 1]``.
+
+    Returns
+    -------
+    Proposal
+        ``kind="adaptive"``; ``info`` has ``risk``, ``jacobian``, ``a`` (integrand), ``epsilon``.
+    """
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    floor = check_fraction(belief_floor, "belief_floor")
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)  # raises the informative error
+    probs = _floor_unknown(b.probs, floor, known)
+    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
+            "(e.g. no item predicted or believed positive); cannot build the proposal"
+        )
+    power = 1 if deterministic else 2
+    floor_all = not m.scale_invariant
+    norms, nz = class_deviation_norms(
+        pool, m, views, R, J, power=power, nonzero=eps > 0 and not floor_all
+    )
+    a = _row_dot(probs, norms)
+    base = a if power == 1 else np.sqrt(a)
+    p = pool.p
+    sbar = float(p @ base)
+    eps_abs = 0.0
+    if eps > 0 and sbar > 0:
+        eps_abs = eps * sbar
+        e = eps_abs if power == 1 else eps_abs**2
+        floored = np.maximum(norms, e)
+        if not floor_all:
+            floored = np.where(nz, floored, norms)
+        a = _row_dot(probs, floored)
+        base = a if power == 1 else np.sqrt(a)
+    s = p * base
+    c = _costs(pool, costs)
+    if c is not None:
+        s = s / np.sqrt(c)
+    if s.sum() <= 0:  # every label is known: nothing to learn, sample passively
+        s = p.copy()
+    q = _mix(s, p, mix)
+    info = {
+        "risk": R,
+        "jacobian": J,
+        "a": a,
+        "epsilon": eps,
+        "epsilon_abs": eps_abs,
+        "mix": mix,
+        "deterministic": bool(deterministic),
+        "measure": m.name,
+    }
+    return Proposal(q, p, "adaptive", info)
+
+
+# ------------------------------------------------------------------------------------------------
+def _measure_spec(measure: str | Measure) -> Any:
+    """A JSON description of a measure that :func:`_measure_from_spec` rebuilds, or None."""
+    if isinstance(measure, str):
+        return measure
+    m = measure
+    if m.models is None:
+        try:
+            if get_measure(m.name).name == m.name and type(get_measure(m.name)) is type(m):
+                return m.name
+        except ValueError:
+            return None
+        return None
+    for kind in ("difference", "stack"):
+        base = m.name.split("[", 1)[0]
+        try:
+            rebuilt = _measure_from_spec({"kind": kind, "base": base, "models": list(m.models)})
+        except (ValueError, TypeError):
+            continue
+        if rebuilt.name == m.name and rebuilt.outputs == m.outputs:
+            return {"kind": kind, "base": base, "models": list(m.models)}
+    return None
+
+
+def _measure_from_spec(spec: Any) -> str | Measure:
+    if isinstance(spec, str):
+        return spec
+    if spec["kind"] == "difference":
+        a, b = spec["models"]
+        return _difference(spec["base"], a, b)
+    return _stack(spec["base"], spec["models"])
+
+
+def _jsonable(obj: Any, arrays: dict[str, np.ndarray] | None, prefix: str = "a") -> Any:
+    """Make a state JSON-serializable: arrays go to ``arrays`` (npz) or become tagged lists."""
+    if isinstance(obj, np.ndarray):
+        if arrays is None:
+            return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype), "shape": list(obj.shape)}
+        key = f"{prefix}{len(arrays)}"
+        arrays[key] = obj
+        return {"__npz__": key}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v, arrays, prefix) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v, arrays, prefix) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _unjsonable(obj: Any, arrays: Any = None) -> Any:
+    if isinstance(obj, dict):
+        if "__ndarray__" in obj:
+            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"]).reshape(obj["shape"])
+        if "__npz__" in obj:
+            return np.asarray(arrays[obj["__npz__"]])
+        return {k: _unjsonable(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unjsonable(v, arrays) for v in obj]
+    return obj
+
+
+class ActiveEvaluator:
+    """Adaptive importance-sampling evaluation with a Bayesian oracle model.
+
+    Implements Marchant & Rubinstein (2021), Algorithm 1: stages of i.i.d. draws from the current
+    proposal, the practical proposals of Prop. 2 with the ε schedules of Props. 3 (deterministic
+    oracle) and 5 (stochastic oracle), a label cache, the self-normalized AIS estimate and the CLT
+    variance of Sec. 3.3.2 (Wald intervals).
+
+    Parameters
+    ----------
+    pool : Pool
+        A classification pool.
+    measure : str or Measure
+        Any measure, including one bound to two models (:func:`~bayes_activeeval.measures.difference`).
+    oracle : str or OracleModel
+        The oracle model giving ``π_t(y|x)``: ``"model"`` (the plug-in), ``"dirichlet-tree"``,
+        ``"calibration"``, … (see :func:`~bayes_activeeval.oracles.make_oracle`) or an instance.
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    deterministic : bool
+        ``True``: the oracle gives each item one fixed label; labels are cached and a repeated draw
+        is free (but enters the estimate). ``False``: every draw gets a fresh (noisy) label.
+    epsilon : float
+        ``ε_0 >= 0``, the floor of Prop. 2 in units of the mean integrand (default 0.01).
+    mix : float
+        Defensive mixture weight ``δ`` with ``p`` (default 0, as Marchant's "Ours").
+    batch_size : int
+        Labels per stage in :meth:`run` (default 50, as in the paper's experiments).
+    rng : None, int or numpy.random.Generator
+        Source of randomness; the evaluator owns it (its state is saved by :meth:`get_state`).
+    oracle_options : dict, optional
+        Keyword arguments for the oracle model.
+    belief_floor : float
+        Lower bound on unlabeled items' belief class probabilities (default ``1e-6``).
+
+    Examples
+    --------
+    >>> import bayes_activeeval as bae
+    >>> from bayes_activeeval.datasets import make_classification_pool
+    >>> data = make_classification_pool(20_000, 0.01, rng=0)
+    >>> ev = bae.ActiveEvaluator(data.pool, "f1", rng=0)
+    >>> idx = ev.query(50)
+    >>> ev.update(idx, data.labeler(idx))
+    >>> est = ev.run(data.labeler, budget=300, progress=False)
+    >>> est.n_labels
+    300
+    """
+
+    def __init__(
+        self,
+        pool,
+        measure: str | Measure,
+        *,
+        oracle: str | OracleModel = "model",
+        model: str | None = None,
+        deterministic: bool = True,
+        epsilon: float = DEFAULT_EPSILON,
+        mix: float = 0.0,
+        batch_size: int = 50,
+        rng: Any = None,
+        oracle_options: dict[str, Any] | None = None,
+        belief_floor: float = DEFAULT_BELIEF_FLOOR,
+        _restore: dict[str, Any] | None = None,
+    ) -> None:
+        if pool.task == "regression":
+            raise ValueError(
+                "ActiveEvaluator needs a classification pool (oracle models give class "
+                "probabilities); for regression use optimal_proposal with a GaussianBelief"
+            )
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+        eps = float(epsilon) if isinstance(epsilon, (int, float, np.number)) else None
+        if eps is None or not np.isfinite(eps) or eps < 0:
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        self.pool = pool
+        self.measure, self._views = pool.resolve(measure, model)
+        self._measure_arg = measure
+        self.model = model
+        self.deterministic = bool(deterministic)
+        self.epsilon0 = eps
+        self.mix = check_fraction(mix, "mix", allow_one=True)
+        self.batch_size = check_count(batch_size, "batch_size")
+        self.belief_floor = check_fraction(belief_floor, "belief_floor")
+        self.rng = check_rng(rng)
+        if oracle_options is not None and not isinstance(oracle_options, dict):
+            raise TypeError(f"oracle_options must be a dict, got {type(oracle_options).__name__}")
+        self.oracle_options = dict(oracle_options or {})
+        if isinstance(oracle, OracleModel):
+            if self.oracle_options:
+                raise TypeError("oracle_options are only accepted with an oracle name")
+            if bool(oracle.deterministic) != self.deterministic:
+                raise ValueError(
+                    f"oracle.deterministic={oracle.deterministic!r} but "
+                    f"deterministic={self.deterministic!r}"
+                )
+            self.oracle = oracle
+            self._oracle_name = None
+        elif isinstance(oracle, str):
+            opts = {"deterministic": self.deterministic, **self.oracle_options}
+            self.oracle = make_oracle(oracle, **opts)
+            self._oracle_name = oracle
+        else:
+            raise TypeError(f"oracle must be a name or an OracleModel, got {type(oracle).__name__}")
+        if self.measure.models is None:
+            self.oracle.initialize(pool, model)
+        else:
+            try:  # the oracle may combine the models (the plug-in takes their mixture) ...
+                self.oracle.initialize(pool, None)
+            except ValueError:  # ... or need one model's scores: take the first
+                self.oracle.initialize(pool, self.measure.models[0])
+
+        M = pool.n_items
+        self._costs = pool.costs
+        self._label = np.full(M, -1, dtype=np.int64)  # label cache (deterministic oracle)
+        self._requested = np.zeros(M, dtype=bool)  # returned by query, label not yet given
+        self._stage = 0
+        self._n_labels = 0
+        self._cost = 0.0
+        # labeled draws, chronological
+        self._d_idx: list[np.ndarray] = []
+        self._d_w: list[np.ndarray] = []
+        self._d_q: list[np.ndarray] = []
+        self._d_y: list[np.ndarray] = []
+        self._d_stage: list[np.ndarray] = []
+        self._d_loss: list[np.ndarray] = []
+        self._pending = self._empty_pending()
+        self._history: list[dict[str, Any]] = []
+        self._epsilon_t = 0.0
+        if _restore is None:
+            self._refresh()
+        else:
+            self._restore(_restore)
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    @staticmethod
+    def _empty_pending() -> dict[str, np.ndarray]:
+        return {
+            "idx": np.empty(0, dtype=np.int64),
+            "w": np.empty(0),
+            "q": np.empty(0),
+            "y": np.empty(0, dtype=np.int64),
+            "new": np.empty(0, dtype=bool),
+        }
+
+    @property
+    def n_labels(self) -> int:
+        """Labels bought so far (distinct items under a deterministic oracle)."""
+        return self._n_labels
+
+    @property
+    def cost(self) -> float:
+        """Label cost spent so far (equals :attr:`n_labels` when the pool has no costs)."""
+        return self._cost if self._costs is not None else float(self._n_labels)
+
+    @property
+    def n_draws(self) -> int:
+        """Labeled draws entering the estimate (repeats included)."""
+        return int(sum(a.size for a in self._d_idx))
+
+    @property
+    def stage(self) -> int:
+        """Completed stages ``t``."""
+        return self._stage
+
+    @property
+    def epsilon(self) -> float:
+        """The floor ``ε_t`` of the current proposal (Props. 3 and 5)."""
+        return self._epsilon_t
+
+    @property
+    def proposal(self) -> Proposal:
+        """The current proposal ``q_t``."""
+        return self._proposal
+
+    @property
+    def known(self) -> np.ndarray:
+        """Boolean mask of items with a cached label (deterministic oracle)."""
+        return self._label >= 0
+
+    def _unlabeled_fraction(self) -> float:
+        if not self.deterministic:
+            return 1.0
+        return float(np.clip(self.pool.p[self._label < 0].sum(), 0.0, 1.0))
+
+    def _refresh(self) -> None:
+        """New belief from the oracle model, new ε_t, new proposal (Algorithm 1, 'update q_t')."""
+        belief = self.oracle.belief()
+        if not isinstance(belief, Belief):
+            belief = CategoricalBelief(np.asarray(belief, dtype=float))
+        self._epsilon_t = epsilon_schedule(
+            self.epsilon0,
+            stage=self._stage,
+            unlabeled_fraction=self._unlabeled_fraction(),
+            deterministic=self.deterministic,
+        )
+        self._proposal = adaptive_proposal(
+            self.pool,
+            self.measure,
+            belief,
+            model=None if self.measure.models is not None else self.model,
+            epsilon=self._epsilon_t,
+            deterministic=self.deterministic,
+            known=self.known if self.deterministic else None,
+            belief_floor=self.belief_floor,
+            mix=self.mix,
+        )
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def query(self, n: int | None = None) -> np.ndarray:
+        """Items to label next, drawn from the current proposal ``q_t``.
+
+        Under a deterministic oracle, draws continue until ``n`` *new* items (without a label and
+        not already awaiting one) have appeared; draws of items with a cached label, or repeats,
+        are free and recorded. Under a stochastic oracle ``n`` draws are made and every one needs
+        its own label (indices may repeat). Every draw is recorded as pending with its ``q`` and
+        weight ``p/q`` until :meth:`update` gives its label.
+
+        Parameters
+        ----------
+        n : int, optional
+            Labels wanted (default ``batch_size``).
+
+        Returns
+        -------
+        ndarray of int
+            Pool indices to label (in draw order).
+        """
+        n = self.batch_size if n is None else check_count(n, "n")
+        return self._query(n, None)
+
+    def _fresh_mask(self) -> np.ndarray:
+        return (self._label < 0) & ~self._requested
+
+    def available(self) -> int:
+        """Items a query can still return (positive probability and no label)."""
+        if not self.deterministic:
+            return int(np.count_nonzero(self._proposal.q))
+        return int(np.count_nonzero(self._fresh_mask() & (self._proposal.q > 0)))
+
+    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
+        prop = self._proposal
+        costs = self._costs
+        if not self.deterministic:
+            d = prop.draw(n, self.rng)
+            idx = d.indices
+            if max_cost is not None and costs is not None:
+                cum = np.cumsum(costs[idx])
+                cut = int(np.searchsorted(cum, max_cost, side="left")) + 1
+                idx = idx[:cut]
+                d = type(d)(idx, d.weights[:cut], d.q[:cut])
+            self._add_pending(d.indices, d.weights, d.q, np.full(idx.size, -1, dtype=np.int64))
+            return idx.copy()
+        fresh = self._fresh_mask()
+        q = prop.q
+        n_avail = int(np.count_nonzero(fresh & (q > 0)))
+        if n > n_avail:
+            raise ValueError(
+                f"n={n} new labels requested but only {n_avail} unlabeled items have positive "
+                "probability under the current proposal"
+            )
+        mass = float(q[fresh].sum())
+        new_items: list[np.ndarray] = []
+        need = n
+        spent = 0.0
+        while need > 0:
+            if mass <= 0 or need / mass > MAX_DRAWS_PER_QUERY:
+                raise ValueError(
+                    f"the proposal has mass {mass:.3g} on unlabeled items; drawing {need} new "
+                    "items would take too many draws (use epsilon > 0 or mix > 0)"
+                )
+            k = int(min(math.ceil(need / mass * 1.2) + 16, MAX_DRAWS_PER_QUERY))
+            d = prop.draw(k, self.rng)
+            ind = d.indices
+            is_fresh = fresh[ind]
+            pos = np.flatnonzero(is_fresh)
+            _, first = np.unique(ind[pos], return_index=True)
+            firstpos = np.sort(pos[first])
+            take = firstpos[:need]
+            if max_cost is not None and costs is not None and take.size:
+                cum = spent + np.cumsum(costs[ind[take]])
+                stop = int(np.searchsorted(cum, max_cost, side="left"))
+                if stop < take.size:  # the budget is reached at the (stop+1)-th new item
+                    take = take[: stop + 1]
+                    need = take.size  # finish after this batch
+                spent = float(cum[take.size - 1])
+            cut = int(take[-1]) + 1 if take.size >= need else ind.size
+            ind_c = ind[:cut]
+            new = ind[take]
+            fresh[new] = False
+            mass -= float(q[new].sum())
+            self._requested[new] = True
+            self._add_pending(ind_c, d.weights[:cut], d.q[:cut], self._label[ind_c])
+            new_items.append(new)
+            need -= take.size
+        return np.concatenate(new_items) if new_items else np.empty(0, dtype=np.int64)
+
+    def _add_pending(self, idx, w, q, y) -> None:
+        P = self._pending
+        self._pending = {
+            "idx": np.concatenate([P["idx"], idx]),
+            "w": np.concatenate([P["w"], w]),
+            "q": np.concatenate([P["q"], q]),
+            "y": np.concatenate([P["y"], np.asarray(y, dtype=np.int64)]),
+            "new": np.concatenate([P["new"], np.asarray(y) < 0]),
+        }
+
+    def update(self, indices: Any, labels: Any) -> None:
+        """Record labels; at the end of a stage, update the oracle model and the proposal.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            Items returned by :meth:`query` (each pending draw under a stochastic oracle).
+        labels : array-like
+            Their labels, as the pool's classes (e.g. ``0/1``).
+
+        Raises
+        ------
+        ValueError
+            For items that were not queried, labels outside the classes, a deterministic item
+            given two different labels, or mismatched lengths.
+
+        Notes
+        -----
+        The stage ends when no pending draw lacks a label: the oracle model is then updated
+        (deterministic: each newly labeled item once; stochastic: every draw with its weight
+        ``p/q``, Marchant & Rubinstein (2021), App. H), the new belief gives ``R_t`` and the new
+        proposal ``q_t`` (Prop. 2), and the estimate is appended to :attr:`history`.
+        """
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"indices must be a 1-D array of item indices, got {indices!r}")
+        idx = idx.astype(np.int64)
+        y = self.pool.encode_labels(labels)
+        if y.shape != idx.shape:
+            raise ValueError(f"labels has {y.size} entries but indices has {idx.size}")
+        M = self.pool.n_items
+        bad = np.flatnonzero((idx < 0) | (idx >= M))
+        if bad.size:
+            raise ValueError(f"indices[{bad[0]}] = {idx[bad[0]]} is not an item of the pool")
+        y = y.astype(np.int64)
+        P = self._pending
+        if self.deterministic:
+            order = np.argsort(idx, kind="stable")
+            si, sy = idx[order], y[order]
+            clash = np.flatnonzero((si[1:] == si[:-1]) & (sy[1:] != sy[:-1]))
+            if clash.size:
+                raise ValueError(f"item {si[clash[0]]} was given two different labels")
+            known = self._label[idx] >= 0
+            diff = known & (self._label[idx] != y)
+            if diff.any():
+                i = int(idx[np.flatnonzero(diff)[0]])
+                raise ValueError(
+                    f"item {i} already has label {self.pool.decode_labels([self._label[i]])[0]!r}"
+                    "; a deterministic oracle gives one label per item"
+                )
+            new = ~known
+            not_asked = new & ~self._requested[idx]
+            if not_asked.any():
+                i = int(idx[np.flatnonzero(not_asked)[0]])
+                raise ValueError(f"item {i} was not returned by query(); label queried items only")
+            ni, first = np.unique(idx[new], return_index=True)
+            ny = y[new][first]
+            self._label[ni] = ny
+            self._requested[ni] = False
+            self._n_labels += ni.size
+            if self._costs is not None:
+                self._cost += float(self._costs[ni].sum())
+            P["y"] = np.where(P["y"] < 0, self._label[P["idx"]], P["y"])
+        else:
+            open_pos: dict[int, list[int]] = {}
+            for j in np.flatnonzero(P["y"] < 0).tolist():
+                open_pos.setdefault(int(P["idx"][j]), []).append(j)
+            for i, lab in zip(idx.tolist(), y.tolist(), strict=True):
+                slots = open_pos.get(i)
+                if not slots:
+                    raise ValueError(f"item {i} has no pending draw awaiting a label")
+                P["y"][slots.pop(0)] = lab
+            self._n_labels += idx.size
+            if self._costs is not None:
+                self._cost += float(self._costs[idx].sum())
+        if P["idx"].size and not np.any(P["y"] < 0):
+            self._end_stage()
+
+    def _end_stage(self) -> None:
+        P = self._pending
+        self._pending = self._empty_pending()
+        idx, w, q, y = P["idx"], P["w"], P["q"], P["y"]
+        L = self.measure.loss(y, self._views(idx))
+        self._d_idx.append(idx)
+        self._d_w.append(w)
+        self._d_q.append(q)
+        self._d_y.append(y)
+        self._d_stage.append(np.full(idx.size, self._stage, dtype=np.int64))
+        self._d_loss.append(L)
+        if self.deterministic:
+            sel = np.flatnonzero(P["new"])  # draws of items first labeled in this stage
+            _, first = np.unique(idx[sel], return_index=True)
+            sel = np.sort(sel[first])
+            self.oracle.update(idx[sel], y[sel], w[sel])
+        else:
+            self.oracle.update(idx, y, w)
+        self._stage += 1
+        self._refresh()
+        self._record()
+
+    def _record(self) -> None:
+        with np.errstate(all="ignore"):
+            est = self._estimate(warn=False)
+        for k, out in enumerate(est.outputs):
+            self._history.append(
+                {
+                    "stage": self._stage,
+                    "output": out,
+                    "n_labels": self._n_labels,
+                    "n_draws": est.n_draws,
+                    "cost": self.cost,
+                    "epsilon": self._epsilon_t,
+                    "value": float(est.values[k]),
+                    "stderr": float(est.stderrs[k]) if np.isfinite(est.cov[k, k]) else np.nan,
+                }
+            )
+
+    # -- results -------------------------------------------------------------------------------------
+    def _arrays(self):
+        if not self._d_idx:
+            d = self.measure.dim
+            return (np.empty(0, dtype=np.int64), np.empty(0), np.empty((0, d)), np.empty(0))
+        idx = np.concatenate(self._d_idx)
+        return (
+            idx,
+            np.concatenate(self._d_w),
+            np.concatenate(self._d_loss),
+            np.concatenate(self._d_q),
+        )
+
+    def estimate(self, variance: str = "clt") -> Estimate:
+        """The AIS estimate with the CLT variance of Marchant & Rubinstein (2021), Sec. 3.3.2.
+
+        ``Ĝ = g(Σ w_j ℓ_j / Σ w_j)`` over all labeled draws (repeats included) and
+        ``Cov(Ĝ) = Σ_j w_j w_∞,j r_j r_jᵀ / (Σ w)²``, ``r_j = Dg(R̂)(ℓ_j − R̂)``,
+        ``w_∞,j = p(x_j)/q_N(x_j)`` with ``q_N`` the latest proposal (non-finite ``w_∞`` set to 0,
+        as the reference code does). For scale-invariant measures this equals Marchant's
+        ``Dg[(1/N) Σ w w_∞ ℓℓᵀ − RRᵀ]Dgᵀ / N`` exactly.
+
+        Parameters
+        ----------
+        variance : {"clt", "martingale"}
+            ``"clt"``: the plug-in for Thm. 2 above (``q_∞ ≈ q_N``). ``"martingale"``:
+            ``Σ_j w_j² r_j r_jᵀ / (Σ w)²``, the sum of the realized squared martingale increments,
+            which estimates the variance of the draws actually made (each from its own
+            ``q_{j-1}``) rather than the limit; larger when early proposals were poor.
+
+        Returns
+        -------
+        Estimate
+        """
+        if variance not in ("clt", "martingale"):
+            raise ValueError(f"variance must be 'clt' or 'martingale', got {variance!r}")
+        return self._estimate(warn=True, variance=variance)
+
+    def _estimate(self, warn: bool, variance: str = "clt") -> Estimate:
+        import warnings
+
+        from .estimators import UndefinedEstimateWarning
+
+        idx, w, L, _ = self._arrays()
+        if variance == "clt":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                winf = self.pool.p[idx] / self._proposal.q[idx]
+            winf = np.where(np.isfinite(winf), winf, 0.0)
+        else:
+            winf = w
+        with warnings.catch_warnings():
+            if not warn:
+                warnings.simplefilter("ignore", UndefinedEstimateWarning)
+            return weighted_estimate(
+                L, w, self.measure, variance_weights=winf, n_labels=self._n_labels
+            )
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """The estimate after each stage: one row per stage (and output)."""
+        cols = ["stage", "output", "n_labels", "n_draws", "cost", "epsilon", "value", "stderr"]
+        return pd.DataFrame(self._history, columns=cols)
+
+    def draws(self) -> pd.DataFrame:
+        """Every labeled draw: item, label, weight ``p/q``, ``q`` and stage."""
+        idx, w, _, q = self._arrays()
+        y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
+        st = np.concatenate(self._d_stage) if self._d_stage else np.empty(0, dtype=np.int64)
+        return pd.DataFrame(
+            {"item": idx, "label": self.pool.decode_labels(y), "weight": w, "q": q, "stage": st}
+        )
+
+    def run(
+        self,
+        labeler: Callable[[np.ndarray], Any],
+        budget: float,
+        batch_size: int | None = None,
+        progress: bool = True,
+    ) -> Estimate:
+        """Query, label and update until the budget is spent (Algorithm 1).
+
+        Parameters
+        ----------
+        labeler : callable
+            ``labeler(indices) -> labels``.
+        budget : int or float
+            *Total* labels for the evaluation (label cost if the pool has costs), including those
+            already bought, so a resumed evaluation continues to the same budget. The last label
+            may overshoot a cost budget by less than its own cost.
+        batch_size : int, optional
+            Labels per stage (default the evaluator's).
+        progress : bool
+            Show a tqdm progress bar.
+
+        Returns
+        -------
+        Estimate
+        """
+        if not callable(labeler):
+            raise TypeError(f"labeler must be callable, got {labeler!r}")
+        try:
+            b = float(budget)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"budget must be a number, got {budget!r}") from exc
+        if not np.isfinite(b) or b <= 0:
+            raise ValueError(f"budget must be positive and finite, got {budget!r}")
+        if self._costs is None:
+            if b != int(b):
+                raise ValueError(f"budget counts labels and must be a whole number, got {budget!r}")
+            cap = self.pool.n_items if self.deterministic else np.inf
+            if self.deterministic and b > cap:
+                raise ValueError(
+                    f"budget={budget!r} exceeds the {cap} items of the pool (a deterministic "
+                    "oracle labels each item once)"
+                )
+        elif self.deterministic and b > float(self._costs.sum()):
+            raise ValueError(
+                f"budget={budget!r} exceeds the cost of labeling the whole pool "
+                f"({float(self._costs.sum()):g})"
+            )
+        bs = self.batch_size if batch_size is None else check_count(batch_size, "batch_size")
+        from tqdm.auto import tqdm
+
+        with tqdm(total=b, initial=min(self.cost, b), disable=not progress, unit="label") as bar:
+            if self._pending["idx"].size:  # finish a stage left open by a query
+                need = self._pending["idx"][self._pending["y"] < 0]
+                if self.deterministic:
+                    need = np.unique(need)
+                before = self.cost
+                self.update(need, labeler(need))
+                bar.update(self.cost - before)
+            while self.cost < b:
+                if self.deterministic and self.available() == 0:
+                    break
+                before = self.cost
+                if self._costs is None:
+                    n = int(min(bs, b - self.cost, self.available()))
+                    idx = self._query(n, None)
+                else:
+                    n = int(min(bs, self.available()))
+                    idx = self._query(n, b - self.cost)
+                self.update(idx, labeler(idx))
+                bar.update(self.cost - before)
+        return self.estimate()
+
+    def posterior(self, method: str = "conjugate", **kwargs: Any):
+        """Posterior of the measure on the pool from the contingency-table model.
+
+        See :func:`bayes_activeeval.oracles.contingency.contingency_posterior`; the labeled draws
+        (with their weights) are passed for you.
+
+        Returns
+        -------
+        xarray.DataTree
+        """
+        from .oracles.contingency import contingency_posterior
+
+        idx, w, _, _ = self._arrays()
+        y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
+        return contingency_posterior(
+            self.pool,
+            self.measure,
+            idx,
+            y,
+            w,
+            model=None if self.measure.models is not None else self.model,
+            method=method,
+            deterministic=self.deterministic,
+            encoded=True,
+            **kwargs,
+        )
+
+    # -- state ----------------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to resume exactly (NumPy arrays inside; see :meth:`save`)."""
+        spec = _measure_spec(self._measure_arg)
+        idx, w, _, q = self._arrays()
+        y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
+        st = np.concatenate(self._d_stage) if self._d_stage else np.empty(0, dtype=np.int64)
+        known = np.flatnonzero(self._label >= 0)
+        return {
+            "version": STATE_VERSION,
+            "n_items": self.pool.n_items,
+            "measure": spec,
+            "model": self.model,
+            "oracle": self._oracle_name,
+            "oracle_options": self.oracle_options,
+            "deterministic": self.deterministic,
+            "epsilon": self.epsilon0,
+            "mix": self.mix,
+            "batch_size": self.batch_size,
+            "belief_floor": self.belief_floor,
+            "rng": self.rng.bit_generator.state,
+            "stage": self._stage,
+            "n_labels": self._n_labels,
+            "cost": self._cost,
+            "epsilon_t": self._epsilon_t,
+            "draws": {"idx": idx, "w": w, "q": q, "y": y, "stage": st},
+            "pending": {k: v.copy() for k, v in self._pending.items()},
+            "known": {"idx": known, "y": self._label[known]},
+            "requested": np.flatnonzero(self._requested),
+            "proposal_q": self._proposal.q.copy(),
+            "proposal_info": {
+                "risk": np.asarray(self._proposal.info["risk"]),
+                "epsilon_abs": float(self._proposal.info["epsilon_abs"]),
+            },
+            "oracle_state": self.oracle.get_state(),
+            "history": list(self._history),
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        pool,
+        state: dict[str, Any],
+        *,
+        measure: str | Measure | None = None,
+        oracle: OracleModel | None = None,
+    ) -> ActiveEvaluator:
+        """Rebuild an evaluator from :meth:`get_state`; its next draws and estimates are
+        bit-identical to those of the evaluator that was saved.
+
+        Parameters
+        ----------
+        pool : Pool
+            The same pool.
+        state : dict
+        measure : str or Measure, optional
+            Needed only for custom measures (built-ins and ``difference``/``stack`` are stored).
+        oracle : OracleModel, optional
+            A fresh instance, needed only if the evaluator was built with an instance.
+        """
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError("state is not an ActiveEvaluator state (wrong or missing version)")
+        if state["n_items"] != pool.n_items:
+            raise ValueError(
+                f"state is for a pool of {state['n_items']} items; this pool has {pool.n_items}"
+            )
+        m = _measure_from_spec(state["measure"]) if measure is None else measure
+        if m is None:
+            raise ValueError("the state has a custom measure: pass it as measure=")
+        if state["oracle"] is None and oracle is None:
+            raise ValueError(
+                "the evaluator used an OracleModel instance: pass a fresh one as oracle="
+            )
+        rs = state["rng"]
+        bitgen = getattr(np.random, rs["bit_generator"])()
+        bitgen.state = rs
+        rng = np.random.Generator(bitgen)
+        return cls(
+            pool,
+            m,
+            oracle=oracle if oracle is not None else state["oracle"],
+            model=state["model"],
+            deterministic=state["deterministic"],
+            epsilon=state["epsilon"],
+            mix=state["mix"],
+            batch_size=state["batch_size"],
+            rng=rng,
+            oracle_options=None if oracle is not None else (state["oracle_options"] or None),
+            belief_floor=state["belief_floor"],
+            _restore=state,
+        )
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.oracle.set_state(state["oracle_state"])
+        self._stage = int(state["stage"])
+        self._n_labels = int(state["n_labels"])
+        self._cost = float(state["cost"])
+        self._epsilon_t = float(state["epsilon_t"])
+        D = state["draws"]
+        st = np.asarray(D["stage"], dtype=np.int64)
+        for t in np.unique(st).tolist():
+            sel = st == t
+            idx = np.asarray(D["idx"], dtype=np.int64)[sel]
+            y = np.asarray(D["y"], dtype=np.int64)[sel]
+            self._d_idx.append(idx)
+            self._d_w.append(np.asarray(D["w"], dtype=float)[sel])
+            self._d_q.append(np.asarray(D["q"], dtype=float)[sel])
+            self._d_y.append(y)
+            self._d_stage.append(st[sel])
+            self._d_loss.append(self.measure.loss(y, self._views(idx)))
+        self._pending = {
+            "idx": np.asarray(state["pending"]["idx"], dtype=np.int64),
+            "w": np.asarray(state["pending"]["w"], dtype=float),
+            "q": np.asarray(state["pending"]["q"], dtype=float),
+            "y": np.asarray(state["pending"]["y"], dtype=np.int64),
+            "new": np.asarray(state["pending"]["new"], dtype=bool),
+        }
+        K = state["known"]
+        self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)
+        self._requested[np.asarray(state["requested"], dtype=np.int64)] = True
+        q = np.asarray(state["proposal_q"], dtype=float)
+        prop = Proposal(q, self.pool.p, "adaptive")
+        prop.q = q  # exactly the saved probabilities (no renormalization)
+        info = state.get("proposal_info", {})
+        prop.info.update(
+            {
+                "risk": np.asarray(info.get("risk", [])),
+                "epsilon": self._epsilon_t,
+                "epsilon_abs": info.get("epsilon_abs", 0.0),
+                "mix": self.mix,
+                "deterministic": self.deterministic,
+            }
+        )
+        self._proposal = prop
+        self._history = [dict(h) for h in state["history"]]
+
+    def save(self, path: str | Path) -> Path:
+        """Save :meth:`get_state` to ``path``: ``.npz`` (arrays stored natively; recommended for
+        large pools) or ``.json``."""
+        path = Path(path)
+        state = self.get_state()
+        if path.suffix == ".json":
+            path.write_text(json.dumps(_jsonable(state, None)))
+        elif path.suffix == ".npz":
+            arrays: dict[str, np.ndarray] = {}
+            meta = _jsonable(state, arrays)
+            np.savez_compressed(path, __state__=np.array(json.dumps(meta)), **arrays)
+        else:
+            raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, pool, **kwargs: Any) -> ActiveEvaluator:
+        """Resume from a file written by :meth:`save` (see :meth:`from_state`)."""
+        path = Path(path)
+        if path.suffix == ".json":
+            state = _unjsonable(json.loads(path.read_text()))
+        elif path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["__state__"]))
+                state = _unjsonable(meta, {k: z[k] for k in z.files if k != "__state__"})
+        else:
+            raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
+        return cls.from_state(pool, state, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"ActiveEvaluator(measure={self.measure.name!r}, oracle="
+            f"{self._oracle_name or type(self.oracle).__name__!r}, stage={self._stage}, "
+            f"n_labels={self._n_labels}, n_draws={self.n_draws})"
+        )
