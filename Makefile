@@ -5,7 +5,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint docs bench clean venv
+.PHONY: demo test lint format docs clean venv
 
 venv: $(STAMP)
 
@@ -28,8 +28,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check bayes_activeeval tests benchmarks examples
 	$(VENV)/bin/ruff format --check bayes_activeeval tests benchmarks examples
 
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix bayes_activeeval tests benchmarks examples
+	$(VENV)/bin/ruff format bayes_activeeval tests benchmarks examples
+
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) site .pytest_cache build *.egg-info

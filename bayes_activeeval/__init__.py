@@ -5,14 +5,29 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import measures
+from . import benchmark, datasets, measures, planning, proposals
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
-from .estimators import ConfidenceInterval, Estimate, UndefinedEstimateWarning, estimate
+from .comparison import (
+    ComparisonResult,
+    MultipleComparisonResult,
+    compare,
+    comparison_proposal,
+    multiple_comparison,
+)
+from .estimators import (
+    ConfidenceInterval,
+    Estimate,
+    UndefinedEstimateWarning,
+    estimate,
+    model_assisted_estimate,
+    weighted_estimate,
+)
 from .measures import FBeta, Measure, difference, stack
 from .oracles import CalibrationOracle, DirichletTreeOracle, OracleModel, make_oracle
 from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
+from .sequential import GroupSequentialDesign, sequential_compare
 from .strata import score_strata
 
 __version__ = "0.1.0.dev0"
@@ -21,25 +36,38 @@ __all__ = [
     "ActiveEvaluator",
     "CalibrationOracle",
     "CategoricalBelief",
+    "ComparisonResult",
     "ConfidenceInterval",
     "DirichletTreeOracle",
     "Draws",
     "Estimate",
     "FBeta",
     "GaussianBelief",
+    "GroupSequentialDesign",
     "Measure",
+    "MultipleComparisonResult",
     "OracleModel",
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
     "__version__",
+    "benchmark",
+    "compare",
+    "comparison_proposal",
+    "datasets",
     "difference",
     "estimate",
     "make_oracle",
     "measures",
+    "model_assisted_estimate",
+    "multiple_comparison",
     "optimal_proposal",
     "passive_proposal",
+    "planning",
+    "proposals",
     "score_strata",
+    "sequential_compare",
     "stack",
     "stratified_proposal",
+    "weighted_estimate",
 ]

@@ -7,6 +7,15 @@ from typing import Any
 import numpy as np
 
 
+def show(value: Any) -> str:
+    """``repr`` of a value as a user wrote it: NumPy scalars and arrays as plain Python."""
+    if isinstance(value, np.ndarray):
+        return repr(value.tolist())
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    return repr(value)
+
+
 def as_1d(value: Any, name: str, *, n: int | None = None, dtype: Any = None) -> np.ndarray:
     """Return ``value`` as a 1-D array, checking its length against ``n``."""
     try:
@@ -29,7 +38,9 @@ def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
         if bad.size:
             i = np.unravel_index(bad[0], arr.shape)
             where = i[0] if len(i) == 1 else tuple(int(k) for k in i)
-            raise ValueError(f"{name}[{where}] = {arr.ravel()[bad[0]]!r}; values must be finite")
+            raise ValueError(
+                f"{name}[{where}] = {show(arr.ravel()[bad[0]])}; values must be finite"
+            )
     return arr
 
 
@@ -42,7 +53,7 @@ def check_probabilities(arr: np.ndarray, name: str, *, n: int | None = None) -> 
     if bad.size:
         i = np.unravel_index(bad[0], arr.shape)
         where = int(i[0]) if len(i) == 1 else tuple(int(k) for k in i)
-        raise ValueError(f"{name}[{where}] = {flat[bad[0]]!r} is not a probability in [0, 1]")
+        raise ValueError(f"{name}[{where}] = {show(flat[bad[0]])} is not a probability in [0, 1]")
     return arr
 
 

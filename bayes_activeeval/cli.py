@@ -1,7 +1,16 @@
-"""The ``bae`` command."""
+"""The ``bae`` command.
+
+Every command that takes a session opens it through :class:`bayes_activeeval.session.Session`,
+which re-reads the pool file and refuses it if its SHA-256 changed. Bad input — a malformed CSV,
+unknown item ids, labels outside the classes, duplicate ids, NaN probabilities, an empty pool —
+prints one line ``error: …`` on stderr and exits with status 2, before anything is written.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
 import sys
 import time
 
@@ -10,10 +19,53 @@ import click
 from . import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class _BaeGroup(click.Group):
+    """A click group that turns library errors into one line on stderr and exit status 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except click.exceptions.NoArgsIsHelpError as exc:  # plain `bae`: the help, as is
+            click.echo(exc.format_message())
+            sys.exit(0)
+        except click.ClickException as exc:
+            click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except (ValueError, TypeError) as exc:
+            if os.environ.get("BAE_DEBUG"):
+                raise
+            click.echo(f"error: {_one_line(exc)}", err=True)
+            sys.exit(2)
+        except sqlite3.Error as exc:
+            click.echo(f"error: session database: {_one_line(exc)}", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_BaeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bae")
 def main() -> None:
-    """Label-efficient evaluation of predictive models."""
+    """Label-efficient evaluation of predictive models.
+
+    \b
+    A labeling session:
+      bae init pool.csv --measure f1 --session s.bae --id-col id --pred-col pred --prob-col p
+      bae next s.bae --n 20 --out batch.csv      # the items to label
+      bae record s.bae labels.csv                # columns id,label
+      bae label s.bae                            # or label interactively in the terminal
+      bae status s.bae                           # estimate, interval, budget
+      bae report s.bae --out report.html
+    """
 
 
 @main.command()
@@ -21,24 +73,404 @@ def main() -> None:
     "--budgets", default="250,1000", show_default=True, help="Comma-separated label budgets."
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed for the draws.")
-def demo(budgets: str, seed: int) -> None:
+@click.option(
+    "--export",
+    default=None,
+    help="Instead: write the demo pool to this CSV (id, pred, p, score, text) and its true "
+    "labels beside it (…-truth.csv), to try a labeling session.",
+)
+def demo(budgets: str, seed: int, export: str | None) -> None:
     """Active versus passive evaluation of F1 and accuracy on the embedded demo pool."""
     from .demo import format_demo, run_demo
+
+    if export:
+        _export_demo(export)
+        return
 
     try:
         b = tuple(int(x) for x in budgets.split(",") if x.strip())
         if not b or min(b) < 1:
             raise ValueError
     except ValueError:
-        click.echo(
-            f"error: --budgets must be positive integers separated by commas, got {budgets!r}",
-            err=True,
-        )
-        sys.exit(2)
+        raise ValueError(
+            f"--budgets must be positive integers separated by commas, got {budgets!r}"
+        ) from None
     start = time.perf_counter()
     result = run_demo(budgets=b, seed=seed)
     click.echo(format_demo(result))
     click.echo(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+def _export_demo(path: str) -> None:
+    from .demo import export_demo
+
+    pool_csv, truth_csv = export_demo(path)
+    click.echo(f"demo pool written to {pool_csv} (100,000 items); true labels to {truth_csv}")
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        if "=" not in v:
+            raise ValueError(f"--{option} takes NAME=COLUMN, got {v!r}")
+        name, col = (s.strip() for s in v.split("=", 1))
+        if not name or not col:
+            raise ValueError(f"--{option} takes NAME=COLUMN, got {v!r}")
+        if name in out:
+            raise ValueError(f"--{option} names model {name!r} twice")
+        out[name] = col
+    return out
+
+
+def _model_columns(single: str | None, many: tuple[str, ...], option: str, split: bool = False):
+    if single and many:
+        raise ValueError(f"give either --{option}-col or --{option} NAME=COLUMN, not both")
+    if single:
+        return [c.strip() for c in single.split(",")] if split and "," in single else single
+    if many:
+        d = _pairs(many, option)
+        if split:
+            return {k: [c.strip() for c in v.split(",")] if "," in v else v for k, v in d.items()}
+        return d
+    return None
+
+
+def _open(session: str, pool: str | None = None):
+    from .session import Session
+
+    return Session.open(session, pool_path=pool)
+
+
+_pool_option = click.option(
+    "--pool", "pool_path", default=None, help="Where the pool file is now, if it moved."
+)
+
+
+# -- init -----------------------------------------------------------------------------------------
+@main.command()
+@click.argument("pool")
+@click.option("--measure", required=True, help="Measure: f1, accuracy, error_rate, precision, …")
+@click.option("--session", "session_path", required=True, help="The session file to create.")
+@click.option("--id-col", default=None, help="Column of item ids (default: row numbers).")
+@click.option("--pred-col", default=None, help="Prediction column (one model).")
+@click.option("--pred", "preds", multiple=True, help="NAME=COLUMN: a model's predictions.")
+@click.option(
+    "--prob-col", default=None, help="P(positive) column, or comma-separated class columns."
+)
+@click.option("--prob", "probs", multiple=True, help="NAME=COLUMN[,COLUMN…]: a model's probs.")
+@click.option("--score-col", default=None, help="Raw score column (one model).")
+@click.option("--score", "scores", multiple=True, help="NAME=COLUMN: a model's raw scores.")
+@click.option("--std-col", default=None, help="Regression: predictive std column.")
+@click.option("--std", "stds", multiple=True, help="NAME=COLUMN: a model's predictive std.")
+@click.option("--text-col", "text_cols", multiple=True, help="Column(s) shown to labelers.")
+@click.option("--cost-col", default=None, help="Label cost column.")
+@click.option("--weight-col", default=None, help="Item weight column p(x).")
+@click.option("--classes", default=None, help="Comma-separated class labels (sorted).")
+@click.option("--pos-label", default=None, help="The positive class of binary measures.")
+@click.option("--task", type=click.Choice(["binary", "multiclass", "regression"]), default=None)
+@click.option("--model", "models", multiple=True, help="Evaluate only these models.")
+@click.option("--budget", type=float, default=None, help="Labels allowed (or total label cost).")
+@click.option("--design", type=click.Choice(["static", "adaptive"]), default="static")
+@click.option("--oracle", default="model", show_default=True, help="Oracle model (adaptive).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing session file.")
+def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
+         std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, models, budget,
+         design, oracle, seed, mix, overwrite):  # fmt: skip
+    """Create a labeling session for the pool file POOL (CSV or Parquet)."""
+    from .io import PoolSpec
+    from .session import Design, Session
+
+    pred = _model_columns(pred_col, preds, "pred")
+    if pred is None:
+        raise ValueError("name the prediction column: --pred-col COLUMN or --pred NAME=COLUMN")
+    spec = PoolSpec(
+        pred=pred,
+        prob=_model_columns(prob_col, probs, "prob", split=True),
+        score=_model_columns(score_col, scores, "score"),
+        std=_model_columns(std_col, stds, "std"),
+        id_col=id_col,
+        text_cols=tuple(text_cols),
+        cost_col=cost_col,
+        weight_col=weight_col,
+        classes=None if classes is None else tuple(c.strip() for c in classes.split(",")),
+        pos_label=pos_label,
+        task=task,
+    )
+    d = Design(
+        measure=measure,
+        kind=design,
+        oracle=oracle,
+        seed=seed,
+        budget=budget,
+        models=models,
+        mix=mix,
+    )
+    with Session.create(session_path, pool, spec, d, overwrite=overwrite) as s:
+        p = s.pool
+        click.echo(
+            f"created {session_path}: {p.n_items:,} items, models {', '.join(s.design.models)}, "
+            f"measure {measure}, {design} design"
+            + (f", budget {budget:g}" if budget else "")
+            + f" (pool sha256 {s.pool_file.checksum[:12]}…)"
+        )
+
+
+# -- next -----------------------------------------------------------------------------------------
+@main.command("next")
+@click.argument("session")
+@click.option("--n", "n", type=int, default=20, show_default=True, help="Items to draw.")
+@click.option("--out", default=None, help="Write the CSV here (default: stdout).")
+@click.option("--text-col", "text_cols", multiple=True, help="Text columns to include.")
+@_pool_option
+def next_(session, n, out, text_cols, pool_path):
+    """List the items to label next (CSV: id and text columns)."""
+    import pandas as pd
+
+    with _open(session, pool_path) as s:
+        idx = s.next(n)
+        frame = pd.DataFrame({"id": s.pool_file.ids[idx]})
+        text = _text_frame(s, text_cols)
+        for c in text.columns:
+            frame[c] = text[c].to_numpy()[idx]
+        if out:
+            frame.to_csv(out, index=False)
+            click.echo(f"{len(frame)} items to label written to {out}", err=True)
+        else:
+            click.echo(frame.to_csv(index=False), nl=False)
+
+
+def _text_frame(s, text_cols):
+    if not text_cols:
+        return s.pool_file.text
+    from pathlib import Path
+
+    from .io import _detect_format, _read_frame  # same file, extra columns
+
+    p = Path(s.pool_file.path)
+    frame = _read_frame(p, _detect_format(p, s.pool_file.spec.format), s.pool_file.spec.id_col)
+    missing = [c for c in text_cols if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"column {missing[0]!r} (--text-col) is not in {p.name}; its columns are: "
+            + ", ".join(map(str, frame.columns))
+        )
+    return frame[list(text_cols)].reset_index(drop=True)
+
+
+# -- record ---------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.argument("labels")
+@click.option("--id-col", default="id", show_default=True)
+@click.option("--label-col", default="label", show_default=True)
+@click.option("--batch-size", type=int, default=50, show_default=True, help="Labels per commit.")
+@_pool_option
+def record(session, labels, id_col, label_col, batch_size, pool_path):
+    """Record the labels in the CSV file LABELS (columns id,label).
+
+    Everything is checked before anything is written; labels already recorded with the same value
+    are skipped, so the same file can be recorded again after a crash.
+    """
+    from tqdm import tqdm
+
+    from .io import read_labels
+
+    frame = read_labels(labels, id_col=id_col, label_col=label_col)
+    with _open(session, pool_path) as s:
+        bar = None
+
+        def progress(k: int) -> None:  # the bar opens once validation passed and writing began
+            nonlocal bar
+            if bar is None:
+                bar = tqdm(total=len(frame), desc="recording", unit="label", disable=None)
+            bar.update(k)
+
+        try:
+            res = s.record(
+                frame["id"].tolist(),
+                frame["label"].tolist(),
+                batch_size=batch_size,
+                source=f"csv:{os.path.basename(labels)}",
+                progress=progress,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        click.echo(
+            f"recorded {res.recorded} labels ({res.skipped} already present); "
+            f"{s.n_labels} labels in all, {res.pending} items of the current stage still to label"
+        )
+
+
+# -- label (interactive) --------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--text-col", "text_cols", multiple=True, help="Columns to show for each item.")
+@click.option("--n", "n", type=int, default=20, show_default=True, help="Items per stage.")
+@click.option("--max", "max_labels", type=int, default=None, help="Stop after this many labels.")
+@click.option("--show-prediction", is_flag=True, help="Also show the model's prediction.")
+@_pool_option
+def label(session, text_cols, n, max_labels, show_prediction, pool_path):
+    """Label items interactively: each answer is saved as soon as it is given.
+
+    Type a class label, 's' to skip an item, 'q' to quit.
+    """
+    from .session import SessionError
+
+    with _open(session, pool_path) as s:
+        text = _text_frame(s, text_cols)
+        classes = [str(c) for c in s.pool.classes] if s.pool.classes is not None else None
+        choices = "/".join(classes) if classes else "a number"
+        done = 0
+        while max_labels is None or done < max_labels:
+            try:
+                items = s.next(n)
+            except SessionError as exc:
+                click.echo(str(exc))
+                break
+            skipped = 0
+            for k, it in enumerate(items.tolist()):
+                if max_labels is not None and done >= max_labels:
+                    break
+                item_id = str(s.pool_file.ids[it])
+                click.echo(f"\n[{k + 1}/{len(items)}] item {item_id}")
+                for c in text.columns:
+                    click.echo(f"  {c}: {text[c].iloc[it]}")
+                if show_prediction:
+                    for m in s.design.models:
+                        pred = s.pool.view(m, [it]).pred
+                        if s.pool.classes is not None:
+                            pred = s.pool.classes[pred]
+                        click.echo(f"  prediction ({m}): {pred[0]}")
+                answer = _ask(s, item_id, choices)
+                if answer is None:
+                    click.echo(f"\nstopped; {done} labels saved, {s.n_labels} in all")
+                    return
+                if answer == "skip":
+                    skipped += 1
+                    continue
+                s.record([item_id], [answer], batch_size=1, source="interactive")
+                done += 1
+            if skipped:
+                click.echo(f"\n{skipped} items skipped; they stay pending (bae label again)")
+                break
+        click.echo(f"\n{done} labels saved, {s.n_labels} in all")
+
+
+def _ask(s, item_id: str, choices: str):
+    from .io import label_codec
+
+    parse = label_codec(s.pool)
+    while True:
+        try:
+            raw = click.prompt(
+                f"  label ({choices}; s=skip, q=quit)", default="", show_default=False
+            )
+        except click.exceptions.Abort:
+            return None
+        raw = raw.strip()
+        if raw.lower() in ("q", "quit"):
+            return None
+        if raw.lower() in ("s", "skip"):
+            return "skip"
+        if not raw:
+            continue
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            click.echo(f"  {exc}")
+
+
+# -- status ---------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--level", type=float, default=0.95, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_pool_option
+def status(session, level, as_json, pool_path):
+    """Estimate with interval, labels used, budget left (and the posterior if there is one)."""
+    with _open(session, pool_path) as s:
+        st = s.status(level)
+        post = _posterior_summary(s)
+        if as_json:
+            if post is not None:
+                st["posterior"] = json.loads(post.to_json(orient="index"))
+            click.echo(json.dumps(st, indent=2, default=float))
+            return
+        click.echo(format_status(s, st))
+        if post is not None:
+            click.echo("\nposterior of the measure (contingency-table model; ArviZ summary):")
+            click.echo(post.to_string())
+
+
+def _posterior_summary(s):
+    from .report import posterior_summary
+
+    return posterior_summary(s.posterior())
+
+
+def format_status(s, st) -> str:
+    """The text ``bae status`` prints."""
+    budget = (
+        f"budget {st['budget']:g}: {st['budget_used']:g} used, {st['budget_left']:g} left"
+        if st["budget"] is not None
+        else f"{st['budget_used']:g} used (no budget set)"
+    )
+    lines = [
+        f"session {s.path}: pool {os.path.basename(s.pool_file.path)} "
+        f"({st['n_items']:,} items), measure {st['measure']}, {st['design']} design "
+        f"(oracle {st['oracle']}, seed {s.design.seed})",
+        f"labels: {st['labels']} ({budget}); stages completed: {st['stages_completed']}; "
+        f"items pending: {st['pending']}",
+    ]
+    if not st["estimates"]:
+        lines.append("no estimate yet: label the items of `bae next` first")
+    lvl = f"{st['level']:.0%}"
+    for r in st["estimates"]:
+        lines.append(
+            f"{st['measure']} [{r['model']}] = {r['estimate']:.4f} ± {r['stderr']:.4f} (SE), "
+            f"{lvl} interval [{r['low']:.4f}, {r['high']:.4f}] from {r['draws']} draws"
+        )
+    return "\n".join(lines)
+
+
+# -- report ---------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--out", required=True, help="The HTML file to write.")
+@click.option("--level", type=float, default=0.95, show_default=True)
+@_pool_option
+def report(session, out, level, pool_path):
+    """Write a self-contained HTML report (plots embedded)."""
+    from .report import write_report
+
+    with _open(session, pool_path) as s:
+        write_report(s, out, level=level)
+    click.echo(f"report written to {out}")
+
+
+# -- compare --------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--level", type=float, default=0.95, show_default=True)
+@_pool_option
+def compare(session, level, pool_path):
+    """Compare the session's models: estimates and pairwise tests of their differences."""
+    from .report import comparison_table
+
+    with _open(session, pool_path) as s:
+        if len(s.design.models) < 2:
+            raise ValueError(
+                f"the session evaluates one model ({s.design.models[0]}); comparing needs "
+                "several (bae init … --pred a=COL --pred b=COL)"
+            )
+        est, tests = comparison_table(s, level)
+        click.echo(est.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        click.echo("")
+        click.echo(tests.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
 if __name__ == "__main__":  # pragma: no cover

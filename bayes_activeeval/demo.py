@@ -11,7 +11,7 @@ from .datasets import load_demo
 from .estimators import UndefinedEstimateWarning, estimate
 from .proposals import optimal_proposal, passive_proposal
 
-__all__ = ["DemoResult", "run_demo"]
+__all__ = ["DemoResult", "export_demo", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,31 @@ def format_demo(result: DemoResult, level: float = 0.95) -> str:
             f"{r.measure:<9} {r.budget:>6}  {r.design:<8} {est}  {ci:<20} {cov:<6} {r.positives_labeled:>9}"
         )
     return "\n".join(lines)
+
+
+def export_demo(path) -> tuple[str, str]:
+    """Write the demo pool to a CSV file (columns ``id, pred, p, score, text``) and its true labels
+    beside it (``<name>-truth.csv``, columns ``id, label``), to try a labeling session.
+
+    Returns
+    -------
+    (pool_csv, truth_csv) : tuple of str
+    """
+    import os
+
+    d = load_demo()
+    v = d.pool.view()
+    ids = [f"d{i}" for i in range(d.pool.n_items)]
+    pd.DataFrame(
+        {
+            "id": ids,
+            "pred": v.pred,
+            "p": v.positive_prob(),
+            "score": d.pool.scores["model"],
+            "text": [f"demo item {i}" for i in range(d.pool.n_items)],
+        }
+    ).to_csv(path, index=False)
+    root, ext = os.path.splitext(str(path))
+    truth = f"{root}-truth{ext or '.csv'}"
+    pd.DataFrame({"id": ids, "label": d.labels}).to_csv(truth, index=False)
+    return str(path), truth

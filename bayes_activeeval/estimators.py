@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from ._validation import check_level
+from .beliefs import as_belief
 from .measures import Measure
-from .proposals import Draws
+from .proposals import Draws, intrinsic_risk
 
 __all__ = [
     "ConfidenceInterval",
     "Estimate",
     "UndefinedEstimateWarning",
     "estimate",
+    "model_assisted_estimate",
     "weighted_estimate",
 ]
 
@@ -75,6 +77,9 @@ class Estimate:
     n_labels: int
     outputs: tuple[str, ...]
     measure: str
+    bounds: tuple[float, float] = (-np.inf, np.inf)
+    estimator: str = "ipw"
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def value(self) -> float | np.ndarray:
@@ -98,23 +103,64 @@ class Estimate:
         ----------
         level : float
             Confidence level in (0, 1).
-        method : {"wald", "t"}
+        method : {"wald", "t", "logit"}
             ``"wald"``: ``Ĝ ± z_{1−α/2} SE`` (Sawade (2012), Lemma 3.3, Eq. 3.16).
             ``"t"``: Student-t quantile with ``n_draws − 1`` degrees of freedom (Sawade (2012),
             Sec. 3.2.2), slightly wider at small ``n``.
+            ``"logit"``: the Wald interval on a scale that maps the measure's range to the real
+            line — ``logit((G − lo)/(hi − lo))`` for a bounded measure such as F1, ``log(G − lo)``
+            for one bounded below such as MSE — transformed back (delta method). It stays inside
+            the range and is asymmetric near its ends, which improves coverage for ratio measures
+            under heavy class skew (see ``docs/estimation.md``). Estimates at the boundary fall
+            back to the Wald interval clipped to the range.
         """
         level = check_level(level)
+        if method == "logit":
+            return self._transformed_interval(level)
         if method == "wald":
             crit = stats.norm.ppf(0.5 + level / 2)
         elif method == "t":
             crit = stats.t.ppf(0.5 + level / 2, df=max(self.n_draws - 1, 1))
         else:
-            raise ValueError(f"method must be 'wald' or 't', got {method!r}")
+            raise ValueError(f"method must be 'wald', 't' or 'logit', got {method!r}")
         half = crit * self.stderrs
         low, high = self.values - half, self.values + half
+        return self._pack(low, high)
+
+    def _pack(self, low: np.ndarray, high: np.ndarray) -> ConfidenceInterval:
         if self.values.size == 1:
             return ConfidenceInterval(float(low[0]), float(high[0]))
         return ConfidenceInterval(low, high)
+
+    def _transformed_interval(self, level: float) -> ConfidenceInterval:
+        lo, hi = self.bounds
+        if not np.isfinite(lo) and not np.isfinite(hi):
+            raise ValueError(
+                f"method='logit' needs a measure with a bounded range; {self.measure!r} is unbounded"
+            )
+        z = stats.norm.ppf(0.5 + level / 2)
+        G, se = self.values, self.stderrs
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if np.isfinite(lo) and np.isfinite(hi):
+                x = (G - lo) / (hi - lo)
+                t, st = np.log(x / (1 - x)), se / ((hi - lo) * x * (1 - x))
+                low = lo + (hi - lo) * special.expit(t - z * st)
+                high = lo + (hi - lo) * special.expit(t + z * st)
+                inside = (x > 0) & (x < 1)
+            elif np.isfinite(lo):
+                t, st = np.log(G - lo), se / (G - lo)
+                low, high = lo + np.exp(t - z * st), lo + np.exp(t + z * st)
+                inside = G > lo
+            else:
+                t, st = np.log(hi - G), se / (hi - G)
+                low, high = hi - np.exp(t + z * st), hi - np.exp(t - z * st)
+                inside = G < hi
+        wald = self.confidence_interval(level, "wald")
+        wl = np.clip(np.atleast_1d(wald.low), lo, hi)
+        wh = np.clip(np.atleast_1d(wald.high), lo, hi)
+        low = np.where(inside, low, wl)
+        high = np.where(inside, high, wh)
+        return self._pack(low, high)
 
     def to_frame(self, level: float = 0.95, method: str = "wald") -> pd.DataFrame:
         """One row per output: value, stderr and the interval bounds."""
@@ -185,6 +231,7 @@ def weighted_estimate(
             n_labels if n_labels is not None else n,
             measure.outputs,
             measure.name,
+            measure.bounds,
         )
     R = (v @ L) / sv
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -202,8 +249,103 @@ def weighted_estimate(
         r = (L - R) @ J.T
         v2 = v if variance_weights is None else np.asarray(variance_weights, dtype=float)
         cov = (r * (v * v2)[:, None]).T @ r / sv**2
+    n_lab = n if n_labels is None else int(n_labels)
+    return Estimate(G, cov, R, n, n_lab, measure.outputs, measure.name, measure.bounds)
+
+
+def model_assisted_estimate(
+    losses: np.ndarray,
+    weights: np.ndarray,
+    expected: np.ndarray,
+    pool_expected: np.ndarray,
+    measure: Measure,
+    *,
+    tune: bool = True,
+    n_labels: int | None = None,
+) -> Estimate:
+    """The model-assisted (control-variate) estimate that uses the belief in the estimator too.
+
+    With ``m(x) = E_π[ℓ(x, y)]`` known for every pool item and ``M = Σ_x p(x) m(x)``::
+
+        R̂ = R̂_IS − λ (M̂_IS − M),    R̂_IS = Σ v ℓ / Σ v,    M̂_IS = Σ v m / Σ v
+
+    ``M̂_IS − M`` has mean zero whatever the belief, so ``R̂`` is consistent for any belief and any
+    ``λ``; a good belief makes ``ℓ − λ m`` nearly constant and the variance small. ``λ = 1`` is the
+    difference estimator (the "model-assisted" estimator of survey sampling; prediction-powered
+    inference in machine learning); ``tune=True`` estimates the variance-minimizing ``λ`` from the
+    sample (as PPI++ does), which is asymptotically never worse than the IS estimate (``λ = 0``) nor
+    the difference estimate (``λ = 1``). The delta-method covariance uses the residuals
+    ``Dg(R̂)[(ℓ − R̂_IS) − λ(m − M̂_IS)]`` (Sawade (2012), Eq. 3.14 with the control variate).
+
+    Parameters
+    ----------
+    losses : ndarray (n, d)
+        ``ℓ`` of the labeled draws.
+    weights : ndarray (n,)
+        Importance weights ``p/q``.
+    expected : ndarray (n, d)
+        ``m(x_i)``, the belief's expected loss of each draw.
+    pool_expected : ndarray (d,)
+        ``M``, the belief's expected loss over the pool (exact, no labels needed).
+    measure : Measure
+    tune : bool
+        Estimate ``λ`` (default) or use ``λ = 1``.
+
+    Returns
+    -------
+    Estimate
+        ``estimator="model_assisted"``; ``details["lambda"]`` holds ``λ``.
+    """
+    L = np.asarray(losses, dtype=float)
+    mm = np.asarray(expected, dtype=float)
+    v = np.asarray(weights, dtype=float)
+    M = np.asarray(pool_expected, dtype=float)
+    sv = v.sum()
+    if v.size == 0 or sv <= 0:
+        est = weighted_estimate(L, v, measure, n_labels=n_labels)
+        return Estimate(**{**est.__dict__, "estimator": "model_assisted"})
+    R_is = (v @ L) / sv
+    M_is = (v @ mm) / sv
+    lam = 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(2):  # linearize at the current estimate, re-tune once
+            R = R_is - lam * (M_is - M)
+            J = measure.jacobian(R)
+            if not np.all(np.isfinite(J)):
+                break
+            el = (L - R_is) @ J.T
+            em = (mm - M_is) @ J.T
+            if tune:
+                den = np.sum(v**2 * np.einsum("ij,ij->i", em, em))
+                # den = 0: the sample cannot tune λ; keep the difference estimator (λ = 1)
+                lam = float(np.sum(v**2 * np.einsum("ij,ij->i", el, em)) / den) if den > 0 else 1.0
+        R = R_is - lam * (M_is - M)
+        G = measure.g(R)
+        J = measure.jacobian(R)
+    m_out = measure.n_outputs
+    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(J))):
+        warnings.warn(
+            f"the labeled sample does not define {measure.name!r} yet; the estimate is NaN",
+            UndefinedEstimateWarning,
+            stacklevel=2,
+        )
+        cov = np.full((m_out, m_out), np.nan)
+    else:
+        r = ((L - R_is) - lam * (mm - M_is)) @ J.T
+        cov = (r * (v * v)[:, None]).T @ r / sv**2
+    n = v.size
+    n_lab = n if n_labels is None else int(n_labels)
     return Estimate(
-        G, cov, R, n, n if n_labels is None else int(n_labels), measure.outputs, measure.name
+        G,
+        cov,
+        R,
+        n,
+        n_lab,
+        measure.outputs,
+        measure.name,
+        measure.bounds,
+        "model_assisted",
+        {"lambda": lam},
     )
 
 
@@ -215,6 +357,8 @@ def estimate(
     *,
     model: str | None = None,
     oracle: str = "deterministic",
+    estimator: str = "ipw",
+    belief: Any = None,
 ) -> Estimate:
     """Estimate a measure on the pool from labeled draws (Sawade (2012), Algorithm 2 and Eq. 3.31).
 
@@ -232,6 +376,13 @@ def estimate(
     oracle : {"deterministic", "stochastic"}
         Deterministic: an item has one true label; repeated draws must carry the same label and
         cost one label (they still enter the estimate). Stochastic: each draw has its own label.
+    estimator : {"ipw", "model_assisted"}
+        ``"ipw"``: the self-normalized importance-weighted estimate (Sawade (2012), Eq. 3.31).
+        ``"model_assisted"``: also use the belief as a control variate
+        (:func:`model_assisted_estimate`); pair it with
+        ``optimal_proposal(..., estimator="model_assisted")``.
+    belief : Belief or array-like, optional
+        The belief for ``"model_assisted"`` (default: the pool's models, as in the proposal).
 
     Returns
     -------
@@ -258,7 +409,15 @@ def estimate(
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
     L = m.loss(y, views(draws.indices))
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
-    return weighted_estimate(L, draws.weights, m, n_labels=n_labels)
+    if estimator == "ipw":
+        return weighted_estimate(L, draws.weights, m, n_labels=n_labels)
+    if estimator != "model_assisted":
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+    b = as_belief(pool, belief, pool.models_of(m, model))
+    M = intrinsic_risk(pool, m, views, b)
+    idx = draws.indices
+    mm = b.expect(lambda yy, s: m.loss(yy, views(idx)), idx)
+    return model_assisted_estimate(L, draws.weights, mm, M, m, n_labels=n_labels)
 
 
 def draw_labels(

@@ -34,6 +34,10 @@ __all__ = [
 ]
 
 
+UNIT = (0.0, 1.0)
+NONNEG = (0.0, np.inf)
+
+
 @dataclass(frozen=True)
 class ModelView:
     """What a loss function may read about one model on a set of items.
@@ -110,6 +114,12 @@ class Measure:
         them zero mass.
     models : tuple of str, optional
         Set by :func:`difference` and :func:`stack`: the models this measure is bound to.
+    bounds : tuple of float
+        The range of ``g`` (e.g. ``(0, 1)`` for F1), used by transformed-scale intervals.
+    tabular : bool
+        ``True`` when the loss depends on an item only through the predicted class(es) and the
+        label (``view.pred``, ``view.pos``, ``view.n_classes``): the loss is then a small table
+        over (prediction, label) and the proposal kernels take an exact O(n·C) fast path.
 
     Notes
     -----
@@ -130,6 +140,8 @@ class Measure:
         greater_is_better: bool = False,
         scale_invariant: bool = False,
         models: tuple[str, ...] | None = None,
+        bounds: tuple[float, float] = (-np.inf, np.inf),
+        tabular: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
@@ -154,6 +166,11 @@ class Measure:
         self.greater_is_better = bool(greater_is_better)
         self.scale_invariant = bool(scale_invariant)
         self.models = models
+        lo, hi = (float(b) for b in bounds)
+        if not lo < hi:
+            raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+        self.bounds = (lo, hi)
+        self.tabular = bool(tabular)
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -296,6 +313,8 @@ class FBeta(Measure):
             task="binary",
             greater_is_better=True,
             scale_invariant=True,
+            bounds=UNIT,
+            tabular=True,
         )
 
     @property
@@ -477,6 +496,8 @@ def _averaged(kind: str, average: str) -> Measure:
         task="classification",
         greater_is_better=True,
         scale_invariant=True,
+        bounds=UNIT,
+        tabular=True,
     )
 
 
@@ -518,10 +539,26 @@ def _balanced_multiclass() -> Measure:
         task="classification",
         greater_is_better=True,
         scale_invariant=True,
+        bounds=UNIT,
+        tabular=True,
     )
 
 
 def _registry() -> dict[str, Callable[[], Measure]]:
+    def binary_ratio(name, loss, comps):
+        return Measure(
+            name,
+            loss,
+            _ratio,
+            _ratio_jac,
+            components=comps,
+            task="binary",
+            greater_is_better=True,
+            scale_invariant=True,
+            bounds=UNIT,
+            tabular=True,
+        )
+
     return {
         "accuracy": lambda: Measure(
             "accuracy",
@@ -529,30 +566,19 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("correct",),
             task="classification",
             greater_is_better=True,
+            bounds=UNIT,
+            tabular=True,
         ),
         "error_rate": lambda: Measure(
-            "error_rate", _loss_zero_one, components=("error",), task="classification"
+            "error_rate",
+            _loss_zero_one,
+            components=("error",),
+            task="classification",
+            bounds=UNIT,
+            tabular=True,
         ),
-        "precision": lambda: Measure(
-            "precision",
-            _loss_precision,
-            _ratio,
-            _ratio_jac,
-            components=("tp", "pred_pos"),
-            task="binary",
-            greater_is_better=True,
-            scale_invariant=True,
-        ),
-        "recall": lambda: Measure(
-            "recall",
-            _loss_recall,
-            _ratio,
-            _ratio_jac,
-            components=("tp", "true_pos"),
-            task="binary",
-            greater_is_better=True,
-            scale_invariant=True,
-        ),
+        "precision": lambda: binary_ratio("precision", _loss_precision, ("tp", "pred_pos")),
+        "recall": lambda: binary_ratio("recall", _loss_recall, ("tp", "true_pos")),
         "f1": lambda: FBeta(1.0),
         "balanced_accuracy": _balanced_multiclass,
         "mcc": lambda: Measure(
@@ -563,6 +589,8 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("tp", "true_pos", "pred_pos"),
             task="binary",
             greater_is_better=True,
+            bounds=(-1.0, 1.0),
+            tabular=True,
         ),
         "fowlkes_mallows": lambda: Measure(
             "fowlkes_mallows",
@@ -573,12 +601,18 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             task="binary",
             greater_is_better=True,
             scale_invariant=True,
+            bounds=UNIT,
+            tabular=True,
         ),
         "brier": lambda: Measure(
-            "brier", _loss_brier, components=("brier",), task="classification"
+            "brier", _loss_brier, components=("brier",), task="classification", bounds=(0.0, 2.0)
         ),
-        "mse": lambda: Measure("mse", _loss_mse, components=("sq_error",), task="regression"),
-        "mae": lambda: Measure("mae", _loss_mae, components=("abs_error",), task="regression"),
+        "mse": lambda: Measure(
+            "mse", _loss_mse, components=("sq_error",), task="regression", bounds=NONNEG
+        ),
+        "mae": lambda: Measure(
+            "mae", _loss_mae, components=("abs_error",), task="regression", bounds=NONNEG
+        ),
         "r2": lambda: Measure(
             "r2",
             _loss_r2,
@@ -587,6 +621,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             components=("y", "y2", "yf", "f2"),
             task="regression",
             greater_is_better=True,
+            bounds=(-np.inf, 1.0),
         ),
         **{
             f"{kind}_{avg}": (lambda kind=kind, avg=avg: _averaged(kind, avg))
@@ -666,7 +701,8 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
     k, m = len(models), base.n_outputs
 
     def loss(y, views):
-        return np.concatenate([base.loss(y, v) for v in _views_of(views, models)], axis=1)
+        parts = [base.resolve(v.n_classes).loss(y, v) for v in _views_of(views, models)]
+        return np.concatenate(parts, axis=1)
 
     def g(R):
         return np.concatenate([base.g(part) for part in np.split(R, k)])
@@ -690,6 +726,8 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         greater_is_better=base.greater_is_better,
         scale_invariant=base.scale_invariant,
         models=models,
+        bounds=base.bounds,
+        tabular=base.tabular,
     )
 
 
@@ -726,6 +764,8 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
         greater_is_better=base.greater_is_better,
         scale_invariant=base.scale_invariant,
         models=models,
+        bounds=(base.bounds[0] - base.bounds[1], base.bounds[1] - base.bounds[0]),
+        tabular=base.tabular,
     )
 
 

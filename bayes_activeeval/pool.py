@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._validation import as_1d, check_finite, check_probabilities
+from ._validation import as_1d, check_finite, check_probabilities, show
 from .measures import Measure, ModelView
 from .measures import get as get_measure
 
@@ -143,7 +143,7 @@ class Pool:
                     bad = np.flatnonzero(s < 0)
                     if bad.size:
                         raise ValueError(
-                            f"predictive_std[{m!r}][{bad[0]}] = {s[bad[0]]!r} is negative"
+                            f"predictive_std[{m!r}][{bad[0]}] = {show(s[bad[0]])} is negative"
                         )
                     self._std[m] = s
         else:
@@ -170,14 +170,19 @@ class Pool:
             c = check_finite(as_1d(costs, "costs", n=n, dtype=float), "costs")
             bad = np.flatnonzero(c <= 0)
             if bad.size:
-                raise ValueError(f"costs[{bad[0]}] = {c[bad[0]]!r}; label costs must be positive")
+                raise ValueError(
+                    f"costs[{bad[0]}] = {show(c[bad[0]])}; label costs must be positive"
+                )
             self.costs = c
         self._weights = None
+        self._uniform: np.ndarray | None = None
         if weights is not None:
             w = check_finite(as_1d(weights, "weights", n=n, dtype=float), "weights")
             bad = np.flatnonzero(w < 0)
             if bad.size:
-                raise ValueError(f"weights[{bad[0]}] = {w[bad[0]]!r}; item weights must be >= 0")
+                raise ValueError(
+                    f"weights[{bad[0]}] = {show(w[bad[0]])}; item weights must be >= 0"
+                )
             total = w.sum()
             if total <= 0:
                 raise ValueError("weights sum to zero; at least one item needs positive weight")
@@ -200,7 +205,10 @@ class Pool:
     def p(self) -> np.ndarray:
         """The test distribution ``p(x)`` over items, shape ``(n,)``, summing to one."""
         if self._weights is None:
-            return np.full(self.n_items, 1.0 / self.n_items)
+            if self._uniform is None:
+                self._uniform = np.full(self.n_items, 1.0 / self.n_items)
+                self._uniform.flags.writeable = False
+            return self._uniform
         return self._weights
 
     @property
@@ -217,7 +225,7 @@ class Pool:
         return self.n_items
 
     def __repr__(self) -> str:
-        extra = f", classes={list(self.classes)}" if self.classes is not None else ""
+        extra = f", classes={show(self.classes)}" if self.classes is not None else ""
         return (
             f"Pool(n_items={self.n_items}, task={self.task!r}, models={list(self.models)}{extra})"
         )
@@ -268,7 +276,7 @@ class Pool:
         if m.task == "binary" and self.pos is None:
             raise ValueError(
                 f"measure {m.name!r} needs a positive class: give the pool pos_label= "
-                f"(one of {list(self.classes)})"
+                f"(one of {show(self.classes)})"
             )
         m = m.resolve(self.n_classes)
         if m.models is not None:
@@ -316,7 +324,7 @@ class Pool:
             bad = np.flatnonzero(classes[idx] != values)
         if bad.size:
             raise ValueError(
-                f"{name}[{bad[0]}] = {values[bad[0]]!r} is not one of the classes {list(classes)}"
+                f"{name}[{bad[0]}] = {show(values[bad[0]])} is not one of the classes {show(classes)}"
             )
         return idx.astype(np.int32 if C < 2**31 else np.int64)
 
@@ -338,7 +346,7 @@ class Pool:
         if arr.dtype.kind == "f" and self.classes.dtype.kind in "iub":
             if np.any(np.isnan(arr)):
                 i = int(np.flatnonzero(np.isnan(arr))[0])
-                raise ValueError(f"{name}[{i}] is NaN; labels must be one of {list(self.classes)}")
+                raise ValueError(f"{name}[{i}] is NaN; labels must be one of {show(self.classes)}")
             if np.all(arr == np.round(arr)):
                 arr = arr.astype(np.int64)
         return self._encode(arr, name)
@@ -361,7 +369,7 @@ class Pool:
                 )
             if self.pos is None:
                 raise ValueError(
-                    f"{name} is a vector of P(y = pos_label), but the classes {list(self.classes)} "
+                    f"{name} is a vector of P(y = pos_label), but the classes {show(self.classes)} "
                     "have no default positive class: give pos_label="
                 )
             check_probabilities(arr, name, n=self.n_items)
@@ -377,7 +385,9 @@ class Pool:
         sums = arr.sum(axis=1)
         bad = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)
         if bad.size:
-            raise ValueError(f"{name}[{bad[0]}] sums to {sums[bad[0]]!r}; each row must sum to 1")
+            raise ValueError(
+                f"{name}[{bad[0]}] sums to {show(sums[bad[0]])}; each row must sum to 1"
+            )
         return arr
 
     # -- xarray ---------------------------------------------------------------------------------
@@ -434,12 +444,12 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
     if classes is not None:
         cls = as_1d(classes, "classes")
         if len(np.unique(cls)) != len(cls):
-            raise ValueError(f"classes contains duplicates: {list(cls)}")
+            raise ValueError(f"classes contains duplicates: {show(cls)}")
         if len(cls) < 2:
-            raise ValueError(f"classes needs at least two values, got {list(cls)}")
+            raise ValueError(f"classes needs at least two values, got {show(cls)}")
         order = np.argsort(cls, kind="stable")
         if not np.array_equal(order, np.arange(len(cls))):
-            raise ValueError(f"classes must be sorted (as np.unique returns them), got {list(cls)}")
+            raise ValueError(f"classes must be sorted (as np.unique returns them), got {show(cls)}")
         return cls
     seen = np.unique(np.concatenate([np.unique(v) for v in raw.values()]))
     n_cols = None
@@ -459,7 +469,7 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
     if n_cols is not None and seen.dtype.kind in "iu" and values <= set(range(n_cols)):
         return np.arange(n_cols)
     raise ValueError(
-        f"cannot infer the classes from predictions {list(seen)[:10]}"
+        f"cannot infer the classes from predictions {show(seen[:10])}"
         + (f" and probs with {n_cols} columns" if n_cols else "")
         + "; give classes="
     )
@@ -468,7 +478,7 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
 def _infer_pos(pos_label, classes) -> tuple[Any, int | None]:
     if len(classes) != 2:
         if pos_label is not None:
-            raise ValueError(f"pos_label is for binary pools; the pool has classes {list(classes)}")
+            raise ValueError(f"pos_label is for binary pools; the pool has classes {show(classes)}")
         return None, None
     if pos_label is None:
         for candidate in (1, True):
@@ -478,5 +488,5 @@ def _infer_pos(pos_label, classes) -> tuple[Any, int | None]:
         return None, None
     hits = np.flatnonzero(classes == pos_label)
     if not hits.size:
-        raise ValueError(f"pos_label={pos_label!r} is not one of the classes {list(classes)}")
+        raise ValueError(f"pos_label={pos_label!r} is not one of the classes {show(classes)}")
     return classes[hits[0]], int(hits[0])

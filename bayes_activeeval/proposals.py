@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng
-from .beliefs import Belief, as_belief
-from .measures import Measure
+from ._validation import check_count, check_fraction, check_rng, show
+from .beliefs import Belief, CategoricalBelief, as_belief
+from .measures import Measure, ModelView
 from .strata import score_strata
 
 __all__ = [
@@ -119,12 +119,12 @@ class Proposal:
         q = np.asarray(self.q, dtype=float)
         if q.ndim != 1 or q.shape != np.shape(self.p):
             raise ValueError(f"q has shape {q.shape} but p has shape {np.shape(self.p)}")
-        if np.any(~np.isfinite(q)) or np.any(q < 0):
-            raise ValueError("q must be finite and non-negative")
         total = q.sum()
+        if not (np.isfinite(total) and q.min() >= 0):  # a NaN fails both tests
+            raise ValueError("q must be finite and non-negative")
         if total <= 0:
             raise ValueError("q has no mass")
-        self.q = q / total
+        self.q = q if abs(total - 1.0) < 1e-12 else q / total
 
     @property
     def n_items(self) -> int:
@@ -206,6 +206,64 @@ class Proposal:
 
 
 # ------------------------------------------------------------------------------------------------
+# Kernels. Two paths compute the same quantities:
+#  - the generic path evaluates the loss for every label value, chunk by chunk;
+#  - the tabular path, for classification measures whose loss depends on an item only through the
+#    predicted class(es) (Measure.tabular), evaluates the loss once per (prediction, label) cell and
+#    gathers: exact, O(n·C), and an order of magnitude faster on 10^7-item pools.
+@dataclass(frozen=True)
+class LossTable:
+    """The loss of a tabular measure as a table over (prediction key, label).
+
+    ``keys[x]`` codes the prediction(s) of item ``x`` (for several models ``Σ_m f_m(x) C^m``) and
+    ``table[k, c]`` is ``ℓ`` for prediction key ``k`` and label ``c``, shape ``(K, C, d)``.
+    """
+
+    keys: np.ndarray
+    table: np.ndarray
+
+
+MAX_TABLE_ROWS = 1 << 20
+
+
+def loss_table(pool, measure: Measure, views) -> LossTable | None:
+    """The :class:`LossTable` of a tabular measure on a classification pool, else ``None``."""
+    if not measure.tabular or pool.task == "regression":
+        return None
+    C = pool.n_classes
+    full = views(None)
+    names = list(full) if isinstance(full, dict) else [None]
+    preds = [full[m].pred for m in names] if isinstance(full, dict) else [full.pred]
+    K = C ** len(preds)
+    if K * C > MAX_TABLE_ROWS:
+        return None
+    if len(preds) == 1:
+        keys = preds[0]
+    else:
+        keys = np.zeros(pool.n_items, dtype=np.int64)
+        for i, pr in enumerate(preds):
+            keys += pr.astype(np.int64) * C**i
+    combos = np.arange(K)
+    cell_preds = [np.repeat((combos // C**i) % C, C) for i in range(len(preds))]
+    y = np.tile(np.arange(C), K)
+
+    def mk(pr):
+        return ModelView(pred=pr, pos=pool.pos, n_classes=C)
+
+    cells = {m: mk(cp) for m, cp in zip(names, cell_preds, strict=True)}
+    view = cells if isinstance(full, dict) else cells[None]
+    table = measure.loss(y, view).reshape(K, C, measure.dim)
+    return LossTable(keys, table)
+
+
+def _gather(values: np.ndarray, keys: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``Σ_c probs[x, c] · values[keys[x], c]`` for every item (values of shape (K, C))."""
+    out = probs[:, 0] * values[keys, 0]
+    for c in range(1, probs.shape[1]):
+        out += probs[:, c] * values[keys, c]
+    return out
+
+
 def expected_loss(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
     """Per-item expected loss ``E_{y∼π}[ℓ(x, y)]``, shape ``(n, d)``."""
     out = np.empty((pool.n_items, measure.dim))
@@ -216,9 +274,28 @@ def expected_loss(pool, measure: Measure, views, belief: Belief, chunk: int = CH
     return out
 
 
-def intrinsic_risk(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
+def intrinsic_risk(
+    pool,
+    measure: Measure,
+    views,
+    belief: Belief,
+    chunk: int = CHUNK,
+    table: LossTable | None = None,
+) -> np.ndarray:
     """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22), shape ``(d,)``."""
     p = pool.p
+    if table is None and isinstance(belief, CategoricalBelief):
+        table = loss_table(pool, measure, views)
+    if table is not None:
+        K, C, _ = table.table.shape
+        W = np.stack(
+            [
+                np.bincount(table.keys, weights=p * belief.probs[:, c], minlength=K)
+                for c in range(C)
+            ],
+            axis=1,
+        )
+        return np.einsum("kc,kcd->d", W, table.table)
     R = np.zeros(measure.dim)
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
@@ -228,19 +305,39 @@ def intrinsic_risk(pool, measure: Measure, views, belief: Belief, chunk: int = C
     return R
 
 
+def _centre(measure: Measure, J: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``Dg(R)·R``, the centring of ``Dg(R)(ℓ − R) = Dg(R)ℓ − Dg(R)R``. It vanishes exactly for a
+    scale-invariant ``g`` (Euler's theorem, degree 0); using the exact zero keeps ``q = 0`` where
+    the loss is identically zero (e.g. predicted negatives for precision)."""
+    return np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
+
+
 def expected_sq_deviation(
-    pool, measure: Measure, views, belief: Belief, R: np.ndarray, J: np.ndarray, chunk: int = CHUNK
+    pool,
+    measure: Measure,
+    views,
+    belief: Belief,
+    R: np.ndarray,
+    J: np.ndarray,
+    chunk: int = CHUNK,
+    table: LossTable | None = None,
 ) -> np.ndarray:
     """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
     Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
-    u = np.empty(pool.n_items)
     JT = J.T
+    offset = _centre(measure, J, R)
+    if table is None and isinstance(belief, CategoricalBelief):
+        table = loss_table(pool, measure, views)
+    if table is not None:
+        dev = table.table @ JT - offset  # (K, C, m)
+        return _gather(np.einsum("kcm,kcm->kc", dev, dev), table.keys, belief.probs)
+    u = np.empty(pool.n_items)
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
         v = views(sl)
 
         def sq(y, s, v=v):
-            dev = (measure.loss(y, v) - R) @ JT
+            dev = measure.loss(y, v) @ JT - offset
             return np.einsum("ij,ij->i", dev, dev)
 
         u[sl] = belief.expect(sq, sl)
@@ -291,6 +388,34 @@ def expected_floored_norm(
 
         a[sl] = belief.expect(term, sl)
     return a
+
+
+def explained_sq_deviation(
+    pool,
+    measure: Measure,
+    views,
+    belief: Belief,
+    R: np.ndarray,
+    J: np.ndarray,
+    chunk: int = CHUNK,
+    table: LossTable | None = None,
+) -> np.ndarray:
+    """``‖Dg(R)(m(x) − R)‖²`` per item, ``m(x) = E_π[ℓ(x, y)]``: the part of
+    :func:`expected_sq_deviation` the belief explains. ``u(x)`` minus this is the belief's
+    conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal."""
+    offset = _centre(measure, J, R)
+    if table is None and isinstance(belief, CategoricalBelief):
+        table = loss_table(pool, measure, views)
+    if table is not None:
+        dev = table.table @ J.T - offset  # (K, C, m)
+        out = np.zeros(pool.n_items)
+        for j in range(dev.shape[2]):
+            mj = _gather(dev[:, :, j], table.keys, belief.probs)
+            out += mj * mj
+        return out
+    m_all = expected_loss(pool, measure, views, belief, chunk)
+    dev = m_all @ J.T - offset
+    return np.einsum("ij,ij->i", dev, dev)
 
 
 def class_deviation_norms(
@@ -347,6 +472,10 @@ def _support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.nda
     need = pool.p > 0
     if not measure.scale_invariant or pool.task == "regression":
         return need
+    table = loss_table(pool, measure, views)
+    if table is not None:
+        nonzero = np.any(table.table != 0, axis=(1, 2))
+        return need & nonzero[table.keys]
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
         v = views(sl)
@@ -368,13 +497,16 @@ def _costs(pool, costs) -> np.ndarray | None:
         raise ValueError(f"costs has shape {arr.shape}; expected ({pool.n_items},)")
     if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
         i = int(np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))[0])
-        raise ValueError(f"costs[{i}] = {arr[i]!r}; label costs must be positive and finite")
+        raise ValueError(f"costs[{i}] = {show(arr[i])}; label costs must be positive and finite")
     return arr
 
 
-def _mix(q: np.ndarray, p: np.ndarray, mix: float) -> np.ndarray:
-    q = q / q.sum()
-    return q if mix == 0 else (1.0 - mix) * q + mix * p
+def _mix(s: np.ndarray, p: np.ndarray, mix: float) -> np.ndarray:
+    """``(1 − δ) s/Σs + δ p``, in place on ``s``."""
+    s *= (1.0 - mix) / s.sum()
+    if mix:
+        s += mix * p
+    return s
 
 
 def optimal_proposal(
@@ -387,6 +519,7 @@ def optimal_proposal(
     costs: Any = None,
     belief_floor: float = DEFAULT_BELIEF_FLOOR,
     mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
 ) -> Proposal:
     """The variance-optimal proposal for any generalized measure.
 
@@ -417,11 +550,18 @@ def optimal_proposal(
     mix : float
         Defensive mixture weight ``δ`` in ``q ← (1 − δ) q + δ p``: weights are bounded by ``1/δ``
         and the variance is at most ``1/(1 − δ)`` times the unmixed one. Default ``0.05``.
+    estimator : {"ipw", "model_assisted"}
+        The estimator the proposal is optimal for. ``"ipw"``: the importance-weighted estimate
+        (Sawade (2012), Eq. 3.31). ``"model_assisted"``: the estimate that also uses the belief as a
+        control variate (:func:`~bayes_activeeval.estimate` with ``estimator="model_assisted"``);
+        its optimal proposal replaces ``u(x)`` by the belief's conditional variance
+        ``E_π‖Dg(R)(ℓ − m(x))‖² = u(x) − ‖Dg(R)(m(x) − R)‖²``, ``m(x) = E_π ℓ(x, y)``.
 
     Returns
     -------
     Proposal
-        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``u`` and the mixing weight.
+        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``u`` (the integrand used) and
+        the mixing weight.
 
     Raises
     ------
@@ -434,8 +574,9 @@ def optimal_proposal(
     floor = check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
     b = as_belief(pool, belief, models).floored(floor)
+    table = loss_table(pool, m, views) if isinstance(b, CategoricalBelief) else None
     if risk is None:
-        R = intrinsic_risk(pool, m, views, b)
+        R = intrinsic_risk(pool, m, views, b, table=table)
     else:
         R = np.asarray(risk, dtype=float).reshape(-1)
         if R.size != m.dim:
@@ -448,12 +589,18 @@ def optimal_proposal(
             f"measure {m.name!r} is undefined at the intrinsic risk R={np.round(R, 6).tolist()} "
             "(e.g. no item predicted or believed positive); cannot build the optimal proposal"
         )
-    u = expected_sq_deviation(pool, m, views, b, R, J)
+    if estimator not in ("ipw", "model_assisted"):
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+    u = expected_sq_deviation(pool, m, views, b, R, J, table=table)
+    if estimator == "model_assisted":
+        u = np.maximum(u - explained_sq_deviation(pool, m, views, b, R, J, table=table), 0.0)
     c = _costs(pool, costs)
     p = pool.p
-    s = p * np.sqrt(np.maximum(u, 0.0))
+    s = np.sqrt(np.maximum(u, 0.0))
+    if not pool.has_uniform_weights:
+        s *= p
     if c is not None:
-        s = s / np.sqrt(c)
+        s /= np.sqrt(c)
     if s.sum() <= 0:
         # the belief says every label is known exactly: nothing to optimize, sample passively
         s = p.copy()
@@ -466,7 +613,15 @@ def optimal_proposal(
                 f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) whose "
                 "label could change the estimate; use mix > 0 or belief_floor > 0"
             )
-    info = {"risk": R, "jacobian": J, "u": u, "mix": mix, "belief_floor": floor, "measure": m.name}
+    info = {
+        "risk": R,
+        "jacobian": J,
+        "u": u,
+        "mix": mix,
+        "belief_floor": floor,
+        "measure": m.name,
+        "estimator": estimator,
+    }
     return Proposal(q, p, "optimal", info)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import show
+
 __all__ = ["score_strata"]
 
 
@@ -44,7 +46,7 @@ def score_strata(
         raise ValueError(f"scores must be a non-empty vector, got shape {s.shape}")
     if not np.all(np.isfinite(s)):
         i = int(np.flatnonzero(~np.isfinite(s))[0])
-        raise ValueError(f"scores[{i}] = {s[i]!r}; scores must be finite")
+        raise ValueError(f"scores[{i}] = {show(s[i])}; scores must be finite")
     if isinstance(n_strata, bool) or not isinstance(n_strata, (int, np.integer)) or n_strata < 1:
         raise ValueError(f"n_strata must be a positive integer, got {n_strata!r}")
     lo, hi = float(s.min()), float(s.max())

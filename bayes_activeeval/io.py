@@ -1,0 +1,503 @@
+"""Pool files: read a :class:`~bayes_activeeval.pool.Pool` from CSV or Parquet, with checks.
+
+A pool file has one row per item and columns naming, for each model, its prediction and its
+probability (or score), plus an optional item id, label cost, item weight and free-text columns
+(shown to a human labeler). :class:`PoolSpec` names those columns; it is what ``bae init``
+records in a session, so the same file can be read the same way later. :func:`file_checksum`
+gives the SHA-256 that sessions use to refuse a pool file that changed.
+
+Every problem — a malformed CSV, an unknown column, duplicate ids, a missing or NaN probability,
+an empty file — raises :class:`ValueError` with one line naming the file, the column and the row.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .pool import DEFAULT_MODEL, Pool
+
+__all__ = ["PoolFile", "PoolSpec", "file_checksum", "label_codec", "read_labels", "read_pool"]
+
+_CHUNK = 1 << 20
+
+
+def file_checksum(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, as a hex string (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _as_mapping(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    if isinstance(value, str):
+        return {DEFAULT_MODEL: value}
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return {DEFAULT_MODEL: list(value)}  # one model's class columns
+    raise TypeError(f"{name} must be a column name or a dict model -> column, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """Which columns of a pool file hold what.
+
+    Parameters
+    ----------
+    pred : str or dict
+        The prediction column, or ``{model: column}`` for several models.
+    prob : str, sequence of str, or dict, optional
+        Binary pools: the column of ``P(y = pos_label | x)``. Multiclass: one column per class, in
+        the order of ``classes``. ``{model: column(s)}`` for several models.
+    score : str or dict, optional
+        Raw score column(s) (used for plots and stratification).
+    std : str or dict, optional
+        Regression: the predictive standard deviation column(s).
+    id_col : str, optional
+        Item identifiers (read as text). Default: the row number.
+    text_cols : sequence of str
+        Columns shown to a labeler and written by ``bae next``.
+    cost_col, weight_col : str, optional
+        Label costs ``c(x)`` (Sawade (2012), Sec. 4.3) and item weights ``p(x)``.
+    classes : sequence, optional
+        The label values (default: inferred from the predictions).
+    pos_label : optional
+        The positive class of binary measures.
+    task : {"binary", "multiclass", "regression"}, optional
+    format : {"csv", "parquet"}, optional
+        Default: from the file suffix (``.parquet``/``.pq`` is Parquet, anything else CSV).
+    """
+
+    pred: Any
+    prob: Any = None
+    score: Any = None
+    std: Any = None
+    id_col: str | None = None
+    text_cols: tuple[str, ...] = ()
+    cost_col: str | None = None
+    weight_col: str | None = None
+    classes: tuple | None = None
+    pos_label: Any = None
+    task: str | None = None
+    format: str | None = None
+    _norm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        pred = _as_mapping(self.pred, "pred")
+        if not pred:
+            raise ValueError("pred must name the prediction column (pred=COLUMN)")
+        prob = _as_mapping(self.prob, "prob")
+        prob = {m: (c,) if isinstance(c, str) else tuple(c) for m, c in prob.items()}
+        score = _as_mapping(self.score, "score")
+        std = _as_mapping(self.std, "std")
+        for name, d in (("prob", prob), ("score", score), ("std", std)):
+            if d and set(d) != set(pred):
+                raise ValueError(
+                    f"{name} names models {sorted(d)} but pred names {sorted(pred)}; give one "
+                    f"{name} column per model"
+                )
+        if self.format not in (None, "csv", "parquet"):
+            raise ValueError(f"format must be 'csv' or 'parquet', got {self.format!r}")
+        if isinstance(self.text_cols, str):
+            object.__setattr__(self, "text_cols", (self.text_cols,))
+        else:
+            object.__setattr__(self, "text_cols", tuple(self.text_cols))
+        if self.classes is not None:
+            object.__setattr__(self, "classes", tuple(self.classes))
+        self._norm.update(pred=pred, prob=prob, score=score, std=std)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self._norm["pred"])
+
+    def columns(self) -> dict[str, str]:
+        """Every column the spec reads, mapped to the option that names it (for messages)."""
+        out: dict[str, str] = {}
+        if self.id_col:
+            out[self.id_col] = "id"
+        for opt in ("pred", "prob", "score", "std"):
+            for cols in self._norm[opt].values():
+                for c in (cols,) if isinstance(cols, str) else cols:
+                    out[c] = opt
+        for c in self.text_cols:
+            out[c] = "text"
+        if self.cost_col:
+            out[self.cost_col] = "cost"
+        if self.weight_col:
+            out[self.weight_col] = "weight"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable form (what a session stores)."""
+        d = asdict(self)
+        d.pop("_norm", None)
+        d["pred"], d["prob"] = (
+            self._norm["pred"],
+            {m: list(c) for m, c in self._norm["prob"].items()},
+        )
+        d["score"], d["std"] = self._norm["score"], self._norm["std"]
+        d["text_cols"] = list(self.text_cols)
+        d["classes"] = None if self.classes is None else [_jsonable(c) for c in self.classes]
+        d["pos_label"] = _jsonable(self.pos_label)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PoolSpec:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(d)
+        d["text_cols"] = tuple(d.get("text_cols") or ())
+        for key in ("prob", "score", "std"):
+            if not d.get(key):
+                d[key] = None
+        return cls(**d)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+@dataclass(frozen=True)
+class PoolFile:
+    """A pool read from a file.
+
+    Attributes
+    ----------
+    pool : Pool
+    ids : ndarray of str (n,)
+        Item identifiers (the id column as text, or the row numbers).
+    text : pandas.DataFrame
+        The text columns (indexed like the pool), for labelers and ``bae next``.
+    path : str
+        Absolute path of the file.
+    checksum : str
+        SHA-256 of the file.
+    spec : PoolSpec
+    """
+
+    pool: Pool
+    ids: np.ndarray
+    text: pd.DataFrame
+    path: str
+    checksum: str
+    spec: PoolSpec
+
+    @functools.cached_property
+    def _lookup(self) -> pd.Index:
+        return pd.Index(self.ids)
+
+    def index_of(self, ids: Sequence[str], name: str = "id") -> np.ndarray:
+        """Pool indices of the given item ids; :class:`ValueError` naming the first unknown id."""
+        ids = np.asarray([str(i) for i in ids], dtype=object)
+        pos = self._lookup.get_indexer(ids)
+        bad = np.flatnonzero(pos < 0)
+        if bad.size:
+            raise ValueError(
+                f"unknown item {name} {ids[bad[0]]!r} (row {bad[0] + 1}): not in the pool file"
+                + (f" ({bad.size} unknown ids in all)" if bad.size > 1 else "")
+            )
+        return pos.astype(np.int64)
+
+
+def _detect_format(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        return fmt
+    return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
+
+
+def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
+    if not path.exists():
+        raise ValueError(f"pool file {str(path)!r} does not exist")
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            frame = pq.read_table(path).to_pandas()
+        except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+            raise ValueError("reading Parquet needs pyarrow (pip install pyarrow)") from exc
+        except Exception as exc:
+            raise ValueError(f"cannot read {path.name} as Parquet: {_one_line(exc)}") from exc
+    else:
+        frame = _read_csv(path, "pool file", dtype={id_col: str} if id_col else None)
+    return frame
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
+    try:
+        with warnings.catch_warnings():
+            # rows longer than the header: pandas warns and drops data; that is a malformed file
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=dtype, skipinitialspace=True, index_col=False)
+    except pd.errors.EmptyDataError as exc:
+        raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{what} {path.name} is not a well-formed CSV: {_one_line(exc)}") from exc
+    return frame
+
+
+def _column(frame: pd.DataFrame, col: str, option: str, path: Path) -> pd.Series:
+    if col not in frame.columns:
+        known = ", ".join(map(str, frame.columns[:20]))
+        raise ValueError(
+            f"column {col!r} (--{option}) is not in {path.name}; its columns are: {known}"
+        )
+    return frame[col]
+
+
+def _numeric(series: pd.Series, option: str, ids: np.ndarray, path: Path) -> np.ndarray:
+    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        i = int(bad[0])
+        raw = series.iloc[i]
+        what = "missing (NaN)" if pd.isna(raw) else f"{raw!r}, not a finite number"
+        raise ValueError(
+            f"column {series.name!r} (--{option}) of {path.name} is {what} at row {i + 1} "
+            f"(id {ids[i]!r})" + (f"; {bad.size} bad rows in all" if bad.size > 1 else "")
+        )
+    return values
+
+
+def _predictions(series: pd.Series, ids: np.ndarray, path: Path, regression: bool) -> np.ndarray:
+    missing = np.flatnonzero(series.isna().to_numpy())
+    if missing.size:
+        i = int(missing[0])
+        raise ValueError(
+            f"column {series.name!r} (--pred) of {path.name} is missing at row {i + 1} "
+            f"(id {ids[i]!r})"
+        )
+    if regression:
+        return _numeric(series, "pred", ids, path)
+    values = series.to_numpy()
+    if values.dtype == object:
+        values = values.astype(str)
+    return values
+
+
+def _coerce_classes(classes: tuple | None, preds: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    if classes is None:
+        return None
+    first = next(iter(preds.values()))
+    if first.dtype.kind in "iu":
+        try:
+            return np.array(sorted(int(c) for c in classes))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"classes {list(classes)} are not integers but the predictions are"
+            ) from exc
+    if first.dtype.kind == "b":
+        return np.array(sorted(str(c).lower() in ("1", "true") for c in classes))
+    return np.array(sorted(str(c) for c in classes))
+
+
+def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
+    """Read a pool from a CSV or Parquet file.
+
+    Parameters
+    ----------
+    path : str or path-like
+    spec : PoolSpec
+        Which columns hold the predictions, probabilities, scores, ids, texts, costs, weights.
+
+    Returns
+    -------
+    PoolFile
+        The :class:`Pool` with its ids, text columns and the file's SHA-256.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, option, column and row: malformed CSV or Parquet, an empty pool,
+        unknown columns, duplicate or missing ids, NaN or non-numeric probabilities/scores/costs,
+        predictions outside ``classes`` (and every check of :class:`Pool`).
+    """
+    if not isinstance(spec, PoolSpec):
+        raise TypeError(f"spec must be a PoolSpec, got {type(spec).__name__}")
+    p = Path(path).expanduser().resolve()
+    fmt = _detect_format(p, spec.format)
+    frame = _read_frame(p, fmt, spec.id_col)
+    for col, option in spec.columns().items():
+        _column(frame, col, option, p)
+    if len(frame) == 0:
+        raise ValueError(f"the pool is empty: {p.name} has a header but no rows")
+
+    if spec.id_col:
+        id_series = frame[spec.id_col]
+        miss = np.flatnonzero(id_series.isna().to_numpy())
+        if miss.size:
+            raise ValueError(
+                f"id column {spec.id_col!r} of {p.name} is missing at row {int(miss[0]) + 1}"
+            )
+        ids = id_series.astype(str).str.strip().to_numpy(dtype=object)
+        lookup = pd.Index(ids)
+        dup = np.zeros(0, dtype=bool) if lookup.is_unique else lookup.duplicated(keep=False)
+        if dup.any():
+            rows = np.flatnonzero(dup)
+            first = ids[rows[0]]
+            where = np.flatnonzero(ids == first)[:2] + 1
+            raise ValueError(
+                f"duplicate item id {first!r} in column {spec.id_col!r} of {p.name} "
+                f"(rows {where[0]} and {where[1]}); ids must be unique"
+            )
+    else:
+        ids = np.array([str(i) for i in range(len(frame))], dtype=object)
+        lookup = None
+
+    norm = spec._norm
+    regression = spec.task == "regression" or bool(norm["std"])
+    preds = {m: _predictions(frame[c], ids, p, regression) for m, c in norm["pred"].items()}
+    probs = None
+    if norm["prob"]:
+        probs = {}
+        for m, cols in norm["prob"].items():
+            arrs = [_numeric(frame[c], "prob", ids, p) for c in cols]
+            for c, a in zip(cols, arrs, strict=True):
+                bad = np.flatnonzero((a < 0) | (a > 1))
+                if bad.size:
+                    i = int(bad[0])
+                    raise ValueError(
+                        f"column {c!r} (--prob) of {p.name} has {a[i]!r} at row {i + 1} "
+                        f"(id {ids[i]!r}); probabilities must be in [0, 1]"
+                    )
+            probs[m] = arrs[0] if len(arrs) == 1 else np.stack(arrs, axis=1)
+    scores = (
+        {m: _numeric(frame[c], "score", ids, p) for m, c in norm["score"].items()}
+        if norm["score"]
+        else None
+    )
+    stds = (
+        {m: _numeric(frame[c], "std", ids, p) for m, c in norm["std"].items()}
+        if norm["std"]
+        else None
+    )
+    costs = _numeric(frame[spec.cost_col], "cost", ids, p) if spec.cost_col else None
+    weights = _numeric(frame[spec.weight_col], "weight", ids, p) if spec.weight_col else None
+    single = list(preds) == [DEFAULT_MODEL]
+
+    def unwrap(d):
+        return d if d is None or not single else d[DEFAULT_MODEL]
+
+    classes = _coerce_classes(spec.classes, preds)
+    pos_label = spec.pos_label
+    if pos_label is not None and classes is not None and classes.dtype.kind in "iub":
+        pos_label = classes.dtype.type(int(pos_label) if classes.dtype.kind != "b" else pos_label)
+    try:
+        pool = Pool(
+            unwrap(preds),
+            unwrap(probs),
+            predictive_std=unwrap(stds),
+            scores=unwrap(scores),
+            costs=costs,
+            weights=weights,
+            classes=classes,
+            pos_label=pos_label,
+            task=spec.task,
+            item_ids=ids,
+        )
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{p.name}: {exc}") from exc
+    text = frame[list(spec.text_cols)].copy() if spec.text_cols else pd.DataFrame(index=frame.index)
+    pf = PoolFile(pool, ids, text.reset_index(drop=True), str(p), file_checksum(p), spec)
+    if lookup is not None:
+        pf.__dict__["_lookup"] = lookup  # the hash table built for the duplicate check, reused
+    return pf
+
+
+# -- labels ---------------------------------------------------------------------------------------
+def label_codec(pool: Pool):
+    """A function ``parse(text, where) -> label`` turning typed or CSV label text into a label of
+    the pool (a class value, or a float for regression), raising :class:`ValueError` otherwise."""
+    if pool.task == "regression":
+
+        def parse_reg(text: Any, where: str = "") -> float:
+            try:
+                v = float(str(text).strip())
+            except ValueError:
+                v = float("nan")
+            if not np.isfinite(v):
+                raise ValueError(f"label {text!r}{where} is not a finite number")
+            return v
+
+        return parse_reg
+
+    table: dict[str, Any] = {}
+    for c in pool.classes:
+        table[str(c)] = c
+        table[str(c).lower()] = c
+        if isinstance(c, (bool, np.bool_)):
+            table["1" if c else "0"] = c
+    classes = [str(c) for c in pool.classes]
+
+    def parse(text: Any, where: str = "") -> Any:
+        key = str(text).strip()
+        if key in table:
+            return table[key]
+        if key.lower() in table:
+            return table[key.lower()]
+        try:
+            f = float(key)
+            if f == int(f) and str(int(f)) in table:
+                return table[str(int(f))]
+        except (ValueError, OverflowError):
+            pass
+        raise ValueError(f"label {key!r}{where} is not one of the classes {classes}")
+
+    return parse
+
+
+def read_labels(
+    path: str | os.PathLike, *, id_col: str = "id", label_col: str = "label"
+) -> pd.DataFrame:
+    """Read a labels CSV (columns ``id,label``; other columns ignored) as text.
+
+    Raises
+    ------
+    ValueError
+        Malformed CSV, missing columns, empty file, missing ids or labels, duplicate ids.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ValueError(f"labels file {str(p)!r} does not exist")
+    frame = _read_csv(p, "labels file", dtype=str)
+    for col in (id_col, label_col):
+        if col not in frame.columns:
+            raise ValueError(
+                f"labels file {p.name} has no column {col!r}; its columns are: "
+                + ", ".join(map(str, frame.columns))
+            )
+    frame = frame[[id_col, label_col]].rename(columns={id_col: "id", label_col: "label"})
+    if len(frame) == 0:
+        raise ValueError(f"labels file {p.name} has no rows")
+    for col in ("id", "label"):
+        miss = np.flatnonzero(frame[col].isna().to_numpy())
+        if miss.size:
+            raise ValueError(f"labels file {p.name} has an empty {col} at row {int(miss[0]) + 1}")
+    frame["id"] = frame["id"].str.strip()
+    dup = frame["id"].duplicated(keep=False).to_numpy()
+    if dup.any():
+        rows = np.flatnonzero(dup)[:2] + 1
+        raise ValueError(
+            f"labels file {p.name} has item id {frame['id'].iloc[rows[0] - 1]!r} twice "
+            f"(rows {rows[0]} and {rows[1]})"
+        )
+    return frame.reset_index(drop=True)

@@ -1,0 +1,287 @@
+"""Planning: how many labels for a target test power or interval width.
+
+Everything rests on the predicted asymptotic variance per draw of the importance-weighted
+estimate under a proposal ``q`` (Sawade (2012), Lemma 3.4 / Lemma 5.2 in pool form)::
+
+    σ_q² = Σ_x p(x)² u(x) / q(x),    u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²
+
+with ``π`` the belief (the models' mixture predictive for comparisons, Eq. 5.11) and ``R`` the
+intrinsic risk (Eq. 5.12). Passive sampling (``q = p``) gives ``Σ p u``; the optimal proposal
+gives ``(Σ p sqrt(u))²`` up to its defensive mixing.
+
+For a comparison with true difference ``Δ``, the Wald test from ``n`` draws has approximate power
+(Sawade (2012), Eqs. 5.3-5.4; Sawade et al. (2012), Eq. 9)::
+
+    1 − [Φ(z − μ) − Φ(−z − μ)],    μ = √n Δ / σ_q,   z = Φ⁻¹(1 − α/2)
+
+and a Wald interval has half-width ``z σ_q / √n``. The predictions are only as good as the belief.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize, stats
+
+from ._validation import check_fraction, check_level
+from .comparison import _models_arg, comparison_proposal
+from .measures import Measure
+from .measures import get as get_measure
+from .proposals import DEFAULT_MIX, Proposal, optimal_proposal, passive_proposal
+
+__all__ = ["Plan", "expected_labels", "labels_for_power", "labels_for_width", "power"]
+
+DESIGNS = ("passive", "optimal", "active_0", "active_inf", "active_neq", "active_risk")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A sample-size plan.
+
+    Attributes
+    ----------
+    n_draws : int
+        Draws needed (i.i.d. from the proposal, repeats included).
+    expected_labels : float
+        Expected number of distinct items among them, ``Σ_x 1 − (1 − q(x))^n`` (the labels a
+        deterministic oracle must give).
+    variance : float
+        Predicted asymptotic variance per draw ``σ_q²``.
+    design : str
+    target : str
+        What was planned for (e.g. ``"power=0.8 at Δ=0.02, α=0.05"``).
+    proposal : Proposal
+        The proposal to draw from.
+    """
+
+    n_draws: int
+    expected_labels: float
+    variance: float
+    design: str
+    target: str
+    proposal: Proposal
+
+    def __int__(self) -> int:
+        return self.n_draws
+
+
+def power(
+    n: float | np.ndarray,
+    difference: float,
+    variance: float,
+    *,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> float | np.ndarray:
+    """Approximate power of the paired Wald test after ``n`` draws (Sawade (2012), Eq. 5.4).
+
+    ``1 − [Φ(z − μ) − Φ(−z − μ)]`` with ``μ = √n Δ/σ`` (two-sided), ``Φ(μ − z_{1−α})`` one-sided
+    (``"less"`` uses ``−μ``).
+
+    Parameters
+    ----------
+    n : float or array
+        Number of draws.
+    difference : float
+        True ``Δ = G_a − G_b``.
+    variance : float
+        Asymptotic variance per draw ``σ²`` (e.g. :meth:`Proposal.predicted_variance`).
+    alpha : float
+    alternative : {"two-sided", "less", "greater"}
+    """
+    alpha = check_fraction(alpha, "alpha", allow_zero=False)
+    if not (np.isfinite(variance) and variance > 0):
+        raise ValueError(f"variance must be positive and finite, got {variance!r}")
+    mu = np.sqrt(np.asarray(n, dtype=float)) * float(difference) / np.sqrt(variance)
+    if alternative == "two-sided":
+        z = stats.norm.ppf(1 - alpha / 2)
+        out = stats.norm.sf(z - mu) + stats.norm.cdf(-z - mu)
+    elif alternative == "greater":
+        out = stats.norm.sf(stats.norm.ppf(1 - alpha) - mu)
+    elif alternative == "less":
+        out = stats.norm.sf(stats.norm.ppf(1 - alpha) + mu)
+    else:
+        raise ValueError(
+            f"alternative must be 'two-sided', 'less' or 'greater', got {alternative!r}"
+        )
+    return float(out) if np.ndim(out) == 0 else out
+
+
+_power = power
+
+
+def expected_labels(q: np.ndarray, n: int) -> float:
+    """Expected number of distinct items in ``n`` i.i.d. draws from ``q``: ``Σ 1 − (1 − q)^n``."""
+    q = np.asarray(q, dtype=float)
+    return float(np.sum(-np.expm1(n * np.log1p(-np.clip(q, 0.0, 1.0 - 1e-15)))))
+
+
+def _variance(proposal: Proposal, u: np.ndarray) -> float:
+    p, q = proposal.p, proposal.q
+    need = p * u > 0
+    if np.any(need & (q <= 0)):
+        return np.inf
+    return float(np.sum(np.where(need, p**2 * u / np.where(q > 0, q, 1.0), 0.0)))
+
+
+def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Proposal, np.ndarray]:
+    """The proposal for ``design`` and ``u(x)`` under the comparison belief."""
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
+    opt = comparison_proposal(pool, measure, models, kind="optimal", mix=mix, belief=belief)
+    u = opt.info.get("u")
+    if u is None:
+        raise ValueError("planning for more than two models is not supported; give two models")
+    if design == "optimal":
+        return opt, u
+    if design == "passive":
+        return passive_proposal(pool), u
+    return comparison_proposal(pool, measure, models, kind=design, mix=mix, belief=belief), u
+
+
+def _solve_n(fn, target: float) -> float:
+    """Smallest real ``n ≥ 1`` with ``fn(n) ≥ target`` for increasing ``fn``."""
+    if fn(1.0) >= target:
+        return 1.0
+    hi = 2.0
+    while fn(hi) < target:
+        hi *= 2
+        if hi > 1e15:
+            return np.inf
+    return float(optimize.brentq(lambda n: fn(n) - target, hi / 2, hi, xtol=1e-6))
+
+
+def labels_for_power(
+    pool,
+    measure: str | Measure,
+    difference: float,
+    models: Sequence[str] | None = None,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    design: str = "optimal",
+    alternative: str = "two-sided",
+    mix: float = DEFAULT_MIX,
+    belief: Any = None,
+) -> Plan:
+    """Draws (and expected labels) for the paired Wald test to reach ``power`` at ``difference``.
+
+    Solves ``1 − [Φ(z − μ) − Φ(−z − μ)] = power``, ``μ = √n Δ/σ_q`` (Sawade (2012), Eq. 5.4) with
+    ``σ_q² = Σ p² u/q`` predicted from the mixture belief (Eq. 5.11) and intrinsic difference
+    (Eq. 5.12); ``q`` is the power-optimal proposal (Thm. 5.1) or a baseline.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+    difference : float
+        The difference ``Δ = G_a − G_b`` to detect (non-zero).
+    models : (str, str), optional
+    power : float
+        Target power in (0, 1).
+    alpha : float
+    design : {"optimal", "passive", "active_0", "active_inf", "active_neq", "active_risk"}
+    alternative : {"two-sided", "less", "greater"}
+    mix : float
+        Defensive mixture of the proposal (as in :func:`~bayes_activeeval.comparison_proposal`).
+    belief : optional
+        The label belief (default: the models' equal mixture).
+
+    Returns
+    -------
+    Plan
+
+    Examples
+    --------
+    >>> import bayes_activeeval as bae
+    >>> sp = bae.datasets.make_classification_pool(20_000, 0.3, n_models=2, rng=0)
+    >>> plan = bae.planning.labels_for_power(sp.pool, "error_rate", 0.02, design="optimal")
+    >>> plan.n_draws > 0
+    True
+    """
+    pw = check_fraction(power, "power", allow_zero=False)
+    alpha = check_fraction(alpha, "alpha", allow_zero=False)
+    difference = float(difference)
+    if not np.isfinite(difference) or difference == 0:
+        raise ValueError(f"difference must be a non-zero finite number, got {difference!r}")
+    pair = _models_arg(pool, models, 2, two=True)
+    if len(pair) != 2:
+        raise ValueError(f"models must name exactly two models, got {models!r}")
+    prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
+    var = _variance(prop, u)
+    if not np.isfinite(var):
+        raise ValueError(
+            f"the {design!r} proposal gives zero mass where the difference can vary; use mix > 0"
+        )
+    if var <= 0:
+        raise ValueError("the belief predicts no variance at all; power is 1 for any n")
+    n = _solve_n(lambda n: _power(n, difference, var, alpha=alpha, alternative=alternative), pw)
+    n_int = int(np.ceil(n - 1e-9))
+    target = f"power={pw:g} at difference={difference:g}, alpha={alpha:g} ({alternative})"
+    return Plan(n_int, expected_labels(prop.q, n_int), var, design, target, prop)
+
+
+def labels_for_width(
+    pool,
+    measure: str | Measure,
+    half_width: float,
+    *,
+    model: str | None = None,
+    models: Sequence[str] | None = None,
+    level: float = 0.95,
+    design: str = "optimal",
+    mix: float = DEFAULT_MIX,
+    belief: Any = None,
+) -> Plan:
+    """Draws for a Wald interval of half-width ``half_width``: ``n = (z σ_q / h)²``.
+
+    ``σ_q²`` is predicted as in :func:`labels_for_power` (Sawade (2012), Lemma 3.4 in pool form;
+    Thm. 4.1 for the optimal proposal). With ``models=(a, b)`` the interval is for the difference
+    ``G_a − G_b``; otherwise for the measure of ``model``.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+    half_width : float
+        Target half-width ``h > 0``.
+    model : str, optional
+        The model (single-model estimate).
+    models : (str, str), optional
+        For the interval of a difference.
+    level : float
+    design : {"optimal", "passive"} (plus the comparison baselines when ``models`` is given)
+    mix : float
+    belief : optional
+
+    Returns
+    -------
+    Plan
+    """
+    level = check_level(level)
+    h = float(half_width)
+    if not (np.isfinite(h) and h > 0):
+        raise ValueError(f"half_width must be positive, got {half_width!r}")
+    if models is not None:
+        if model is not None:
+            raise ValueError("give either model= (one estimate) or models= (a difference)")
+        pair = _models_arg(pool, models, 2, two=True)
+        if len(pair) != 2:
+            raise ValueError(f"models must name exactly two models, got {models!r}")
+        prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
+    else:
+        if design not in ("optimal", "passive"):
+            raise ValueError(f"design must be 'optimal' or 'passive' for one model, got {design!r}")
+        opt = optimal_proposal(pool, get_measure(measure), model=model, belief=belief, mix=mix)
+        u = opt.info["u"]
+        prop = opt if design == "optimal" else passive_proposal(pool)
+    var = _variance(prop, u)
+    if not np.isfinite(var):
+        raise ValueError(f"the {design!r} proposal gives zero mass where it is needed; use mix > 0")
+    z = stats.norm.ppf(0.5 + level / 2)
+    n_int = max(1, int(np.ceil((z / h) ** 2 * var - 1e-9)))
+    target = f"{100 * level:g}% half-width {h:g}"
+    return Plan(n_int, expected_labels(prop.q, n_int), var, design, target, prop)

@@ -1,0 +1,417 @@
+"""Reports: plots and a self-contained HTML page for a labeling session.
+
+The page shows the frequentist answer (importance-weighted estimate, delta-method standard error,
+Wald and t intervals; Sawade (2012), Eq. 3.14/3.16) beside the Bayesian one (the posterior of the
+measure and its ArviZ diagnostics, when the design has a posterior), and three figures:
+
+- the estimate against the labels spent, with its interval band (one point per completed stage);
+- the proposal ``q`` against the model's score (the optimal proposal, Sawade (2012), Thm. 4.1);
+- the posterior of the measure, with the frequentist interval marked.
+
+Figures are rendered with Matplotlib's Agg backend and embedded as base64 PNG, so the HTML file
+needs nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import os
+import warnings
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .estimators import UndefinedEstimateWarning, estimate
+from .proposals import Draws
+
+__all__ = [
+    "comparison_table",
+    "estimate_path",
+    "posterior_summary",
+    "render_html",
+    "write_report",
+]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    _pyplot().close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def posterior_summary(posterior) -> pd.DataFrame | None:
+    """``arviz.summary`` of the measure in a posterior :class:`xarray.DataTree` (mean, sd,
+    equal-tailed interval, ESS, r-hat), or ``None`` when there is no posterior."""
+    if posterior is None:
+        return None
+    from arviz_stats import summary  # what arviz.summary is, without importing the plotting stack
+
+    names = list(posterior["posterior"].data_vars)
+    var_names = ["measure"] if "measure" in names else None
+    return pd.DataFrame(summary(posterior, var_names=var_names))
+
+
+def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
+    """The estimate after each completed stage: one row per (stage, model) with the labels spent
+    so far, the estimate, its standard error and interval (the data of the first figure)."""
+    draws, labels = session.labeled_draws()
+    d = session.draws()
+    done = sorted(set(d["stage"]) & set(_completed(session)))
+    d = d[d["stage"].isin(done)]
+    stage = d["stage"].to_numpy()
+    first_seen: dict[int, int] = {}
+    rows = []
+    items = draws.indices
+    for s in done:
+        upto = stage <= s
+        sub = Draws(items[upto], draws.weights[upto], draws.q[upto])
+        for it in np.unique(sub.indices).tolist():
+            first_seen.setdefault(it, s)
+        n_labels = len(first_seen)
+        for m in session.design.models:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedEstimateWarning)
+                est = estimate(session.pool, session.design.measure, sub, labels[upto], model=m)
+            low, high = est.confidence_interval(level)
+            rows.append(
+                {
+                    "stage": s,
+                    "labels": n_labels,
+                    "model": m,
+                    "estimate": est.value,
+                    "stderr": est.stderr,
+                    "low": low,
+                    "high": high,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["stage", "labels", "model", "estimate", "stderr", "low", "high"]
+    )
+
+
+def _completed(session) -> list[int]:
+    done, _ = session._complete()
+    return done
+
+
+def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-model estimates and pairwise tests of their differences, on the shared labeled draws.
+
+    Two models: the paired Wald test of :func:`~bayes_activeeval.compare` (Sawade (2012),
+    Eqs. 3.21-3.24). More: the simultaneous all-pairs test of
+    :func:`~bayes_activeeval.multiple_comparison` (``method="tukey"``, single-step max-|z|;
+    Sawade (2012), Sec. 3.2.3), whose ``pvalue`` is adjusted for the ``k(k−1)/2`` pairs.
+
+    Returns
+    -------
+    estimates, tests : pandas.DataFrame
+    """
+    from .comparison import compare, multiple_comparison
+
+    draws, labels = session.labeled_draws()
+    if len(draws) == 0:
+        raise ValueError("no completed stage yet: label the items of bae next first")
+    models = list(session.design.models)
+    measure = session.design.measure
+    zc = stats.norm.ppf(0.5 + level / 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedEstimateWarning)
+        if len(models) == 2:
+            res = compare(session.pool, measure, draws, labels, models=tuple(models))
+            est = [(m, res.estimates[m], res.stderrs[m]) for m in models]
+            low, high = res.confidence_interval(level)
+            tests = pd.DataFrame(
+                [
+                    {
+                        "a": models[0],
+                        "b": models[1],
+                        "difference": res.estimate,
+                        "stderr": res.stderr,
+                        "low": low,
+                        "high": high,
+                        "statistic": res.statistic,
+                        "pvalue": res.pvalue,
+                        "better": res.better or "-",
+                    }
+                ]
+            )
+        else:
+            mc = multiple_comparison(
+                session.pool, measure, draws, labels, models=models, level=level, rng=0
+            )
+            est = list(zip(models, mc.estimates, mc.stderrs, strict=True))
+            ci = mc.confidence_interval()
+            rows = []
+            for i, j in itertools.combinations(range(len(models)), 2):
+                rows.append(
+                    {
+                        "a": models[i],
+                        "b": models[j],
+                        "difference": mc.difference[i, j],
+                        "stderr": mc.stderr[i, j],
+                        "low": ci.low[i, j],
+                        "high": ci.high[i, j],
+                        "statistic": mc.statistic[i, j],
+                        "raw_pvalue": mc.raw_pvalue[i, j],
+                        "pvalue": mc.pvalue[i, j],
+                    }
+                )
+            tests = pd.DataFrame(rows)
+    estimates = pd.DataFrame(
+        [
+            {"model": m, measure: v, "stderr": se, "low": v - zc * se, "high": v + zc * se}
+            for m, v, se in est
+        ]
+    )
+    return estimates, tests
+
+
+# -- figures --------------------------------------------------------------------------------------
+def _fig_path(path: pd.DataFrame, measure: str, level: float) -> str | None:
+    if path.empty:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for m, g in path.groupby("model", sort=False):
+        x = g["labels"].to_numpy()
+        (line,) = ax.plot(x, g["estimate"], marker="o", ms=3, label=f"{m}")
+        ax.fill_between(x, g["low"], g["high"], alpha=0.2, color=line.get_color())
+    ax.set_xlabel("labels")
+    ax.set_ylabel(measure)
+    ax.set_title(f"estimate with {level:.0%} interval, by labels spent")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _fig_proposal(session, q: np.ndarray) -> str:
+    plt = _pyplot()
+    pool = session.pool
+    model = session.design.models[0]
+    if pool.scores is not None:
+        score, xlabel = pool.scores[model], f"score ({model})"
+    elif pool.has_std():
+        score, xlabel = pool.view(model).std, f"predictive std ({model})"
+    elif pool.has_probs() and pool.task == "binary":
+        score, xlabel = pool.view(model).positive_prob(), f"P(positive) ({model})"
+    elif pool.has_probs():
+        score, xlabel = pool.view(model).prob.max(axis=1), f"max class probability ({model})"
+    else:
+        score, xlabel = pool.view(model).pred, f"prediction ({model})"
+    n = q.size
+    rng = np.random.default_rng(0)
+    show = rng.choice(n, size=min(n, 20_000), replace=False) if n > 20_000 else np.arange(n)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.scatter(score[show], q[show] * n, s=3, alpha=0.35, label="pool items", rasterized=True)
+    lab = session.labels()["item"].to_numpy(np.int64)
+    if lab.size:
+        ax.scatter(score[lab], q[lab] * n, s=10, color="C3", label="labeled items")
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--", label="passive (q = 1/n)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("n · q(x)")
+    ax.set_title("proposal against the score")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | None:
+    if posterior is None:
+        return None
+    plt = _pyplot()
+    post = posterior["posterior"]
+    if "measure" not in post.data_vars:
+        return None
+    da = post["measure"]
+    outputs = [str(o) for o in da.coords["output"].values] if "output" in da.dims else [measure]
+    fig, axes = plt.subplots(1, len(outputs), figsize=(4.6 * len(outputs), 3.2), squeeze=False)
+    for k, (ax, out) in enumerate(zip(axes[0], outputs, strict=True)):
+        vals = np.asarray(da.isel(output=k).values if "output" in da.dims else da.values)
+        ax.hist(vals.reshape(-1), bins=40, density=True, alpha=0.7, color="C0", label="posterior")
+        if freq is not None and k < len(freq):
+            r = freq.iloc[k]
+            ax.axvline(r["estimate"], color="C3", label="IS estimate")
+            ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="Wald interval")
+        ax.set_title(f"posterior of {out}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f3f3f3; } .side { display: flex; gap: 1.5em; }
+.side > div { flex: 1 1 0; min-width: 0; overflow-x: auto; } .side table { font-size: 0.8em; }
+.side td, .side th { padding: 2px 4px; }
+.meta td { text-align: left; } img { max-width: 100%; }
+.note { color: #666; font-size: 0.85em; }
+"""
+
+
+def _table(frame: pd.DataFrame | None, fmt: str = "{:.4g}") -> str:
+    if frame is None or frame.empty:
+        return "<p class='note'>(none)</p>"
+    return frame.to_html(
+        index=not isinstance(frame.index, pd.RangeIndex),
+        float_format=lambda v: fmt.format(v),
+        border=0,
+        escape=True,
+    )
+
+
+def _img(b64: str | None, alt: str) -> str:
+    if b64 is None:
+        return f"<p class='note'>({html.escape(alt)}: nothing to plot yet)</p>"
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{b64}'>"
+
+
+def render_html(session, level: float = 0.95) -> str:
+    """The report of a session as one self-contained HTML string."""
+    from tqdm import tqdm
+
+    with tqdm(total=4, desc="report", unit="step", disable=None, leave=False) as bar:
+        st = session.status(level)
+        meas = st["measure"]
+        bar.update()
+        path = estimate_path(session, level)
+        bar.update()
+        q = session.proposal_q()
+        bar.update()
+        posterior = session.posterior()
+        post_sum = posterior_summary(posterior)
+        bar.update()
+    freq_rows = []
+    for name, est in session.estimates().items():
+        wl, wh = est.confidence_interval(level, "wald")
+        tl, th = est.confidence_interval(level, "t")
+        freq_rows.append(
+            {
+                "model": name,
+                "estimate": est.value,
+                "stderr": est.stderr,
+                f"Wald {level:.0%} low": wl,
+                "Wald high": wh,
+                f"t {level:.0%} low": tl,
+                "t high": th,
+                "draws": est.n_draws,
+                "labels": est.n_labels,
+            }
+        )
+    freq = pd.DataFrame(freq_rows)
+    freq_for_plot = (
+        freq.rename(columns={f"Wald {level:.0%} low": "low", "Wald high": "high"})
+        if freq_rows
+        else None
+    )
+    comp = ""
+    if len(session.design.models) > 1 and freq_rows:
+        _, tests = comparison_table(session, level)
+        comp = "<h2>Comparison of models</h2>" + _table(tests)
+    budget = (
+        f"{st['budget']:g} ({st['budget_left']:g} left)" if st["budget"] is not None else "none"
+    )
+    meta = pd.DataFrame(
+        {
+            "": [
+                "session",
+                "pool file",
+                "pool sha256",
+                "items",
+                "models",
+                "measure",
+                "design",
+                "oracle model",
+                "seed",
+                "labels",
+                "budget",
+                "stages completed",
+                "items pending",
+            ],
+            "value": [
+                session.path,
+                session.pool_file.path,
+                session.pool_file.checksum,
+                f"{st['n_items']:,}",
+                ", ".join(session.design.models),
+                meas,
+                st["design"],
+                st["oracle"],
+                str(session.design.seed),
+                str(st["labels"]),
+                budget,
+                str(st["stages_completed"]),
+                str(st["pending"]),
+            ],
+        }
+    )
+    if post_sum is not None:
+        shown = post_sum[[c for c in post_sum.columns if not str(c).startswith("mcse")]]
+        bayes = (
+            _table(shown, "{:.4g}")
+            + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
+            "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
+            "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
+            "draws can be trusted.</p>"
+        )
+    else:
+        bayes = "<p class='note'>No posterior yet (no completed stage, or a regression pool).</p>"
+    body = f"""
+<h1>Evaluation report: {html.escape(meas)}</h1>
+<p class="note">bae {_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>
+<div class="meta">{meta.to_html(index=False, header=False, border=0)}</div>
+<div class="side">
+  <div><h2>Frequentist answer</h2>{_table(freq)}
+  <p class="note">Self-normalized importance-weighted estimate, delta-method standard error,
+  Wald and Student-t intervals, from the completed stages.</p></div>
+  <div><h2>Bayesian answer</h2>{bayes}</div>
+</div>
+{comp}
+<h2>Estimate versus labels</h2>
+{_img(_fig_path(path, meas, level), "estimate versus labels")}
+<h2>Proposal against the score</h2>
+{_img(_fig_proposal(session, q), "proposal against the score")}
+<p class="note">n·q(x) above 1: the item is sampled more often than under passive sampling.</p>
+<h2>Posterior of the measure</h2>
+{_img(_fig_posterior(posterior, freq_for_plot, meas), "posterior of the measure")}
+"""
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>bae report: {html.escape(meas)}</title><style>{_CSS}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
+def write_report(session, out: str | os.PathLike, level: float = 0.95) -> str:
+    """Write :func:`render_html` to ``out`` (atomically: a temporary file, then a rename)."""
+    text = render_html(session, level)
+    tmp = f"{out}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, out)
+    return str(out)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__

@@ -1,0 +1,25 @@
+import numpy as np
+import pytest
+
+from bayes_activeeval.datasets import make_classification_pool, make_regression_pool
+
+
+@pytest.fixture(scope="session")
+def rare_pool():
+    """20,000 items, 1% positives, a reasonable model (session-wide, read-only)."""
+    return make_classification_pool(20_000, 0.01, separation=5.0, noise=0.25, threshold=0.3, rng=11)
+
+
+@pytest.fixture(scope="session")
+def balanced_pool():
+    return make_classification_pool(20_000, 0.10, separation=3.0, noise=0.3, rng=12)
+
+
+@pytest.fixture(scope="session")
+def regression_pool():
+    return make_regression_pool(20_000, rng=13)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(2024)

@@ -1,0 +1,511 @@
+"""Benchmark label sets for unknown predictors (Valizadegan et al.; catalogue Sec. 1.4-6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special
+
+from bayes_activeeval import benchmark as bm
+from bayes_activeeval.datasets import make_classification_pool
+
+# ------------------------------------------------------------------------------------------------
+# guideline functions against the catalogue's hand-computed numbers
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pi", "r", "a322", "a325"),
+    [
+        (0.01, 0.01, 0.0102, 0.0102),
+        (0.01, 0.3, 0.216, 0.00024),
+        (0.04, 0.01, 0.0112, 0.178),
+        (0.04, 0.04, 0.0433, 0.0433),
+        (0.04, 0.1, 0.101, 0.0163),
+        (0.04, 0.5, 0.279, 0.00181),
+        (0.0955, 0.01, 0.0134, 1.09),
+        (0.25, 0.1, 0.203, 1.00),
+        (0.5, 0.5, 1.00, 1.00),
+    ],
+)
+def test_paper_alpha_table(pi, r, a322, a325):
+    """Catalogue Sec. 2.2 table of alpha from Eq. 3.22 / Eq. 3.25 (3 significant digits)."""
+    got322 = bm.paper_alpha(pi, r, pair="precision-specificity")
+    got325 = bm.paper_alpha(pi, r, pair="sensitivity-specificity")
+    assert got322 == pytest.approx(a322, rel=0.006, abs=1e-5)
+    assert got325 == pytest.approx(a325, rel=0.006, abs=1e-5)
+
+
+@pytest.mark.parametrize(("pi", "alpha"), [(0.01, 0.0102), (0.04, 0.0433), (0.0955, 0.115)])
+def test_odds_squared_rule(pi, alpha):
+    """Eq. 3.29: odds(p) = odds(pi)^2; the catalogue's alpha values."""
+    p = bm.equalizing_rate(pi)
+    assert p / (1 - p) == pytest.approx((pi / (1 - pi)) ** 2, rel=1e-12)
+    assert bm.paper_alpha(pi) == pytest.approx(alpha, rel=0.006)
+    # r = pi in Eq. 3.22 and 3.25 is not Eq. 3.29 in general, but Eq. 3.25 with r = pi is
+    assert bm.equalizing_rate(pi, pi, pair="sensitivity-specificity") == pytest.approx(p)
+
+
+def test_equalized_bounds_are_equal():
+    """At p from Eq. 3.22 (3.25) the precision (sensitivity) and specificity bounds coincide."""
+    N, n, pi, r = 500_000, 2000, 0.04, 0.07
+    p = bm.equalizing_rate(pi, r, pair="precision-specificity")
+    assert bm.error_bound("precision", pi, r, p, N, n) == pytest.approx(
+        bm.error_bound("specificity", pi, r, p, N, n), rel=1e-12
+    )
+    p = bm.equalizing_rate(pi, r, pair="sensitivity-specificity")
+    assert bm.error_bound("sensitivity", pi, r, p, N, n) == pytest.approx(
+        bm.error_bound("specificity", pi, r, p, N, n), rel=1e-12
+    )
+    # Eqs. 3.26 = 3.27: with r = pi the precision and sensitivity bounds are the same
+    assert bm.error_bound("precision", pi, pi, 0.01, N, n) == pytest.approx(
+        bm.error_bound("sensitivity", pi, pi, 0.01, N, n), rel=1e-12
+    )
+    # hand value of Eq. 3.19: N=10^4, n=10^3, pi=r=0.1, p=0.05, delta=0.05
+    hand = 2 * np.sqrt(9000 * 0.05**2 * 0.95 * np.log(40) / (1e8 * 0.1 * 0.1))
+    assert bm.error_bound("precision", 0.1, 0.1, 0.05, 10_000, 1000) == pytest.approx(hand)
+
+
+def test_positives_needed_and_saturation():
+    """Eq. 3.23 and the saturation budget of catalogue Sec. 2.3 G-a (covtype: ~22,287)."""
+    assert bm.positives_needed(0.3, 1000, 100, 0.25) == pytest.approx(75.0)
+    assert bm.positives_needed(0.3, 1000, 100, 0.4) == 0.0
+    N, Np = 581_012, 23_257
+    pi = Np / N
+    p = bm.equalizing_rate(pi)
+    assert bm.positives_needed(pi, N, 2000, p) == 2000  # saturated at the paper's budget
+    n_sat = bm.saturation_budget(pi, N, p)
+    assert n_sat == pytest.approx(22_287, rel=0.003)
+    assert bm.positives_needed(pi, N, int(n_sat) - 1, p) == int(n_sat) - 1
+    assert bm.positives_needed(pi, N, int(n_sat) + 50, p) < int(n_sat) + 50
+
+
+@pytest.mark.parametrize(
+    ("pi", "se", "sp", "f_pr", "f_sesp", "f_all", "f_eq", "ratio"),
+    [
+        (0.04, 0.8, 0.99, 0.048, 0.80, 0.19, 0.94, 0.637),
+        (0.04, 0.6, 0.9, 0.21, 0.62, 0.47, 0.73, 0.170),
+        (0.10, 0.8, 0.99, 0.048, 0.80, 0.31, 0.94, 0.678),
+        (0.30, 0.8, 0.99, 0.048, 0.80, 0.58, 0.94, 0.730),
+        (0.01, 0.8, 0.99, 0.048, 0.80, 0.15, 0.94, 0.351),
+    ],
+)
+def test_minority_share_table(pi, se, sp, f_pr, f_sesp, f_all, f_eq, ratio):
+    """Catalogue Sec. 2.4 table: D5, D6, D8, D7 shares and the D8 variance ratio."""
+    kw = {"sensitivity": se, "specificity": sp}
+    assert bm.minority_share(pi, "precision", **kw) == pytest.approx(f_pr, abs=0.006)
+    assert bm.minority_share(pi, ("sensitivity", "specificity"), **kw) == pytest.approx(
+        f_sesp, abs=0.006
+    )
+    assert bm.minority_share(pi, **kw) == pytest.approx(f_all, abs=0.006)
+    eq = bm.minority_share(pi, ("recall", "specificity"), criterion="minimax", **kw)
+    assert eq == pytest.approx(f_eq, abs=0.006)
+    # D7 closed form: n+/n- = Se(1-Se) / (Sp(1-Sp))
+    ratio_d7 = se * (1 - se) / (sp * (1 - sp))
+    assert eq == pytest.approx(ratio_d7 / (1 + ratio_d7), abs=1e-6)
+    # D5 closed form
+    d5 = np.sqrt((1 - se) * (1 - sp) / (se * sp))
+    assert bm.minority_share(pi, "precision", **kw) == pytest.approx(d5 / (1 + d5), rel=1e-9)
+    assert bm.variance_ratio(pi, **kw) == pytest.approx(ratio, abs=0.0015)
+
+
+@pytest.mark.parametrize("pi", [0.01, 0.04, 0.0955, 0.3])
+def test_uninformative_rule_half_and_gain(pi):
+    """D9: every criterion gives 1/2 and the variance ratio 4 pi (1 - pi)."""
+    for t in ("precision", ("sensitivity", "specificity"), ("sensitivity", "specificity", "pr")):
+        assert bm.minority_share(pi, t) == pytest.approx(0.5, abs=1e-9)
+        assert bm.variance_ratio(pi, t) == pytest.approx(4 * pi * (1 - pi), rel=1e-9)
+    # a suboptimal share is worse
+    assert bm.variance_ratio(pi, share=0.9) > 4 * pi * (1 - pi)
+
+
+@pytest.mark.parametrize(
+    ("c", "g", "ratio"),
+    [(1.0, 1.0, 0.04), (0.9, 1.0, 0.24), (0.95, 0.5, 0.23), (0.95, 0.2, 0.39), (0.7, 0.5, 0.53)],
+)
+def test_imperfect_guess_dg1(c, g, ratio):
+    """D-G1: sensitivity variance ratio with a guess of recall c and precision g (pi = 0.04)."""
+    pi = 0.04
+    got = bm.variance_ratio(pi, "sensitivity", guess_recall=c, guess_precision=g)
+    closed = (c * np.sqrt(pi / g) + np.sqrt((1 - c) * (1 - c * pi / g))) ** 2
+    assert got == pytest.approx(closed, rel=1e-9)
+    assert got == pytest.approx(ratio, abs=0.006)
+    share = bm.minority_share(pi, "sensitivity", guess_recall=c, guess_precision=g)
+    a = c * np.sqrt(pi / g)
+    assert share == pytest.approx(a / (a + np.sqrt((1 - c) * (1 - c * pi / g))), rel=1e-9)
+
+
+def test_d10_perfect_guess_share():
+    """D10 with a perfect 0/1 guess, pi = 0.04, rbar = 0.017: about half the labels positive."""
+    N = 25_000
+    guess = np.zeros(N)
+    guess[:1000] = 1
+    d = bm.design(
+        guess,
+        budget=1000,
+        prevalence=0.04,
+        guess_precision=1.0,
+        rule_rate=0.017,
+        defensive=0.0,
+    )
+    share = d.allocation[1] / d.budget
+    # hand computation of D10: a_+ = rr/pi^2 + (1-pi)^2/rbar, a_- = rr/(1-pi)^2 + pi^2/rbar
+    pi, rb = 0.04, 0.017
+    rr = rb * (1 - rb)
+    a_pos = rr / pi**2 + (1 - pi) ** 2 / rb
+    a_neg = rr / (1 - pi) ** 2 + pi**2 / rb
+    hand = pi * np.sqrt(a_pos) / (pi * np.sqrt(a_pos) + (1 - pi) * np.sqrt(a_neg))
+    assert hand == pytest.approx(0.5, abs=0.001)  # the catalogue rounds this to 0.51
+    assert share == pytest.approx(hand, abs=0.0011)
+
+
+# ------------------------------------------------------------------------------------------------
+# design
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world():
+    """A small skewed pool, a calibrated guess, random and informative rules."""
+    sp = make_classification_pool(6000, 0.04, rng=3)
+    s = sp.pool.view().prob[:, 1]
+    y = sp.labels.astype(np.int8)
+    rng = np.random.default_rng(5)
+    z = special.logit(s)
+    random_rules = rng.random((3, y.size)) < np.array([[0.02], [0.05], [0.1]])
+    informative = (z + rng.normal(0, 1.0, (3, y.size))) > np.array([[-3.0], [-2.0], [-1.0]])
+    rules = np.vstack([random_rules, informative]).astype(np.int8)
+    truth = bm.population_measures(y, rules).values
+    return sp, s, y, rules, truth
+
+
+@pytest.mark.parametrize("method", ["sqrt", "paper", "proportional", "equal"])
+@pytest.mark.parametrize("scheme", ["stratified", "poisson"])
+def test_inclusion_sums_to_budget(world, method, scheme):
+    _, s, _, _, _ = world
+    d = bm.design(s, budget=400, method=method, scheme=scheme)
+    assert d.inclusion.sum() == pytest.approx(400, rel=1e-9)
+    assert np.all((d.inclusion > 0) & (d.inclusion <= 1))
+    if scheme == "stratified":
+        assert d.allocation.sum() == 400
+        assert np.all(d.allocation >= np.minimum(d.stratum_sizes, 2))
+        smp = d.sample(0)
+        assert len(smp) == 400 and np.unique(smp.indices).size == 400
+        assert np.array_equal(np.bincount(smp.strata, minlength=d.n_strata), d.allocation)
+    assert "BenchmarkDesign" in repr(d)
+
+
+def test_sqrt_design_oversamples_minority_and_predicts_gain(world):
+    _, s, y, _, _ = world
+    d = bm.design(s, budget=400)
+    pos_share = (s * d.inclusion).sum() / 400
+    assert pos_share > 3 * y.mean()  # many more positives than random sampling
+    ratio = d.predicted_variance_ratio()
+    assert ratio["sensitivity"] < 0.6 and ratio["precision"] < 0.6
+    # the paper's guideline puts (almost) everything on the top stratum
+    dp = bm.design(s, budget=400, method="paper", defensive=0.0)
+    assert dp.allocation[-1] > d.allocation[-1]
+
+
+@pytest.mark.parametrize("scheme", ["stratified", "poisson"])
+def test_empirical_inclusion_frequencies(world, scheme):
+    """Per-stratum expected draws match the inclusion probabilities (MC, 300 samples)."""
+    _, s, _, _, _ = world
+    d = bm.design(s, budget=300, scheme=scheme, n_strata=5)
+    rng = np.random.default_rng(11)
+    R = 300
+    counts = np.zeros(d.n_strata)
+    counts_sq = np.zeros(d.n_strata)
+    for _ in range(R):
+        c = np.bincount(d.sample(rng).strata, minlength=d.n_strata)
+        counts += c
+        counts_sq += c**2
+    mean = counts / R
+    expected = np.bincount(d.strata, d.inclusion, d.n_strata)
+    sd = np.sqrt(np.maximum(counts_sq / R - mean**2, 0) / R)
+    assert np.all(np.abs(mean - expected) <= 4 * sd + 1e-9)
+
+
+def test_design_from_pool_and_scores(world):
+    sp, s, _, _, _ = world
+    d1 = bm.design(sp.pool, budget=200)
+    d2 = bm.design(s, budget=200)
+    assert np.array_equal(d1.inclusion, d2.inclusion)
+    # scores are read as log-odds up to a shift fixed by the prevalence
+    d3 = bm.design(special.logit(s) + 3.0, budget=200, prevalence=float(s.mean()))
+    assert np.corrcoef(d3.guess, s)[0, 1] > 0.999
+    assert d3.guess.mean() == pytest.approx(s.mean(), rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------
+# evaluation: unbiasedness, coverage, vectorisation
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["stratified", "poisson"])
+def test_design_weighted_estimates_unbiased(world, scheme):
+    """Bias of the post-stratified estimates within Monte Carlo error (400 samples).
+
+    Precision and accuracy are linear in the estimated cell totals (the rule margins are
+    known), so unbiased up to empty cells; sensitivity, specificity and F1 are ratios with an
+    O(1/n) bias that the second-order correction removes to within the tolerance.
+    """
+    _, s, y, rules, truth = world
+    d = bm.design(s, budget=500, scheme=scheme)
+    rng = np.random.default_rng(1)
+    R = 400
+    est = np.empty((R, *truth.shape))
+    for i in range(R):
+        smp = d.sample(rng)
+        ev = bm.evaluate(y[smp.indices], rules, smp, posterior=None)
+        est[i] = ev.table["estimate"].values
+    mean = est.mean(0)
+    mc = est.std(0, ddof=1) / np.sqrt(R)
+    z = (mean - truth) / mc
+    assert np.all(np.isfinite(z))
+    assert np.all(np.abs(z[:, [2, 4]]) < 4.0), z
+    assert np.mean(np.abs(z)) < 1.3, z  # E|Z| = 0.8 without bias
+    assert np.all(np.abs(mean - truth) < 4 * mc + 0.01)
+
+
+def test_interval_coverage_sanity(world):
+    """95% Wilson and Wald intervals cover at close to nominal rates (300 samples x 6 rules)."""
+    _, s, y, rules, truth = world
+    d = bm.design(s, budget=600)
+    rng = np.random.default_rng(2)
+    R = 300
+    hit_w = np.zeros(truth.shape)
+    hit_s = np.zeros(truth.shape)
+    for _ in range(R):
+        smp = d.sample(rng)
+        ev = bm.evaluate(y[smp.indices], rules, smp, posterior=None, level=0.95)
+        t = ev.table
+        hit_w += (t.wald_low.values <= truth) & (truth <= t.wald_high.values)
+        hit_s += (t.wilson_low.values <= truth) & (truth <= t.wilson_high.values)
+    cov_w, cov_s = hit_w.mean() / R, hit_s.mean() / R
+    assert 0.91 <= cov_s <= 0.99, cov_s
+    assert 0.90 <= cov_w <= 0.99, cov_w
+    # a nominal 50% interval covers far less (the test can fail)
+    ci = ev.confidence_interval(0.5, method="wilson")
+    assert np.all(ci.low.values <= ci.high.values + 1e-12)
+
+
+def test_wilson_keeps_width_where_wald_collapses():
+    """A pure cell (no labeled positive among rule positives) still gets a Wilson interval."""
+    N = 2000
+    guess = np.full(N, 0.05)
+    d = bm.design(guess, budget=100, n_strata=1, method="proportional")
+    smp = d.sample(0)
+    y = np.zeros(len(smp), dtype=int)
+    y[:5] = 1
+    rule = np.zeros(N, dtype=int)
+    rule[smp.indices[20:40]] = 1  # labeled rule positives are all negatives
+    ev = bm.evaluate(y, rule, smp, posterior=None, bias_correction=False)
+    t = ev.table.sel(rule="0", measure="precision")
+    assert float(t.estimate) == 0.0
+    assert float(t.wilson_high) > 0.05
+    assert float(t.wald_high) - float(t.wald_low) >= 0.0
+
+
+def test_vectorised_equals_loop(world):
+    _, s, y, rules, _ = world
+    d = bm.design(s, budget=300)
+    smp = d.sample(4)
+    lab = y[smp.indices]
+    ev = bm.evaluate(lab, rules, smp, posterior=None)
+    for k in range(rules.shape[0]):
+        one = bm.evaluate(lab, rules[k], smp, posterior=None)
+        for var in ("estimate", "stderr", "wilson_low", "wilson_high", "wald_low", "wald_high"):
+            np.testing.assert_allclose(
+                ev.table[var].values[k], one.table[var].values[0], rtol=1e-10, atol=1e-12
+            )
+    # a mapping of callables and the pool-margins path give the same answer
+    funcs = {f"r{k}": (lambda idx, k=k: rules[k][idx]) for k in range(rules.shape[0])}
+    ev2 = bm.evaluate(lambda idx: y[idx], funcs, smp, posterior=None)
+    np.testing.assert_allclose(ev2.table.estimate.values, ev.table.estimate.values, rtol=1e-12)
+    assert list(ev2.table.rule.values) == [f"r{k}" for k in range(rules.shape[0])]
+    margins = np.stack([np.bincount(d.strata, r, d.n_strata) for r in rules])
+    ev3 = bm.evaluate(lab, rules[:, smp.indices], smp, pool_margins=margins, posterior=None)
+    np.testing.assert_allclose(ev3.table.stderr.values, ev.table.stderr.values, rtol=1e-10)
+    # without margins: the Hajek-within-strata path, unbiased for accuracy, same shape
+    ev4 = bm.evaluate(lab, rules[:, smp.indices], smp, posterior=None)
+    assert ev4.table.attrs["estimator"].startswith("Hajek")
+    assert ev4.table.estimate.shape == ev.table.estimate.shape
+
+
+def test_srs_census_is_exact(world):
+    """Labeling the whole pool returns the pool values with zero variance."""
+    _, s, y, rules, _ = world
+    d = bm.design(s[:500], budget=500, n_strata=3)
+    smp = d.sample(0)
+    ev = bm.evaluate(y[:500][smp.indices], rules[:, :500], smp, posterior=None)
+    np.testing.assert_allclose(
+        ev.table.estimate.values, bm.population_measures(y[:500], rules[:, :500]).values, atol=1e-12
+    )
+    np.testing.assert_allclose(ev.table.stderr.values, 0.0, atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bayesian posterior
+# ------------------------------------------------------------------------------------------------
+
+
+def test_conjugate_posterior_matches_beta_closed_form():
+    """One stratum, superpopulation: precision = theta_+ ~ Beta(a + k, b + n - k) exactly."""
+    N = 4000
+    d = bm.design(np.full(N, 0.1), budget=400, n_strata=1, method="proportional")
+    smp = d.sample(1)
+    rng = np.random.default_rng(3)
+    y = (rng.random(N) < 0.1).astype(int)
+    rule = (rng.random(N) < 0.3).astype(int)
+    ev = bm.evaluate(
+        y[smp.indices], rule, smp, prior="jeffreys", finite_population=False, draws=20_000, rng=0
+    )
+    lab_pos = rule[smp.indices] == 1
+    k, n = y[smp.indices][lab_pos].sum(), lab_pos.sum()
+    draws = ev.posterior["posterior"]["precision"].values.ravel()
+    mean = (0.5 + k) / (1 + n)
+    sd = np.sqrt(mean * (1 - mean) / (n + 2))
+    assert draws.mean() == pytest.approx(mean, abs=4 * sd / np.sqrt(draws.size))
+    assert draws.std() == pytest.approx(sd, rel=0.03)
+    # T1: posterior mean close to the design-based estimate, sd close to the standard error
+    t = ev.table.sel(rule="0", measure="precision")
+    assert draws.mean() == pytest.approx(float(t.estimate), abs=0.01)
+    assert draws.std() == pytest.approx(float(t.stderr), rel=0.15)
+
+
+def test_posterior_tree_shape(world):
+    _, s, y, rules, truth = world
+    d = bm.design(s, budget=400)
+    smp = d.sample(2)
+    ev = bm.evaluate(y[smp.indices], rules, smp, draws=500, rng=1)
+    post = ev.posterior["posterior"]
+    assert set(bm.MEASURES) <= set(post.data_vars)
+    assert post["precision"].dims == ("chain", "draw", "rule")
+    assert post.sizes["rule"] == rules.shape[0]
+    # the posterior covers the truth for most rules (loose: a single sample)
+    lo = post["f1"].quantile(0.005, ("chain", "draw")).values
+    hi = post["f1"].quantile(0.995, ("chain", "draw")).values
+    assert np.mean((lo <= truth[:, 3]) & (truth[:, 3] <= hi)) >= 0.66
+    # the sample-only path gives a Dirichlet posterior of the same form
+    ev2 = bm.evaluate(y[smp.indices], rules[:, smp.indices], smp, draws=200, rng=1)
+    assert ev2.posterior["posterior"]["f1"].shape == (1, 200, rules.shape[0])
+
+
+@pytest.fixture(scope="module")
+def pymc_case():
+    sp = make_classification_pool(8000, 0.05, rng=7)
+    s = sp.pool.view().prob[:, 1]
+    y = sp.labels.astype(np.int8)
+    z = special.logit(s)
+    rule = ((z + np.random.default_rng(1).normal(0, 1, y.size)) > -1.5).astype(np.int8)
+    d = bm.design(s, budget=800, n_strata=3)
+    smp = d.sample(3)
+    return y[smp.indices], rule, smp
+
+
+def test_conjugate_vs_pymc_posterior(pymc_case):
+    """T5: the Beta-binomial cell model in PyMC reproduces the conjugate NumPy posterior."""
+    lab, rule, smp = pymc_case
+    kw = {"prior": "jeffreys", "finite_population": False, "rng": 0}
+    conj = bm.evaluate(lab, rule, smp, posterior="conjugate", draws=4000, **kw)
+    mc = bm.evaluate(
+        lab, rule, smp, posterior="pymc", hierarchical=False, draws=300, tune=300, **kw
+    )
+    assert mc.posterior.attrs["method"] == "pymc"
+    assert "sample_stats" in mc.posterior.children
+    for m in ("sensitivity", "specificity", "precision"):
+        a = conj.posterior["posterior"][m].values.ravel()
+        b = mc.posterior["posterior"][m].values.ravel()
+        # NUTS draws are autocorrelated: allow ~5 standard errors at an ESS of ~200
+        assert b.mean() == pytest.approx(a.mean(), abs=5 * a.std() / np.sqrt(200))
+        assert b.std() == pytest.approx(a.std(), rel=0.25)
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input
+# ------------------------------------------------------------------------------------------------
+
+
+def test_bad_input(world):
+    _, s, y, rules, _ = world
+    with pytest.raises(ValueError, match="prevalence"):
+        bm.equalizing_rate(1.5)
+    with pytest.raises(ValueError, match="pair"):
+        bm.equalizing_rate(0.1, 0.1, pair="f1")
+    with pytest.raises(ValueError, match="budget"):
+        bm.positives_needed(0.1, 100, 200, 0.05)
+    with pytest.raises(ValueError, match="measure"):
+        bm.error_bound("f1", 0.1, 0.1, 0.05, 100, 10)
+    with pytest.raises(ValueError, match="targets"):
+        bm.minority_share(0.1, "auc")
+    with pytest.raises(ValueError, match="both sensitivity and specificity"):
+        bm.minority_share(0.1, sensitivity=0.8)
+    with pytest.raises(ValueError, match="criterion"):
+        bm.minority_share(0.1, criterion="max")
+    with pytest.raises(ValueError, match="inconsistent"):
+        bm.minority_share(0.5, guess_recall=1.0, guess_precision=0.2)
+    with pytest.raises(ValueError, match="budget"):
+        bm.design(s, budget=s.size + 1)
+    with pytest.raises(TypeError, match="budget"):
+        bm.design(s, budget=10.5)
+    with pytest.raises(ValueError, match="method"):
+        bm.design(s, budget=10, method="neyman")
+    with pytest.raises(ValueError, match="scheme"):
+        bm.design(s, budget=10, scheme="cluster")
+    with pytest.raises(ValueError, match="too small"):
+        bm.design(s, budget=5, n_strata=8)
+    bad = s.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match=r"guess\[3\]"):
+        bm.design(bad, budget=10)
+    with pytest.raises(ValueError, match="prevalence"):
+        bm.design((s > 0.5).astype(float), budget=10)
+    with pytest.raises(ValueError, match="prevalence"):
+        bm.design(special.logit(s), budget=10)
+    d = bm.design(s, budget=200)
+    smp = d.sample(0)
+    lab = y[smp.indices]
+    with pytest.raises(ValueError, match="benchmark_labels"):
+        bm.evaluate(lab[:-1], rules, smp)
+    bad_lab = lab.astype(int).copy()
+    bad_lab[0] = 2
+    with pytest.raises(ValueError, match=r"benchmark_labels\[0\] = 2"):
+        bm.evaluate(bad_lab, rules, smp)
+    with pytest.raises(ValueError, match="columns"):
+        bm.evaluate(lab, rules[:, :-1], smp)
+    bad_rules = rules.astype(int).copy()
+    bad_rules[1, 7] = 3
+    with pytest.raises(ValueError, match=r"rule_predictions\[1, 7\] = 3"):
+        bm.evaluate(lab, bad_rules, smp)
+    with pytest.raises(ValueError, match="level"):
+        bm.evaluate(lab, rules, smp, level=95)
+    with pytest.raises(TypeError, match="design"):
+        bm.evaluate(lab, rules, {"indices": smp.indices})
+    with pytest.raises(ValueError, match="indices"):
+        bm.evaluate(lab, rules, d)
+    with pytest.raises(ValueError, match="pool_margins"):
+        bm.evaluate(lab, rules[:, smp.indices], smp, pool_margins=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="posterior"):
+        bm.evaluate(lab, rules, smp, posterior="mcmc")
+    with pytest.raises(ValueError, match="pymc"):
+        bm.evaluate(lab, rules[:, smp.indices], smp, posterior="pymc")
+    with pytest.raises(ValueError, match="method"):
+        bm.evaluate(lab, rules, smp, posterior=None).confidence_interval(method="exact")
+
+
+def test_hierarchical_pymc_posterior(pymc_case):
+    """The hierarchical contingency model (catalogue Sec. 6.2) agrees with the conjugate one
+    where cells are well filled, and returns ArviZ-ready diagnostics."""
+    lab, rule, smp = pymc_case
+    conj = bm.evaluate(lab, rule, smp, draws=4000, rng=0)
+    hier = bm.evaluate(lab, rule, smp, posterior="pymc", draws=150, tune=200, rng=0)
+    post = hier.posterior["posterior"]
+    assert {"gamma", "sigma_s", "theta", "precision"} <= set(post.data_vars)
+    for m in ("sensitivity", "precision"):
+        a = conj.posterior["posterior"][m].values.ravel()
+        b = post[m].values.ravel()
+        assert abs(b.mean() - a.mean()) < 1.5 * a.std()
+    # the rule is informative: its precision is far above the prevalence (0.05)
+    assert float((post["precision"] > 0.1).mean()) > 0.99
+    assert "sample_stats" in hier.posterior.children

@@ -1,0 +1,35 @@
+import time
+
+from click.testing import CliRunner
+
+from bayes_activeeval.cli import main
+from bayes_activeeval.demo import format_demo, run_demo
+
+
+def test_run_demo_covers_and_beats_passive():
+    res = run_demo(budgets=(250, 1000), seed=0)
+    t = res.table
+    assert set(t.design) == {"optimal", "passive"} and set(t.budget) == {250, 1000}
+    opt = t[(t.design == "optimal") & (t.measure == "f1")]
+    assert (opt.high - opt.low).max() < 0.3
+    # the optimal design labels far more positives than passive at the same budget
+    assert (
+        opt.positives_labeled.values
+        > 5 * t[(t.design == "passive") & (t.measure == "f1")].positives_labeled.values
+    ).all()
+    text = format_demo(res)
+    assert "True values: f1 =" in text and "optimal" in text
+
+
+def test_bae_demo_command_is_fast():
+    start = time.perf_counter()
+    out = CliRunner().invoke(main, ["demo"])
+    assert out.exit_code == 0, out.output
+    assert "True values" in out.output and "1000" in out.output
+    assert time.perf_counter() - start < 60
+
+
+def test_bae_demo_bad_budget():
+    out = CliRunner().invoke(main, ["demo", "--budgets", "abc"])
+    assert out.exit_code == 2
+    assert "error: --budgets must be positive integers" in out.output
