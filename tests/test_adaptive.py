@@ -56,7 +56,8 @@ def test_variance_matches_marchant_formula_bruteforce(small):
     """For F1 (scale-invariant) the self-normalized estimate and its variance equal Marchant's
     plain AIS estimate (Eq. 1) and Sec. 3.3.2 variance exactly."""
     ev = bae.ActiveEvaluator(small.pool, "f1", rng=3, batch_size=20)
-    est = ev.run(small.labeler, budget=200, progress=False)
+    ev.run(small.labeler, budget=200, progress=False)
+    est = ev.estimate("clt")
     d = ev.draws()
     m, views = small.pool.resolve("f1")
     L = m.loss(small.pool.encode_labels(d["label"].to_numpy()), views(d["item"].to_numpy()))
@@ -70,9 +71,15 @@ def test_variance_matches_marchant_formula_bruteforce(small):
     var = (np.mean(((L @ J.T) ** 2)[:, 0] * w * winf) - float((R @ J.T)[0] ** 2)) / N
     assert est.value == pytest.approx(m.g(R)[0], rel=1e-12)
     assert est.stderr**2 == pytest.approx(var, rel=1e-9)
+    # the default martingale variance: Σ w² r² / (Σ w)² with the realized weights
+    mart = ev.estimate()
+    r_f1 = ((L - (w @ L) / w.sum()) @ m.jacobian((w @ L) / w.sum()).T)[:, 0]
+    assert mart.value == est.value
+    assert mart.stderr**2 == pytest.approx(np.sum(w**2 * r_f1**2) / w.sum() ** 2, rel=1e-9)
     # non-scale-invariant measure: the augmented-measure form Σ w w_inf r² / (Σ w)²
     ev2 = bae.ActiveEvaluator(small.pool, "accuracy", rng=4, batch_size=20)
-    est2 = ev2.run(small.labeler, budget=150, progress=False)
+    ev2.run(small.labeler, budget=150, progress=False)
+    est2 = ev2.estimate("clt")
     d2 = ev2.draws()
     m2, views2 = small.pool.resolve("accuracy")
     L2 = m2.loss(small.pool.encode_labels(d2["label"].to_numpy()), views2(d2["item"].to_numpy()))
