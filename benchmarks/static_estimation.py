@@ -148,7 +148,7 @@ def main(argv=None):
         "passive sampling often labels no positive at all), which flatters passive.",
         "",
         "| setting | measure | design | truth | bias (MC se) | MSE | MSE ratio opt/passive "
-        "| 95% coverage: Wald | t | logit | defined |",
+        "| 95% coverage: Wald (z) | t (Satterthwaite df, the default) | logit | defined |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

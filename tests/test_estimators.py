@@ -186,3 +186,22 @@ def test_model_assisted_exact_with_known_labels(rare_pool):
     assert est.stderr == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="estimator must be"):
         bae.estimate(pool, "accuracy", d, y[d.indices], estimator="aipw")
+
+
+def test_satterthwaite_df_and_t_interval(rng):
+    """Equal contributions give ν = n; one dominant draw gives ν ≈ 1 and a much wider interval."""
+    m = bae.measures.get("mse")
+    even = bae.weighted_estimate(np.r_[np.zeros(50), np.ones(50)][:, None], np.ones(100), m)
+    assert even.effective_df[0] == pytest.approx(100.0)
+    lumpy = rng.random(100)
+    lumpy[0] = 60.0
+    w = np.ones(100)
+    w[0] = 3.0
+    est = bae.weighted_estimate(lumpy[:, None], w, m)
+    assert est.effective_df[0] < 3
+    t, z = est.confidence_interval(0.95, "t"), est.confidence_interval(0.95, "wald")
+    nu = est.effective_df[0]
+    assert (t.high - t.low) / (z.high - z.low) == pytest.approx(
+        stats.t.ppf(0.975, max(nu - 1, 1)) / stats.norm.ppf(0.975)
+    )
+    assert est.confidence_interval(0.95) == t  # the default
