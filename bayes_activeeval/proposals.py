@@ -438,12 +438,20 @@ def class_deviation_norms(
     """
     if power not in (1, 2):
         raise ValueError(f"power must be 1 or 2, got {power!r}")
+    offset = _centre(measure, J, R)
+    table = loss_table(pool, measure, views)
+    if table is not None:  # exact: evaluate per (prediction, label) cell and gather
+        dev = table.table @ J.T - offset
+        sq = np.einsum("kcm,kcm->kc", dev, dev)
+        cell = np.sqrt(sq) if power == 1 else sq
+        nz_cell = np.any(table.table != 0, axis=2) if nonzero else None
+        return cell[table.keys], None if nz_cell is None else nz_cell[table.keys]
     n_items, C = pool.n_items, pool.n_classes
     out = np.empty((n_items, C))
     nz = np.empty((n_items, C), dtype=bool) if nonzero else None
     scalar = J.shape[0] == 1
     j0 = J[0]
-    c0 = float(R @ j0)
+    c0 = float(offset[0])
     for start in range(0, n_items, chunk):
         sl = slice(start, min(start + chunk, n_items))
         v = views(sl)
@@ -454,7 +462,7 @@ def class_deviation_norms(
                 dev = L @ j0 - c0
                 out[sl, c] = np.abs(dev) if power == 1 else dev * dev
             else:
-                dev = (L - R) @ J.T
+                dev = L @ J.T - offset
                 sq = np.einsum("ij,ij->i", dev, dev)
                 out[sl, c] = np.sqrt(sq) if power == 1 else sq
             if nz is not None:  # column loop: much faster than any(axis=1) for small d
