@@ -70,7 +70,7 @@ def summarize_est(est, truth):
     v = est.value
     if not np.isfinite(v):
         return {"value": 0.0, "defined": False, "covered": False, "stderr": np.nan}
-    lo, hi = est.confidence_interval(0.95)
+    lo, hi = est.confidence_interval(0.95, "wald")
     return {"value": v, "defined": True, "covered": bool(lo <= truth <= hi), "stderr": est.stderr}
 
 

@@ -51,7 +51,7 @@ def main() -> None:
                 est = ev.run(d.labeler, budget=BUDGET, progress=False)
                 r = {}
                 for name, e in (("wald_clt", est), ("wald_martingale", ev.estimate("martingale"))):
-                    lo, hi = e.confidence_interval(0.95)
+                    lo, hi = e.confidence_interval(0.95, "wald")
                     r[name] = (lo, hi, e.value)
                 r["conjugate"] = interval(ev.posterior(draws=500, rng=seed, weighting="none"))
                 r["conjugate_design"] = interval(ev.posterior(draws=500, rng=seed))

@@ -44,7 +44,7 @@ def main(argv=None):
                     est = bae.weighted_estimate(
                         m.loss(y[d.indices], views(d.indices)), d.weights, m
                     )
-                    lo, hi = est.confidence_interval(0.95)
+                    lo, hi = est.confidence_interval(0.95, "wald")
                     vals.append(est.value)
                     cover.append(lo <= truth <= hi)
                 vals = np.asarray(vals)
