@@ -33,7 +33,6 @@ __all__ = [
     "Draws",
     "Proposal",
     "class_deviation_norms",
-    "expected_floored_norm",
     "expected_loss",
     "optimal_proposal",
     "passive_proposal",
@@ -344,52 +343,6 @@ def expected_sq_deviation(
     return u
 
 
-def expected_floored_norm(
-    pool,
-    measure: Measure,
-    views,
-    belief: Belief,
-    R: np.ndarray,
-    J: np.ndarray,
-    *,
-    epsilon: float = 0.0,
-    power: int = 1,
-    floor_all: bool = False,
-    chunk: int = CHUNK,
-) -> np.ndarray:
-    """``a(x) = E_{y∼π} max{‖Dg(R)(ℓ(x, y) − R)‖^k, ε·1[ℓ(x, y) ≠ 0]}`` per item, ``k = power``.
-
-    The integrand of the practical proposals of Marchant & Rubinstein (2021), Prop. 2: ``k = 1``
-    is the deterministic-oracle form (``q ∝ p·a``), ``k = 2`` the stochastic-oracle form
-    (``q ∝ p·sqrt(a)``). The loss is centred at ``R`` (the self-normalized estimator is Marchant's
-    estimator for the augmented measure ``(ℓ, 1) ↦ g(R/s)``, whose ``Dg'ℓ' = Dg(ℓ − R)``); for
-    scale-invariant measures ``Dg(R)R = 0`` and the centring changes nothing. ``floor_all``
-    applies the floor to every item (the augmented loss ``(ℓ, 1)`` is never zero), otherwise only
-    where ``any(ℓ ≠ 0)`` (catalogue §5, gotcha 3: ``max(ℓ) != 0`` misses negative losses).
-    """
-    if power not in (1, 2):
-        raise ValueError(f"power must be 1 or 2, got {power!r}")
-    a = np.empty(pool.n_items)
-    JT = J.T
-    eps = float(epsilon)
-    for start in range(0, pool.n_items, chunk):
-        sl = slice(start, min(start + chunk, pool.n_items))
-        v = views(sl)
-
-        def term(y, s, v=v):
-            L = measure.loss(y, v)
-            dev = (L - R) @ JT
-            sq = np.einsum("ij,ij->i", dev, dev)
-            val = sq if power == 2 else np.sqrt(sq)
-            if eps > 0:
-                nz = np.ones(val.shape, dtype=bool) if floor_all else np.any(L != 0, axis=1)
-                val = np.maximum(val, eps * nz)
-            return val
-
-        a[sl] = belief.expect(term, sl)
-    return a
-
-
 def explained_sq_deviation(
     pool,
     measure: Measure,
@@ -431,10 +384,10 @@ def class_deviation_norms(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``n[x, c] = ‖Dg(R)(ℓ(x, c) − R)‖^power`` for every item and class, shape ``(n, C)``.
 
-    With ``nonzero=True`` also ``nz[x, c] = any(ℓ(x, c) ≠ 0)``. The per-class form of
-    :func:`expected_floored_norm` for categorical beliefs: any floor ``ε`` and belief ``π`` then
-    give ``a(x) = Σ_c π(c|x) max{n[x, c], ε nz[x, c]}`` without re-evaluating the loss
-    (Marchant & Rubinstein (2021), Prop. 2).
+    With ``nonzero=True`` also ``nz[x, c] = any(ℓ(x, c) ≠ 0)``. Any floor ``ε`` and categorical
+    belief ``π`` then give the integrand of the practical proposals,
+    ``a(x) = Σ_c π(c|x) max{n[x, c], ε nz[x, c]}`` (Marchant & Rubinstein (2021), Prop. 2),
+    without re-evaluating the loss.
     """
     if power not in (1, 2):
         raise ValueError(f"power must be 1 or 2, got {power!r}")

@@ -115,24 +115,34 @@ def test_proposal_is_prop2_form(small):
     np.testing.assert_allclose(prop2.q, s2 / s2.sum(), rtol=1e-10)
 
 
-def test_generic_kernel_matches_per_class_kernel(small):
-    """expected_floored_norm (any Belief, via Belief.expect) equals the per-class kernel."""
+def test_per_class_kernel_matches_brute_force(small):
+    """class_deviation_norms (table path and generic path) against direct evaluation, and with
+    power 2 its belief average is u(x) of the static kernel."""
+    import copy
+
     from bayes_activeeval.beliefs import CategoricalBelief
-    from bayes_activeeval.proposals import class_deviation_norms, expected_floored_norm
+    from bayes_activeeval.proposals import class_deviation_norms, expected_sq_deviation
 
     pool = small.pool
-    m, views = pool.resolve("f1")
     probs = pool.view().prob
-    R = np.array([0.004, 0.01])
-    J = m.jacobian(R)
-    for power in (1, 2):
-        n, nz = class_deviation_norms(pool, m, views, R, J, power=power)
-        e = 0.5 * float(n.mean())
-        direct = (probs * np.maximum(n, e * nz)).sum(axis=1)
-        generic = expected_floored_norm(
-            pool, m, views, CategoricalBelief(probs), R, J, epsilon=e, power=power
-        )
-        np.testing.assert_allclose(generic, direct, rtol=1e-12)
+    for name in ("f1", "accuracy"):
+        m, views = pool.resolve(name)
+        generic = copy.copy(m)
+        generic.tabular = False
+        R = np.array([0.004, 0.01]) if name == "f1" else np.array([0.99])
+        J = m.jacobian(R)
+        offset = np.zeros(1) if m.scale_invariant else J @ R
+        for power in (1, 2):
+            for meas in (m, generic):
+                n, nz = class_deviation_norms(pool, meas, views, R, J, power=power)
+                for c in range(pool.n_classes):
+                    L = m.loss(np.full(pool.n_items, c), views(None))
+                    dev = np.abs(L @ J.T - offset)[:, 0]
+                    np.testing.assert_allclose(n[:, c], dev**power, rtol=1e-12, atol=1e-300)
+                    np.testing.assert_array_equal(nz[:, c], np.any(L != 0, axis=1))
+        n2, _ = class_deviation_norms(pool, m, views, R, J, power=2)
+        u = expected_sq_deviation(pool, m, views, CategoricalBelief(probs), R, J)
+        np.testing.assert_allclose((probs * n2).sum(axis=1), u, rtol=1e-12, atol=1e-300)
 
 
 # -- schedules ----------------------------------------------------------------------------------

@@ -95,6 +95,17 @@ def check_update(
     return idx, y, w
 
 
+def check_config(state: dict[str, Any], mine: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse a saved state whose configuration differs from this oracle model's on ``keys``."""
+    cfg = state.get("config", {})
+    for key in keys:
+        if key in cfg and cfg[key] != mine[key]:
+            raise ValueError(
+                f"state has {key}={cfg[key]!r} but this oracle model has {key}={mine[key]!r}; "
+                "initialize it with the same pool and options"
+            )
+
+
 class LabelCache:
     """The labels of a deterministic oracle: one label per item, asked once.
 

@@ -51,10 +51,10 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import check_rng
+from .._validation import check_count, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
-from ._common import LabelCache, check_update, prior_probs
+from ._common import LabelCache, check_config, check_update, prior_probs
 from .base import OracleModel, register_oracle
 
 __all__ = ["CalibrationOracle"]
@@ -123,12 +123,7 @@ class CalibrationOracle(OracleModel):
             raise ValueError(f"predictive must be 'mean' or 'map', got {predictive!r}")
         if feature not in ("auto", "logit", "score"):
             raise ValueError(f"feature must be 'auto', 'logit' or 'score', got {feature!r}")
-        if (
-            isinstance(n_strata, bool)
-            or not isinstance(n_strata, (int, np.integer))
-            or n_strata < 0
-        ):
-            raise ValueError(f"n_strata must be a non-negative integer, got {n_strata!r}")
+        check_count(n_strata, "n_strata", minimum=0)
         for name, val in (
             ("intercept_sd", intercept_sd),
             ("log_slope_sd", log_slope_sd),
@@ -146,18 +141,8 @@ class CalibrationOracle(OracleModel):
         self.log_slope_sd = float(log_slope_sd)
         self.stratum_sd = float(stratum_sd)
         self.clip = float(clip)
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, (int, np.integer))
-            or n_samples < 16
-        ):
-            raise ValueError(f"n_samples must be an integer >= 16, got {n_samples!r}")
-        if (
-            isinstance(grid_size, bool)
-            or not isinstance(grid_size, (int, np.integer))
-            or grid_size < 2
-        ):
-            raise ValueError(f"grid_size must be an integer >= 2, got {grid_size!r}")
+        check_count(n_samples, "n_samples", minimum=16)
+        check_count(grid_size, "grid_size", minimum=2)
         self.predictive_kind = predictive
         self.n_samples = int(n_samples)
         self.seed = int(seed)
@@ -567,12 +552,7 @@ class CalibrationOracle(OracleModel):
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
         self._check_ready()
-        cfg, mine = state.get("config", {}), self._config()
-        for key in ("n_items", "n_effects", "deterministic", "feature"):
-            if key in cfg and cfg[key] != mine[key]:
-                raise ValueError(
-                    f"state has {key}={cfg[key]!r} but this oracle model has {key}={mine[key]!r}"
-                )
+        check_config(state, self._config(), ("n_items", "n_effects", "deterministic", "feature"))
         self.n_updates = int(state.get("n_updates", 0))
         if self.deterministic:
             self.cache.set_state(state)

@@ -50,7 +50,13 @@ from scipy import sparse
 from .._validation import check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
-from ._common import LabelCache, check_update, prior_probs, stratification_scores
+from ._common import (
+    LabelCache,
+    check_config,
+    check_update,
+    prior_probs,
+    stratification_scores,
+)
 from .base import OracleModel, register_oracle
 
 __all__ = ["DirichletTreeOracle", "Tree", "build_tree"]
@@ -571,14 +577,9 @@ class DirichletTreeOracle(OracleModel):
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
         self._check_ready()
-        cfg = state.get("config", {})
-        mine = self._config()
-        for key in ("n_items", "n_leaves", "n_classes", "depth", "deterministic"):
-            if key in cfg and cfg[key] != mine[key]:
-                raise ValueError(
-                    f"state has {key}={cfg[key]!r} but this oracle model has {key}={mine[key]!r}; "
-                    "initialize it with the same pool and options"
-                )
+        check_config(
+            state, self._config(), ("n_items", "n_leaves", "n_classes", "depth", "deterministic")
+        )
         C = self.n_classes
         self.n_updates = int(state.get("n_updates", 0))
         self.n_draws = int(state.get("n_draws", 0))
