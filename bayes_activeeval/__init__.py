@@ -21,6 +21,7 @@ from .estimators import (
     UndefinedEstimateWarning,
     estimate,
     model_assisted_estimate,
+    ratio_bias,
     weighted_estimate,
 )
 from .measures import FBeta, Measure, difference, stack
@@ -65,6 +66,7 @@ __all__ = [
     "passive_proposal",
     "planning",
     "proposals",
+    "ratio_bias",
     "score_strata",
     "sequential_compare",
     "stack",

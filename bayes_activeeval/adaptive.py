@@ -718,7 +718,7 @@ class ActiveEvaluator:
             np.concatenate(self._d_q),
         )
 
-    def estimate(self, variance: str = "martingale") -> Estimate:
+    def estimate(self, variance: str = "martingale", bias_correction: bool = False) -> Estimate:
         """The AIS estimate with a martingale (default) or the CLT variance of Marchant &
         Rubinstein (2021), Sec. 3.3.2.
 
@@ -739,6 +739,10 @@ class ActiveEvaluator:
             converged, which at a few thousand labels it has not: in
             ``benchmarks/results/adaptive_f1.md`` its 95% intervals covered 0.33-0.90, the
             martingale ones 0.91-0.96. Kept for comparison with the paper.
+        bias_correction : bool
+            Subtract the estimated second-order bias of the ratio and of ``g``
+            (:func:`~bayes_activeeval.estimators.ratio_bias`). Default ``False``: Marchant's
+            estimator exactly.
 
         Returns
         -------
@@ -746,9 +750,11 @@ class ActiveEvaluator:
         """
         if variance not in ("clt", "martingale"):
             raise ValueError(f"variance must be 'clt' or 'martingale', got {variance!r}")
-        return self._estimate(warn=True, variance=variance)
+        return self._estimate(warn=True, variance=variance, bias_correction=bias_correction)
 
-    def _estimate(self, warn: bool, variance: str = "martingale") -> Estimate:
+    def _estimate(
+        self, warn: bool, variance: str = "martingale", bias_correction: bool = False
+    ) -> Estimate:
         import warnings
 
         from .estimators import UndefinedEstimateWarning
@@ -764,7 +770,12 @@ class ActiveEvaluator:
             if not warn:
                 warnings.simplefilter("ignore", UndefinedEstimateWarning)
             return weighted_estimate(
-                L, w, self.measure, variance_weights=winf, n_labels=self._n_labels
+                L,
+                w,
+                self.measure,
+                variance_weights=winf,
+                n_labels=self._n_labels,
+                bias_correction=bias_correction,
             )
 
     @property
