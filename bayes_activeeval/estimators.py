@@ -132,6 +132,7 @@ class Estimate:
             0.90-0.92 (Wald) to 0.95. Sawade (2012), Sec. 3.2.2 uses ``n − 1`` degrees of freedom,
             which cannot see this.
             ``"wald"``: ``Ĝ ± z_{1−α/2} SE`` (Sawade (2012), Lemma 3.3, Eq. 3.16).
+            Both are clipped to the measure's range (``Measure.bounds``).
             ``"logit"``: the Wald interval on a scale that maps the measure's range to the real
             line — ``logit((G − lo)/(hi − lo))`` for a bounded measure such as F1, ``log(G − lo)``
             for one bounded below such as MSE — transformed back (delta method). It stays inside
@@ -149,7 +150,9 @@ class Estimate:
         else:
             raise ValueError(f"method must be 't', 'wald' or 'logit', got {method!r}")
         half = crit * self.stderrs
-        low, high = self.values - half, self.values + half
+        # the measure's range holds the truth: clipping never loses coverage (F1 stays in [0, 1])
+        low = np.clip(self.values - half, *self.bounds)
+        high = np.clip(self.values + half, *self.bounds)
         return self._pack(low, high)
 
     def _pack(self, low: np.ndarray, high: np.ndarray) -> ConfidenceInterval:

@@ -201,7 +201,8 @@ def test_satterthwaite_df_and_t_interval(rng):
     assert est.effective_df[0] < 3
     t, z = est.confidence_interval(0.95, "t"), est.confidence_interval(0.95, "wald")
     nu = est.effective_df[0]
-    assert (t.high - t.low) / (z.high - z.low) == pytest.approx(
+    # upper half-widths (the lower ends are clipped at MSE's bound 0)
+    assert (t.high - est.value) / (z.high - est.value) == pytest.approx(
         stats.t.ppf(0.975, max(nu - 1, 1)) / stats.norm.ppf(0.975)
     )
     assert est.confidence_interval(0.95) == t  # the default
@@ -302,3 +303,18 @@ def test_bias_correction_removes_recall_bias_under_skew():
     assert (plain.mean() - truth) / se > 4
     assert abs(corrected.mean() - truth) / se < 3
     assert np.all((corrected >= 0) & (corrected <= 1))
+
+
+def test_intervals_stay_in_the_measure_range(rare_pool):
+    """A few passive draws give a wide F1 interval; it is clipped to [0, 1] (never loses coverage)."""
+    pool = rare_pool.pool
+    d = bae.passive_proposal(pool).draw(300, rng=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
+        est = bae.estimate(pool, "f1", d, rare_pool.labeler(d.indices))
+    for method in ("t", "wald"):
+        lo, hi = est.confidence_interval(0.95, method)
+        assert 0.0 <= lo <= hi <= 1.0
+    mse = bae.measures.get("mse")
+    e = bae.weighted_estimate(np.array([[0.1], [5.0], [0.2]]), np.ones(3), mse)
+    assert e.confidence_interval(0.95).low >= 0.0
