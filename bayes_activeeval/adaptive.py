@@ -490,7 +490,7 @@ class ActiveEvaluator:
         )
 
     # -- the loop ----------------------------------------------------------------------------------
-    def query(self, n: int | None = None) -> np.ndarray:
+    def query(self, n: int | None = None, max_cost: float | None = None) -> np.ndarray:
         """Items to label next, drawn from the current proposal ``q_t``.
 
         Under a deterministic oracle, draws continue until ``n`` *new* items (without a label and
@@ -503,6 +503,9 @@ class ActiveEvaluator:
         ----------
         n : int, optional
             Labels wanted (default ``batch_size``).
+        max_cost : float, optional
+            With label costs: stop once the new items' cost reaches this (the item that crosses
+            it is kept, as in :meth:`run`'s last stage).
 
         Returns
         -------
@@ -510,7 +513,9 @@ class ActiveEvaluator:
             Pool indices to label (in draw order).
         """
         n = self.batch_size if n is None else check_count(n, "n")
-        return self._query(n, None)
+        if max_cost is not None and not (np.isfinite(max_cost) and max_cost >= 0):
+            raise ValueError(f"max_cost must be a non-negative number, got {max_cost!r}")
+        return self._query(n, None if max_cost is None else float(max_cost))
 
     def _fresh_mask(self) -> np.ndarray:
         return (self._label < 0) & ~self._requested

@@ -302,10 +302,7 @@ class _AdaptiveDesign:
         stages = session._stage_rows()
         for s in range(start, n_done):
             n_req, items, info = stages[s]
-            if info.get("max_cost") is not None:
-                ev._query(n_req, float(info["max_cost"]))  # as drawn: cut at the cost budget
-            else:
-                ev.query(n_req)
+            ev.query(n_req, max_cost=info.get("max_cost"))  # as drawn: cut at the cost budget
             got = np.asarray(ev.get_state()["pending"]["idx"], dtype=np.int64)
             if not np.array_equal(got, items):
                 raise SessionError(
@@ -327,10 +324,7 @@ class _AdaptiveDesign:
             raise SessionError("no unlabeled item has positive probability; nothing to label")
         n = min(n, avail)
         max_cost = left if (left is not None and self.pool.costs is not None) else None
-        if max_cost is not None:
-            ev._query(n, max_cost)  # the evaluator's own cost-budget cut
-        else:
-            ev.query(n)
+        ev.query(n, max_cost=max_cost)  # the evaluator's own cost-budget cut
         pend = ev.get_state()["pending"]
         draws = Draws(
             np.asarray(pend["idx"], dtype=np.int64),

@@ -242,6 +242,13 @@ def test_costs_budget():
     lab = np.flatnonzero(ev.known)
     assert ev.cost == pytest.approx(costs[lab].sum())
     assert 100.0 <= ev.cost < 100.0 + 3.0
+    # query(max_cost=): the new items' cost reaches the cap with the item that crosses it
+    ev2 = bae.ActiveEvaluator(pool, "f1", rng=1, batch_size=10)
+    idx = ev2.query(50, max_cost=20.0)
+    c = np.cumsum(costs[idx])
+    assert c[-1] >= 20.0 and (idx.size == 1 or c[-2] < 20.0)
+    with pytest.raises(ValueError, match="max_cost"):
+        ev2.query(5, max_cost=-1.0)
 
 
 def test_stochastic_oracle_labels_every_draw(small):
