@@ -16,6 +16,18 @@ def show(value: Any) -> str:
     return repr(value)
 
 
+def check_model_names(models: Any, minimum: int, name: str = "models") -> tuple[str, ...]:
+    """A tuple of at least ``minimum`` distinct model names (a bare string is refused)."""
+    if isinstance(models, str):
+        raise TypeError(f"{name} must be a sequence of model names, got the string {models!r}")
+    models = tuple(models)
+    if len(models) < minimum:
+        raise ValueError(f"{name} must name at least {minimum} model(s), got {models!r}")
+    if len(set(models)) != len(models):
+        raise ValueError(f"{name} must be distinct, got {models!r}")
+    return models
+
+
 def as_1d(value: Any, name: str, *, n: int | None = None, dtype: Any = None) -> np.ndarray:
     """Return ``value`` as a 1-D array, checking its length against ``n``."""
     try:

@@ -28,7 +28,7 @@ import pandas as pd
 import xarray as xr
 from scipy import optimize, stats
 
-from ._validation import check_count, check_fraction, check_level, check_rng
+from ._validation import check_count, check_fraction, check_level, check_model_names, check_rng
 from .beliefs import as_belief, pool_belief
 from .estimators import ConfidenceInterval, Estimate, draw_labels, weighted_estimate
 from .measures import Measure, difference, stack
@@ -74,13 +74,7 @@ def _models_arg(
             raise ValueError(
                 f"the pool has models {list(models)}; name the two to compare with {name}=(a, b)"
             )
-    if isinstance(models, str):
-        raise TypeError(f"{name} must be a sequence of model names, got the string {models!r}")
-    models = tuple(models)
-    if len(models) < minimum:
-        raise ValueError(f"{name} must name at least {minimum} models, got {models!r}")
-    if len(set(models)) != len(models):
-        raise ValueError(f"{name} must be distinct, got {models!r}")
+    models = check_model_names(models, minimum, name)
     for m in models:
         pool.check_model(m)
     return models

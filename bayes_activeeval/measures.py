@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import check_model_names
+
 __all__ = [
     "FBeta",
     "Measure",
@@ -781,11 +783,4 @@ def _bound_components(base: Measure, models: tuple[str, ...]):
 def _check_models(base: Measure, models: Sequence[str], minimum: int) -> tuple[str, ...]:
     if base.models is not None:
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
-    if isinstance(models, str):
-        raise TypeError(f"models must be a sequence of model names, got the string {models!r}")
-    models = tuple(models)
-    if len(models) < minimum:
-        raise ValueError(f"models must name at least {minimum} model(s), got {models!r}")
-    if len(set(models)) != len(models):
-        raise ValueError(f"models must be distinct, got {models!r}")
-    return models
+    return check_model_names(models, minimum)
