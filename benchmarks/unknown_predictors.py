@@ -114,8 +114,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
             width = {k: np.zeros((K, 5)) for k in kinds_ci}
             var_sum = np.zeros((K, 5))
             cov_rep = {
-                k: {kind: np.zeros((R, 5)) for kind in ("random", "informative")}
-                for k in kinds_ci
+                k: {kind: np.zeros((R, 5)) for kind in ("random", "informative")} for k in kinds_ci
             }
             t0 = time.perf_counter()
             for i in range(R):
@@ -186,10 +185,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
                             "undefined_frac": float(np.isnan(est[:, sel, j]).mean()),
                             "median_variance_ratio": float(np.nanmedian(vratio[sel, j])),
                             "mean_variance_ratio": float(np.nanmean(vratio[sel, j])),
-                            **{
-                                f"coverage_{k}": float(hit[k][sel, j].mean() / R)
-                                for k in kinds_ci
-                            },
+                            **{f"coverage_{k}": float(hit[k][sel, j].mean() / R) for k in kinds_ci},
                             # MC error of the coverage averaged over rules (rules share labels:
                             # computed from the per-sample average over rules)
                             **{
@@ -198,10 +194,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
                                 )
                                 for k in kinds_ci
                             },
-                            **{
-                                f"width_{k}": float(width[k][sel, j].mean() / R)
-                                for k in kinds_ci
-                            },
+                            **{f"width_{k}": float(width[k][sel, j].mean() / R) for k in kinds_ci},
                         }
                     )
             print(f"coverage pi={pi} n={budget} {scheme}: {secs:.1f}s", flush=True)
