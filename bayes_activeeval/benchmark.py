@@ -1733,6 +1733,8 @@ def evaluate(
             "scheme": dsg.scheme,
             "n_labels": m,
             "pool_size": N,
+            "smoothing": lam,
+            "bias_correction": int(bool(bias_correction and margins is not None)),
         },
     )
     cdims = ("rule", "stratum", "output", "label")
