@@ -1287,7 +1287,7 @@ def _element_variance(shares, v_shares, target, n_eff, values, smoothing):
 
         p~ = (n p + lam q) / (n + lam),   S~^2 = [sum_c p~_c (g_c - g~)^2] / (1 - n/(n + lam)^2)
 
-    which is exactly unbiased for ``S^2`` when the group's true shares equal ``q`` (since
+    which is exactly unbiased for ``S^2`` when the group's true shares equal a fixed ``q`` (since
     ``E p~ = q`` and ``Var(sum p~ g) = n S^2/(n + lam)^2``), reduces to ``s^2`` as ``n`` grows,
     and is defined for every group, including groups whose labels are all 0 or all 1 (where
     ``s^2 = 0`` although the rate is not known to be 0: unbiased on average, but a Wald
@@ -1451,7 +1451,7 @@ def evaluate(
     ``s^2 = n/(n-1) p(1-p)`` (unbiased; cells with at most one label use their stratum's rate);
     with ``smoothing=lam > 0`` (default 2) the shares are shrunk by ``lam`` pseudo-labels towards
     the stratum's rate and rescaled by ``1/(1 - n/(n+lam)^2)`` (see :func:`_element_variance`):
-    still exactly unbiased when a cell's rate equals its stratum's (every random rule) and
+    still unbiased when a cell's rate equals its stratum's (every random rule) and
     equal to ``s^2`` as cells grow, but defined and non-zero for cells whose few labels are all
     0 — where ``s^2 = 0`` is unbiased only on average and makes the interval collapse in most
     samples of a rare-positive rule. (The previous version replaced the variance of *every*
