@@ -1282,8 +1282,8 @@ def _element_variance(shares, v_shares, target, n_eff, values, smoothing):
 
     ``smoothing = 0`` is the textbook unbiased sample variance ``s^2 = n/(n-1) sum_c p_c (g_c -
     gbar)^2`` (for a 0/1 label ``n/(n-1) p(1-p)``, catalogue Sec. 6.4); groups with
-    ``n_eff <= 1`` (no degree of freedom) use ``target`` instead. ``smoothing = lam > 0`` shrinks the shares by ``lam`` pseudo-items
-    towards ``target`` and rescales::
+    ``n_eff <= 1`` (no degree of freedom) use ``target`` instead. ``smoothing = lam > 0``
+    shrinks the shares by ``lam`` pseudo-items towards ``target`` and rescales::
 
         p~ = (n p + lam q) / (n + lam),   S~^2 = [sum_c p~_c (g_c - g~)^2] / (1 - n/(n + lam)^2)
 
