@@ -91,14 +91,14 @@ def measures(TP, FP, FN, TN):
 # ------------------------------------------------------------------------------------------------
 
 
-def study_coverage(quick):
+def study_coverage(quick, reps=None, n_rules=None, draws=400):
     configs = [(0.01, 500), (0.01, 2000), (0.02, 1000), (0.04, 500), (0.04, 2000)]
     schemes = ["stratified", "poisson"]
     if quick:
         configs = configs[:2]
     N = 50_000
-    R = 60 if quick else 200
-    n_rules = 40 if quick else 200
+    R = reps or (60 if quick else 200)
+    n_rules = n_rules or (40 if quick else 200)
     out = []
     for pi, budget in configs:
         for scheme in schemes if budget == 500 else ["stratified"]:
@@ -109,8 +109,13 @@ def study_coverage(quick):
             marg = margins_of(rules, d.strata, d.n_strata)
             K = rules.shape[0]
             est = np.empty((R, K, 5))
-            hit = {k: np.zeros((K, 5)) for k in ("wald", "wilson", "bayes")}
-            width = {k: np.zeros((K, 5)) for k in ("wald", "wilson", "bayes")}
+            kinds_ci = ("wald", "t", "wilson", "bayes")
+            hit = {k: np.zeros((K, 5)) for k in kinds_ci}
+            width = {k: np.zeros((K, 5)) for k in kinds_ci}
+            var_sum = np.zeros((K, 5))
+            cov_rep = {
+                k: {kind: np.zeros((R, 5)) for kind in ("random", "informative")} for k in kinds_ci
+            }
             t0 = time.perf_counter()
             for i in range(R):
                 smp = d.sample(rng)
@@ -119,11 +124,12 @@ def study_coverage(quick):
                     rules[:, smp.indices],
                     smp,
                     pool_margins=marg,
-                    draws=400,
+                    draws=draws,
                     rng=rng,
                 )
                 t = ev.table
                 est[i] = t.estimate.values
+                var_sum += np.nan_to_num(t.stderr.values**2)
                 post = ev.posterior["posterior"]
                 b_lo = np.stack(
                     [post[m].quantile(0.025, ("chain", "draw")).values for m in MEAS], -1
@@ -133,16 +139,22 @@ def study_coverage(quick):
                 )
                 for key, lo, hi in (
                     ("wald", t.wald_low.values, t.wald_high.values),
+                    ("t", t.t_low.values, t.t_high.values),
                     ("wilson", t.wilson_low.values, t.wilson_high.values),
                     ("bayes", b_lo, b_hi),
                 ):
-                    hit[key] += (lo <= truth) & (truth <= hi)
+                    h = (lo <= truth) & (truth <= hi)
+                    hit[key] += h
+                    for kind in ("random", "informative"):
+                        cov_rep[key][kind][i] = h[kinds == kind].mean(0)
                     width[key] += hi - lo
             secs = time.perf_counter() - t0
             mean = np.nanmean(est, 0)
             sd = np.nanstd(est, 0, ddof=1)
             mc = sd / np.sqrt(R)
             z = (mean - truth) / np.where(mc > 0, mc, np.nan)
+            # mean estimated variance / variance of the estimates over the samples
+            vratio = (var_sum / R) / np.where(sd > 0, sd**2, np.nan)
             for kind in ("random", "informative"):
                 sel = kinds == kind
                 for m in MEAS:
@@ -171,14 +183,18 @@ def study_coverage(quick):
                             "median_rel_bias": float(np.nanmedian(rel)),
                             "rmse": float(np.sqrt(np.mean((est[:, sel, j] - truth[sel, j]) ** 2))),
                             "undefined_frac": float(np.isnan(est[:, sel, j]).mean()),
+                            "median_variance_ratio": float(np.nanmedian(vratio[sel, j])),
+                            "mean_variance_ratio": float(np.nanmean(vratio[sel, j])),
+                            **{f"coverage_{k}": float(hit[k][sel, j].mean() / R) for k in kinds_ci},
+                            # MC error of the coverage averaged over rules (rules share labels:
+                            # computed from the per-sample average over rules)
                             **{
-                                f"coverage_{k}": float(hit[k][sel, j].mean() / R)
-                                for k in ("wald", "wilson", "bayes")
+                                f"coverage_mc_se_{k}": float(
+                                    cov_rep[k][kind][:, j].std(ddof=1) / np.sqrt(R)
+                                )
+                                for k in kinds_ci
                             },
-                            **{
-                                f"width_{k}": float(width[k][sel, j].mean() / R)
-                                for k in ("wald", "wilson", "bayes")
-                            },
+                            **{f"width_{k}": float(width[k][sel, j].mean() / R) for k in kinds_ci},
                         }
                     )
             print(f"coverage pi={pi} n={budget} {scheme}: {secs:.1f}s", flush=True)
@@ -190,9 +206,9 @@ def study_coverage(quick):
 # ------------------------------------------------------------------------------------------------
 
 
-def study_mse(quick):
+def study_mse(quick, reps=None):
     N, pi, budget = 50_000, 0.01, 500
-    R = 60 if quick else 400
+    R = reps or (60 if quick else 400)
     n_rules = 40 if quick else 200
     rng = np.random.default_rng(2024)
     s, y, rules, kinds = make_world(N, pi, n_rules, n_rules, rng)
@@ -245,7 +261,7 @@ def study_mse(quick):
 # ------------------------------------------------------------------------------------------------
 
 
-def study_covtype(quick):
+def study_covtype(quick, reps=None):
     """Covtype-like: pi = 0.04, the paper's rule sizes as rates, budgets 50..5000."""
     N = 100_000 if quick else 250_000
     pi = 0.04
@@ -261,7 +277,7 @@ def study_covtype(quick):
     sizes = np.array([10_000, 20_000, 30_000, 40_000, 50_000]) / 581_012  # paper's |S_R^+|/|S|
     n_per = 20 if quick else 100
     budgets = [50, 100, 200, 500, 1000, 2000, 5000]
-    reps = 4 if quick else 10
+    reps = reps or (4 if quick else 10)
 
     rule_sets = {}
     for r in sizes:
@@ -448,13 +464,17 @@ def write_md_main(res, path):
     if "coverage" in res:
         lines += [
             "",
-            "## 1. Bias and 95% coverage (sqrt design; 200 random + 200 informative rules)",
+            "## 1. Bias and 95% coverage (sqrt design; random + informative rules)",
             "",
-            "mean |z| = mean over rules of |mean bias| / MC standard error (about 0.8 without bias);",
-            "'|z|>3' = share of rules with a significant bias.",
+            f"{res['coverage'][0]['n_rules']} rules of each kind, {res['coverage'][0]['reps']} "
+            "samples per setting. mean |z| = mean over rules of |mean bias| / MC standard error "
+            "(about 0.8 without bias); '|z|>3' = share of rules with a significant bias; "
+            "var ratio = median over rules of (mean estimated variance) / (variance of the "
+            "estimates over the samples); coverage MC se = Monte Carlo error of the Wald "
+            "coverage averaged over rules (from the per-sample averages; rules share labels).",
             "",
-            "| prevalence | labels | scheme | rules | measure | mean bias | MC se | mean abs z | |z|>3 | Wald | Wilson | Bayes | width Wilson |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| prevalence | labels | scheme | rules | measure | mean bias | MC se | mean abs z | |z|>3 | var ratio | Wald | t | Wilson | Bayes | cov MC se | width Wilson |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in res["coverage"]:
             if r["measure"] == "accuracy":
@@ -462,8 +482,11 @@ def write_md_main(res, path):
             lines.append(
                 f"| {r['prevalence']} | {r['budget']} | {r['scheme']} | {r['rules']} | {r['measure']} "
                 f"| {r['mean_bias']:+.4f} | {r['mc_se_of_mean_bias']:.4f} | {r['mean_abs_z']:.2f} "
-                f"| {r['frac_abs_z_gt_3']:.3f} | {r['coverage_wald']:.3f} | {r['coverage_wilson']:.3f} "
-                f"| {r['coverage_bayes']:.3f} | {r['width_wilson']:.3f} |"
+                f"| {r['frac_abs_z_gt_3']:.3f} | {r.get('median_variance_ratio', float('nan')):.2f} "
+                f"| {r['coverage_wald']:.3f} | {r.get('coverage_t', float('nan')):.3f} "
+                f"| {r['coverage_wilson']:.3f} "
+                f"| {r['coverage_bayes']:.3f} | {r.get('coverage_mc_se_wald', float('nan')):.4f} "
+                f"| {r['width_wilson']:.3f} |"
             )
     if "mse" in res:
         m = res["mse"]
@@ -551,6 +574,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="coverage,mse,covtype,timing")
+    ap.add_argument("--reps", type=int, default=None, help="coverage: samples per setting")
+    ap.add_argument("--rules", type=int, default=None, help="coverage: rules of each kind")
+    ap.add_argument("--draws", type=int, default=400, help="coverage: posterior draws")
+    ap.add_argument("--mse-reps", type=int, default=None, help="mse: samples per design")
+    ap.add_argument("--covtype-reps", type=int, default=None, help="covtype: repetitions")
     args = ap.parse_args()
     only = set(args.only.split(","))
     RESULTS.mkdir(exist_ok=True)
@@ -559,16 +587,17 @@ def main():
     if "timing" in only:
         res["timing"] = study_timing(args.quick)
     if "mse" in only:
-        res["mse"] = study_mse(args.quick)
+        res["mse"] = study_mse(args.quick, args.mse_reps)
     if "coverage" in only:
-        res["coverage"] = study_coverage(args.quick)
+        res["coverage"] = study_coverage(args.quick, args.reps, args.rules, args.draws)
     cov = None
     if "covtype" in only:
-        cov = {"covtype": study_covtype(args.quick)}
+        cov = {"covtype": study_covtype(args.quick, args.covtype_reps)}
     meta = {
         "machine": f"{platform.machine()} {platform.python_version()}",
         "seconds": time.perf_counter() - t0,
         "quick": args.quick,
+        "args": vars(args),
     }
     suffix = "_quick" if args.quick else ""
     if res:
