@@ -88,7 +88,7 @@ def one_rep(data, truth, seed, oracles):
     out = {}
     for oracle in oracles:
         name, _, opts = oracle.partition(":")
-        options = {k: float(v) for k, v in (o.split("=") for o in opts.split(";") if o)}
+        options = {k: _option(v) for k, v in (o.split("=") for o in opts.split(";") if o)}
         t0 = time.perf_counter()
         ev = bae.ActiveEvaluator(pool, "f1", oracle=name, rng=seed, oracle_options=options or None)
         est = ev.run(data.labeler, budget=BUDGET, progress=False)
@@ -115,6 +115,16 @@ def one_rep(data, truth, seed, oracles):
 
 
 STATIC: dict[int, bae.Proposal] = {}
+
+
+def _option(text: str):
+    """An oracle option from the command line: int, float or (else) string."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def aggregate(records, truth):
@@ -166,7 +176,8 @@ def main() -> None:
     ap.add_argument("--oracles", default="dirichlet-tree,model")
     ap.add_argument("--out", default="adaptive_f1")
     args = ap.parse_args()
-    # an oracle is a registered name, optionally with numeric options: "dirichlet-tree:prior_strength=2560"
+    # an oracle is a registered name, optionally with options separated by ";":
+    # "dirichlet-tree:prior_strength=2560;within_leaf=flat"
     oracles = [o for o in args.oracles.split(",") if o.partition(":")[0] in _REGISTRY]
     warnings.simplefilter("ignore", UndefinedEstimateWarning)
     datas, truths = [], []
