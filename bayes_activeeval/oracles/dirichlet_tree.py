@@ -417,7 +417,12 @@ class DirichletTreeOracle(OracleModel):
         Total prior weight of the model's probabilities, ``κ = prior_strength / K`` per stratum
         (default ``K``, as in the paper's experiments).
     tree_smoothing : float
-        ``λ`` in ``β_{yc} = λ level(c)² + …`` (default 1, Sec. 5.2).
+        ``λ`` in ``β_{yc} = λ level(c)² + …``. Default ``0.01``; the paper's value is 1
+        (Sec. 5.2). The ``λ level(c)²`` pseudo-counts are the same for every class, so for a rare
+        class (a few dozen expected positives in the pool) ``λ = 1`` outweighs the model's own
+        expected counts ``κ Σ s(y|k)`` and spreads the class evenly over the leaves a priori;
+        ``benchmarks/results/adaptive_f1.md`` shows the effect. The paper's model is
+        ``within_leaf="flat", tree_smoothing=1``.
     model : str, optional
         Which model of the pool supplies scores and prior probabilities.
     method : {"csf", "quantile"}
@@ -459,7 +464,7 @@ class DirichletTreeOracle(OracleModel):
         *,
         deterministic: bool = True,
         prior_strength: float | None = None,
-        tree_smoothing: float = 1.0,
+        tree_smoothing: float = 0.01,
         model: str | None = None,
         method: str = "csf",
         em_tol: float = 1e-8,
