@@ -63,7 +63,7 @@ def _labeled_run(o, pool, labels, rng, n=300):
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_tilt_preserves_leaf_totals_binary(cal_pool, deterministic):
-    o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
+    o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o.initialize(cal_pool.pool)
     rng = np.random.default_rng(1)
     for _ in range(2):
@@ -86,7 +86,7 @@ def test_tilt_preserves_leaf_totals_binary(cal_pool, deterministic):
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_tilt_preserves_leaf_totals_multiclass(multi_pool, deterministic):
     pool, labels = multi_pool
-    o = DirichletTreeOracle(n_strata=16, depth=4, deterministic=deterministic)
+    o = DirichletTreeOracle(n_strata=16, depth=4, deterministic=deterministic, within_leaf="tilt")
     o.initialize(pool)
     _labeled_run(o, pool, labels, np.random.default_rng(2), n=200)
     probs = o.belief().probs
@@ -113,7 +113,9 @@ def test_tilt_reduces_to_flat_when_scores_constant_within_leaf():
     labels = (rng.random(n) < p1).astype(int)
     pool = bae.Pool(predictions=(p1 > 0.5).astype(int), probs=p1, scores=stratum_score[k])
     for det in (True, False):
-        t = DirichletTreeOracle(n_strata=K, depth=3, method="quantile", deterministic=det)
+        t = DirichletTreeOracle(
+            n_strata=K, depth=3, method="quantile", deterministic=det, within_leaf="tilt"
+        )
         f = DirichletTreeOracle(
             n_strata=K, depth=3, method="quantile", deterministic=det, within_leaf="flat"
         )
@@ -133,7 +135,7 @@ def test_tilt_without_labels_is_the_model_up_to_prior_smoothing(cal_pool):
     pool = cal_pool.pool
     s = pool.view().prob[:, 1]
     # when the leaf level equals the model's mean over the leaf, the tilt is the identity
-    o = DirichletTreeOracle(n_strata=64, depth=6)
+    o = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="tilt")
     o.initialize(pool)
     logit = special.logit(s)
     mean_s = np.bincount(o.strata, weights=s, minlength=o.K) / o.sizes
@@ -145,7 +147,9 @@ def test_tilt_without_labels_is_the_model_up_to_prior_smoothing(cal_pool):
     # weight of the model's probabilities grows
     gaps = []
     for strength in (64.0, 64e2, 64e5):
-        o = DirichletTreeOracle(n_strata=64, depth=6, prior_strength=strength, tree_smoothing=1.0)
+        o = DirichletTreeOracle(
+            n_strata=64, depth=6, prior_strength=strength, tree_smoothing=1.0, within_leaf="tilt"
+        )
         o.initialize(pool)
         b = o.belief().probs[:, 1]
         shift = special.logit(b) - logit
@@ -186,12 +190,12 @@ def test_tilt_belief_is_closer_to_the_truth_than_flat():
 def test_tilt_state_round_trip(cal_pool, deterministic):
     pool, labels = cal_pool.pool, cal_pool.labels
     rng = np.random.default_rng(8)
-    o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
+    o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o.initialize(pool)
     _labeled_run(o, pool, labels, rng, n=120)
     state = _json_round_trip(o.get_state())
     assert state["config"]["within_leaf"] == "tilt"
-    o2 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
+    o2 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o2.initialize(pool)
     o2.set_state(state)
     assert np.array_equal(o2.belief().probs, o.belief().probs)
@@ -205,7 +209,7 @@ def test_tilt_state_round_trip(cal_pool, deterministic):
     f.set_state(o.get_state())
     fs = f.get_state()
     assert "within_offsets" not in fs
-    o3 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
+    o3 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o3.initialize(pool)
     o3.set_state(fs)
     assert np.allclose(o3.belief().probs, o.belief().probs, rtol=1e-7, atol=1e-12)
@@ -214,7 +218,7 @@ def test_tilt_state_round_trip(cal_pool, deterministic):
 def test_within_leaf_validation():
     with pytest.raises(ValueError, match="within_leaf"):
         DirichletTreeOracle(within_leaf="smooth")
-    assert "within_leaf='tilt'" in repr(DirichletTreeOracle())
+    assert "within_leaf='tilt'" in repr(DirichletTreeOracle(within_leaf="tilt"))
 
 
 def test_tilt_solvers_bracket_extreme_targets():
@@ -249,7 +253,7 @@ def test_adaptive_tilt_is_unbiased_small_pool():
             oracle="dirichlet-tree",
             rng=seed,
             batch_size=25,
-            oracle_options={"n_strata": 32, "depth": 5},
+            oracle_options={"n_strata": 32, "depth": 5, "within_leaf": "tilt"},
         )
         est = ev.run(data.labeler, budget=150, progress=False)
         vals.append(est.value)
