@@ -934,6 +934,10 @@ class DirichletTreeOracle(OracleModel):
     ):
         """The full posterior of ``θ``, the branch probabilities and ``π(y | k)`` as a DataTree.
 
+        This is the posterior of the leaf-level model, the same for ``within_leaf="tilt"`` and
+        ``"flat"``: the tilt only maps the leaf-level predictive to item beliefs (a deterministic
+        redistribution that preserves each leaf's total), so it changes no likelihood term.
+
         Parameters
         ----------
         draws : int
