@@ -742,8 +742,9 @@ class ActiveEvaluator:
             ``q_{j-1}``) rather than the limit; larger when early proposals were poor.
             ``"clt"``: the plug-in for Thm. 2 (``q_∞ ≈ q_N``). It assumes the proposal has
             converged, which at a few thousand labels it has not: in
-            ``benchmarks/results/adaptive_f1.md`` its 95% intervals covered 0.33-0.90, the
-            martingale ones 0.91-0.96. Kept for comparison with the paper.
+            the 114-repetition run of ``benchmarks/results/adaptive_f1.md`` (plug-in and paper's
+            Dirichlet tree; git history) its 95% intervals covered 0.33-0.90, the martingale ones
+            0.91-0.96. Kept for comparison with the paper.
         bias_correction : bool
             Subtract the estimated second-order bias of the ratio and of ``g``
             (:func:`~bayes_activeeval.estimators.ratio_bias`). Default ``False``: Marchant's

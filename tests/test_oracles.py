@@ -98,7 +98,9 @@ def test_priors_follow_catalogue_2_3():
     p1 = np.array([0.1, 0.3, 0.2, 0.4, 0.5, 0.7, 0.8, 1.0])
     probs = np.c_[1 - p1, p1]
     pool = _tiny_pool([0, 0, 1, 1, 2, 2, 3, 3], probs)
-    o = DirichletTreeOracle(n_strata=4, depth=2, method="quantile")
+    o = DirichletTreeOracle(
+        n_strata=4, depth=2, method="quantile", tree_smoothing=1.0, within_leaf="flat"
+    )
     o.initialize(pool)
     s1 = np.array([0.2, 0.3, 0.6, 0.9])  # mean P(y=1) per stratum
     s = np.c_[1 - s1, s1]
@@ -165,7 +167,10 @@ def _flat_example():
     scores = [0] * 4 + [1] * 3 + [2] * 5
     p1 = np.array([0.1] * 4 + [0.4] * 3 + [0.8] * 5)
     pool = _tiny_pool(scores, np.c_[1 - p1, p1])
-    o = DirichletTreeOracle(n_strata=3, depth=1, method="quantile", em_tol=1e-12)
+    # the paper's tree smoothing (λ = 1): the hand computations below use level(c)² = 1
+    o = DirichletTreeOracle(
+        n_strata=3, depth=1, method="quantile", em_tol=1e-12, tree_smoothing=1.0
+    )
     o.initialize(pool)
     return pool, o
 
@@ -237,7 +242,13 @@ def test_em_reaches_the_map_found_by_scipy():
     assert o.log_posterior() >= -best.fun - 1e-8
     # the plain (unaccelerated) EM reaches the same fixed point
     o2 = DirichletTreeOracle(
-        n_strata=3, depth=1, method="quantile", accelerate=False, em_tol=1e-13, em_max_iter=200_000
+        n_strata=3,
+        depth=1,
+        method="quantile",
+        accelerate=False,
+        em_tol=1e-13,
+        em_max_iter=200_000,
+        tree_smoothing=1.0,
     )
     o2.initialize(pool)
     o2.update([0, 1, 5, 8, 9], [0, 1, 1, 1, 0], np.ones(5))

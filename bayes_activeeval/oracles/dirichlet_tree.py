@@ -35,8 +35,25 @@ importance-weighted counts ``α̃_y = α_y + Σ w 1[y' = y]``, ``β̃_{yc} = β_
 so that ``α̃/N`` and ``β̃/N`` converge to the pool quantities ``E_p[1{Y = y}]`` and
 ``E_p[1{Y = y} δ_c(k_X)]`` although the draws come from ``q``.
 
-Every per-stage operation is on stratum-level arrays (``K × C``) plus one gather over the pool;
-no Python loop runs over pool items.
+Within-leaf belief (``within_leaf``). The model above is about leaves: every item of leaf ``k``
+has the same predictive ``π(y | k)`` (``within_leaf="flat"``, the paper's Eq. 13), which throws
+away the evaluated model's ordering of the items *inside* a leaf. ``within_leaf="tilt"`` (the
+default) keeps the leaf-level model, its priors, its EM/MAP and stochastic updates and its full
+posterior unchanged, and only redistributes each leaf's predictive mass among the leaf's unlabeled
+items in proportion to the model's own probabilities ``s_i``: an exponential tilt
+
+    π_i(y) ∝ s_i(y) exp(c_{ky}),   with   Σ_{i ∈ U_k} π_i(y) = |U_k| π(y | k)
+
+(binary: ``π_i(1) = σ(c_k + logit s_i)``, ``c_k`` by safeguarded Newton over all leaves at
+once; multiclass: per-class offsets by iterative proportional fitting). ``U_k`` is the leaf's
+unlabeled items (all its items for a stochastic oracle). Leaf totals, hence the E-step of the EM
+(Eq. 12, which only uses ``u_k π(y | k)``), the MAP and the posterior are exactly those of the flat
+model; the tilt is the minimum-KL redistribution of each leaf's mass relative to ``s``. Whatever
+the belief, the importance weights ``p/q`` keep the estimator consistent (Marchant & Rubinstein
+(2021), Thm. 1), so the tilt can only change the variance.
+
+Every per-stage operation is on stratum-level arrays (``K × C``) plus a few gathers and
+``bincount`` reductions over the pool; no Python loop runs over pool items.
 """
 
 from __future__ import annotations
@@ -45,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import sparse
+from scipy import sparse, special
 
 from .._validation import check_rng
 from ..beliefs import CategoricalBelief
@@ -59,7 +76,7 @@ from ._common import (
 )
 from .base import OracleModel, register_oracle
 
-__all__ = ["DirichletTreeOracle", "Tree", "build_tree"]
+__all__ = ["DirichletTreeOracle", "Tree", "build_tree", "tilt_offsets", "tilt_offsets_binary"]
 
 
 @dataclass(frozen=True)
@@ -174,6 +191,166 @@ def _lse(x: np.ndarray, axis: int | None = None, keepdims: bool = False) -> np.n
     return out
 
 
+#: Within-leaf beliefs: ``"flat"`` (the paper's ``π(y | k_x)``) or ``"tilt"`` (the leaf's mass
+#: redistributed among its unlabeled items in proportion to the model's probabilities).
+WITHIN_LEAF = ("tilt", "flat")
+_LOGIT_CLIP = 35.0  # |logit s| beyond this is numerically 0 or 1 in float64
+
+
+def _leaf_ranges(strata: np.ndarray, values: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-leaf minimum and maximum of ``values`` (one stable sort, then ``reduceat``)."""
+    order = np.argsort(strata, kind="stable")
+    counts = np.bincount(strata, minlength=K)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    v = values[order]
+    nonempty = counts > 0
+    lo = np.zeros(K)
+    hi = np.zeros(K)
+    if v.size:
+        s = starts[nonempty]
+        lo[nonempty] = np.minimum.reduceat(v, s)
+        hi[nonempty] = np.maximum.reduceat(v, s)
+    return lo, hi
+
+
+def tilt_offsets_binary(
+    logit: np.ndarray,
+    strata: np.ndarray,
+    unlabeled: np.ndarray | None,
+    target: np.ndarray,
+    lmin: np.ndarray,
+    lmax: np.ndarray,
+    start: np.ndarray | None = None,
+    *,
+    tol: float = 1e-11,
+    max_iter: int = 200,
+) -> np.ndarray:
+    """Per-leaf logit offsets ``c_k`` with ``Σ_{i ∈ U_k} σ(c_k + logit_i) = |U_k| target_k``.
+
+    The within-leaf exponential tilt of the Dirichlet-tree belief (module docstring): the
+    minimum-KL redistribution, relative to the model's probabilities ``s_i = σ(logit_i)``, of the
+    leaf's predictive mass ``|U_k| π(1 | k)`` (Marchant & Rubinstein (2021), Eq. 13) among its
+    unlabeled items ``U_k``. Safeguarded Newton (bisection whenever a Newton step leaves the
+    bracket), vectorised over all leaves; ``Σ σ(c + logit_i)`` is increasing in ``c``, and
+    ``[logit t_k − max logit, logit t_k − min logit]`` brackets the root.
+
+    Parameters
+    ----------
+    logit : ndarray (n,)
+        ``logit s_i`` (clipped to ``±35``).
+    strata : ndarray of int (n,)
+        Leaf of every item.
+    unlabeled : ndarray (n,) of 0/1 floats, or None
+        Which items share the leaf's mass (None: all).
+    target : ndarray (K,)
+        ``π(1 | k)`` in ``(0, 1)``.
+    lmin, lmax : ndarray (K,)
+        Per-leaf bounds of ``logit`` (over any superset of ``U_k``).
+    start : ndarray (K,), optional
+        Warm start (clipped into the bracket).
+    tol : float
+        Stop when every leaf's total is within ``tol · |U_k| t_k (1 − t_k)`` of its target.
+    max_iter : int
+        Iteration cap.
+
+    Returns
+    -------
+    ndarray (K,)
+        ``c_k`` (leaves without unlabeled items keep their start value).
+    """
+    K = target.size
+    w = None if unlabeled is None else unlabeled
+    u = np.bincount(strata, weights=w, minlength=K).astype(float)
+    t = np.clip(target, 1e-300, 1.0 - 1e-16)
+    lt = np.log(t) - np.log1p(-t)
+    lo = lt - lmax
+    hi = lt - lmin
+    c = np.zeros(K) if start is None else np.asarray(start, dtype=float).copy()
+    c = np.clip(c, lo, hi)
+    goal = u * t
+    scale = tol * np.maximum(u * t * (1.0 - t), 1e-300)
+    active = u > 0
+    for _ in range(max_iter):
+        sig = special.expit(c[strata] + logit)
+        if w is not None:
+            sig = sig * w
+        F = np.bincount(strata, weights=sig, minlength=K) - goal
+        todo = active & (np.abs(F) > scale) & (hi - lo > 1e-13 * (1.0 + np.abs(c)))
+        if not todo.any():
+            break
+        # masked items have sig = 0, so sig (1 − sig) is the masked derivative too
+        dF = np.bincount(strata, weights=sig * (1.0 - sig), minlength=K)
+        hi = np.where(todo & (F > 0), c, hi)
+        lo = np.where(todo & (F < 0), c, lo)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = c - F / dF
+        ok = np.isfinite(newton) & (newton > lo) & (newton < hi)
+        c = np.where(todo, np.where(ok, newton, 0.5 * (lo + hi)), c)
+    return c
+
+
+def tilt_offsets(
+    log_s: np.ndarray,
+    strata: np.ndarray,
+    unlabeled: np.ndarray | None,
+    target: np.ndarray,
+    start: np.ndarray | None = None,
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 1000,
+) -> np.ndarray:
+    """Per-leaf, per-class log offsets ``c_{ky}`` with ``π_i(y) ∝ s_i(y) exp(c_{ky})`` and
+    ``Σ_{i ∈ U_k} π_i(y) = |U_k| target_{ky}`` (multiclass within-leaf tilt).
+
+    Iterative proportional fitting (raking): each sweep multiplies ``exp(c_{ky})`` by the ratio
+    of the target to the current leaf total; the fixed point is the minimum-KL redistribution of
+    the leaf's predictive mass ``|U_k| π(y | k)`` (Marchant & Rubinstein (2021), Eq. 13) relative
+    to the model's probabilities.
+
+    Parameters
+    ----------
+    log_s : ndarray (n, C)
+        ``log s_i(y)`` (floored).
+    strata, unlabeled
+        As :func:`tilt_offsets_binary`.
+    target : ndarray (K, C)
+        ``π(y | k)``, rows summing to 1.
+    start : ndarray (K, C), optional
+        Warm start.
+    tol : float
+        Stop when every leaf total is within a relative ``tol`` of its target.
+    max_iter : int
+        Sweep cap.
+
+    Returns
+    -------
+    ndarray (K, C)
+    """
+    K, C = target.shape
+    flat = (strata[:, None] * C + np.arange(C)[None, :]).ravel()
+    w = None if unlabeled is None else unlabeled
+    u = np.bincount(strata, weights=w, minlength=K).astype(float)
+    goal = u[:, None] * target
+    c = np.zeros((K, C)) if start is None else np.asarray(start, dtype=float).copy()
+    active = u > 0
+    for _ in range(max_iter):
+        z = log_s + c[strata]
+        z -= z.max(axis=1, keepdims=True)
+        P = np.exp(z)
+        P /= P.sum(axis=1, keepdims=True)
+        if w is not None:
+            P *= w[:, None]
+        S = np.bincount(flat, weights=P.ravel(), minlength=K * C).reshape(K, C)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.log(goal) - np.log(S)
+        step[~active] = 0.0
+        if np.max(np.abs(step), initial=0.0) <= tol:
+            break
+        c += step
+        c -= c[:, :1]  # offsets are defined up to a constant per leaf
+    return c
+
+
 class _Ops:
     """What the EM inner loop needs of the tree: the CSR path matrix (``log ψ = δᵀ log b``) and,
     since every node covers a contiguous range ``[lo, hi)`` of leaves, node counts as differences
@@ -240,7 +417,12 @@ class DirichletTreeOracle(OracleModel):
         Total prior weight of the model's probabilities, ``κ = prior_strength / K`` per stratum
         (default ``K``, as in the paper's experiments).
     tree_smoothing : float
-        ``λ`` in ``β_{yc} = λ level(c)² + …`` (default 1, Sec. 5.2).
+        ``λ`` in ``β_{yc} = λ level(c)² + …``. Default ``0.01``; the paper's value is 1
+        (Sec. 5.2). The ``λ level(c)²`` pseudo-counts are the same for every class, so for a rare
+        class (a few dozen expected positives in the pool) ``λ = 1`` outweighs the model's own
+        expected counts ``κ Σ s(y|k)`` and spreads the class evenly over the leaves a priori;
+        ``benchmarks/results/adaptive_f1.md`` shows the effect. The paper's model is
+        ``within_leaf="flat", tree_smoothing=1``.
     model : str, optional
         Which model of the pool supplies scores and prior probabilities.
     method : {"csf", "quantile"}
@@ -254,6 +436,14 @@ class DirichletTreeOracle(OracleModel):
         Use SQUAREM extrapolation (Varadhan & Roland 2008) with a monotonicity safeguard. EM on a
         pool with few labels converges slowly (most of the information is missing); SQUAREM
         reaches the same fixed point in far fewer iterations.
+    within_leaf : {"tilt", "flat"}
+        How a leaf's predictive ``π(y | k)`` becomes item beliefs. ``"flat"``: every item of the
+        leaf gets ``π(y | k)`` (Eq. 13, the paper). ``"tilt"`` (default): the leaf's mass over
+        its unlabeled items, ``|U_k| π(y | k)``, is shared in proportion to the model's own
+        probabilities, ``π_i(y) ∝ s_i(y) exp(c_{ky})`` (binary: ``σ(c_k + logit s_i)``), so the
+        model's ordering inside a leaf is kept while the leaf-level model learns each leaf's
+        level. Leaf totals, the EM/MAP, the stochastic updates and :meth:`posterior` are the
+        same for both (the tilt concerns the predictive belief only).
 
     Attributes
     ----------
@@ -261,6 +451,8 @@ class DirichletTreeOracle(OracleModel):
         Stratum (leaf) of each pool item after :meth:`initialize`.
     stratum_probs : ndarray (K, C)
         Current ``π(y | k)`` per stratum.
+    within_offsets : ndarray (K,) or (K, C)
+        The tilt's per-leaf offsets ``c_k`` (binary) or ``c_{ky}`` (``within_leaf="tilt"``).
     """
 
     name = "dirichlet-tree"
@@ -272,12 +464,13 @@ class DirichletTreeOracle(OracleModel):
         *,
         deterministic: bool = True,
         prior_strength: float | None = None,
-        tree_smoothing: float = 1.0,
+        tree_smoothing: float = 0.01,
         model: str | None = None,
         method: str = "csf",
         em_tol: float = 1e-8,
         em_max_iter: int = 10_000,
         accelerate: bool = True,
+        within_leaf: str = "tilt",
     ) -> None:
         if (
             isinstance(n_strata, bool)
@@ -293,6 +486,8 @@ class DirichletTreeOracle(OracleModel):
             raise ValueError(f"tree_smoothing must be positive, got {tree_smoothing!r}")
         if method not in ("csf", "quantile"):
             raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
+        if within_leaf not in WITHIN_LEAF:
+            raise ValueError(f"within_leaf must be 'tilt' or 'flat', got {within_leaf!r}")
         if not (np.isfinite(em_tol) and em_tol > 0):
             raise ValueError(f"em_tol must be positive, got {em_tol!r}")
         if (
@@ -311,6 +506,7 @@ class DirichletTreeOracle(OracleModel):
         self.em_tol = float(em_tol)
         self.em_max_iter = int(em_max_iter)
         self.accelerate = bool(accelerate)
+        self.within_leaf = within_leaf
         self._ready = False
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -353,6 +549,19 @@ class DirichletTreeOracle(OracleModel):
         self._a_sib = self._ops.sibling_sum(self.a_map)
         self.obs = np.zeros((K, C))  # labeled counts (deterministic) / weighted counts (stochastic)
         self.cache = LabelCache(n)
+        if self.within_leaf == "tilt":
+            floor = np.maximum(s, 1e-300)
+            if C == 2:
+                self._item_logit = np.clip(
+                    np.log(floor[:, 1]) - np.log(floor[:, 0]), -_LOGIT_CLIP, _LOGIT_CLIP
+                )
+                self._logit_min, self._logit_max = _leaf_ranges(strata, self._item_logit, K)
+                self.within_offsets = np.zeros(K)
+            else:
+                self._item_log_s = np.maximum(np.log(floor), -2 * _LOGIT_CLIP)
+                self.within_offsets = np.zeros((K, C))
+            # 1 for items sharing their leaf's mass (unlabeled; every item if stochastic)
+            self._unlabeled_mask = np.ones(n) if self.deterministic else None
         self.n_updates = 0
         self.n_draws = 0
         self.em_iterations = 0
@@ -476,6 +685,7 @@ class DirichletTreeOracle(OracleModel):
         self.em_iterations = it
         lj = self._log_joint(lt, lb)
         self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        self._fit_within()
 
     # -- stochastic oracle: weighted posterior predictive (App. H) -------------------------------
     def _stochastic_refresh(self) -> None:
@@ -490,6 +700,44 @@ class DirichletTreeOracle(OracleModel):
         self.log_branch = log_b
         lj = self._log_joint(self.log_theta, log_b)
         self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        self._fit_within()
+
+    # -- within-leaf belief ------------------------------------------------------------------------
+    def _fit_within(self) -> None:
+        """Solve the tilt's offsets for the current ``π(y | k)`` (warm-started)."""
+        if self.within_leaf != "tilt":
+            return
+        if self.n_classes == 2:
+            self.within_offsets = tilt_offsets_binary(
+                self._item_logit,
+                self.strata,
+                self._unlabeled_mask,
+                self.stratum_probs[:, 1],
+                self._logit_min,
+                self._logit_max,
+                start=self.within_offsets,
+            )
+        else:
+            self.within_offsets = tilt_offsets(
+                self._item_log_s,
+                self.strata,
+                self._unlabeled_mask,
+                self.stratum_probs,
+                start=self.within_offsets,
+            )
+
+    def _item_probs(self) -> np.ndarray:
+        """Item-level ``π_i(y)`` before the point masses of labeled items, shape (n, C)."""
+        if self.within_leaf == "flat":
+            return self.stratum_probs[self.strata]
+        if self.n_classes == 2:
+            p1 = special.expit(self.within_offsets[self.strata] + self._item_logit)
+            return np.stack([1.0 - p1, p1], axis=1)
+        z = self._item_log_s + self.within_offsets[self.strata]
+        z -= z.max(axis=1, keepdims=True)
+        P = np.exp(z)
+        P /= P.sum(axis=1, keepdims=True)
+        return P
 
     # -- the OracleModel interface ----------------------------------------------------------------
     def update(self, indices, labels, weights=None) -> None:
@@ -508,6 +756,8 @@ class DirichletTreeOracle(OracleModel):
         C = self.n_classes
         if self.deterministic:
             new_i, new_y = self.cache.add(idx, y)
+            if new_i.size and self.within_leaf == "tilt":
+                self._unlabeled_mask[new_i] = 0.0
             if new_i.size:
                 self.obs += np.bincount(
                     self.strata[new_i] * C + new_y, minlength=self.K * C
@@ -521,9 +771,11 @@ class DirichletTreeOracle(OracleModel):
             self._stochastic_refresh()
 
     def belief(self) -> CategoricalBelief:
-        """``π(y|x) = π(y | k_x)`` (Eq. 13/14), with point masses on labeled items (deterministic)."""
+        """The item beliefs: ``π(y | k_x)`` (Eq. 13/14) for ``within_leaf="flat"``, the tilted
+        ``π_i(y) ∝ s_i(y) exp(c_{k_x y})`` (same leaf totals) for ``"tilt"``; point masses on
+        labeled items (deterministic oracle)."""
         self._check_ready()
-        probs = self.stratum_probs[self.strata]
+        probs = self._item_probs()
         if self.deterministic:
             self.cache.point_masses(probs)
         return CategoricalBelief(probs)
@@ -551,6 +803,7 @@ class DirichletTreeOracle(OracleModel):
             "tree_smoothing": self.tree_smoothing,
             "method": self.method,
             "model": self.model,
+            "within_leaf": self.within_leaf,
             "n_items": self.n_items,
             "n_leaves": self.K,
             "n_classes": self.n_classes,
@@ -568,6 +821,8 @@ class DirichletTreeOracle(OracleModel):
             "log_theta": self.log_theta.copy(),
             "log_branch": self.log_branch.copy(),
         }
+        if self.within_leaf == "tilt":
+            state["within_offsets"] = self.within_offsets.copy()
         if self.deterministic:
             state.update(self.cache.get_state())
         else:
@@ -598,6 +853,17 @@ class DirichletTreeOracle(OracleModel):
         self.log_branch = np.asarray(state["log_branch"], dtype=float).reshape(-1, C).copy()
         lj = self._log_joint(self.log_theta, self.log_branch)
         self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        if self.within_leaf == "tilt":
+            if self.deterministic:
+                self._unlabeled_mask = np.ones(self.n_items)
+                self._unlabeled_mask[self.cache.items] = 0.0
+            saved = state.get("within_offsets")
+            shape = self.within_offsets.shape
+            self.within_offsets = np.zeros(shape)
+            if saved is not None and np.asarray(saved).size == self.within_offsets.size:
+                self.within_offsets = np.asarray(saved, dtype=float).reshape(shape).copy()
+            else:  # a state saved without the tilt (e.g. by a "flat" oracle): solve afresh
+                self._fit_within()
 
     # -- full posteriors --------------------------------------------------------------------------
     def _coords(self) -> dict[str, Any]:
@@ -667,6 +933,10 @@ class DirichletTreeOracle(OracleModel):
         chains: int = 2,
     ):
         """The full posterior of ``θ``, the branch probabilities and ``π(y | k)`` as a DataTree.
+
+        This is the posterior of the leaf-level model, the same for ``within_leaf="tilt"`` and
+        ``"flat"``: the tilt only maps the leaf-level predictive to item beliefs (a deterministic
+        redistribution that preserves each leaf's total), so it changes no likelihood term.
 
         Parameters
         ----------
@@ -767,7 +1037,10 @@ class DirichletTreeOracle(OracleModel):
     def __repr__(self) -> str:
         kind = "deterministic" if self.deterministic else "stochastic"
         extra = f", n_leaves={self.K}, n_labeled={self.cache.n_labeled}" if self._ready else ""
-        return f"DirichletTreeOracle(n_strata={self.n_strata}, depth={self.depth}, {kind}{extra})"
+        return (
+            f"DirichletTreeOracle(n_strata={self.n_strata}, depth={self.depth}, {kind}, "
+            f"within_leaf={self.within_leaf!r}{extra})"
+        )
 
 
 register_oracle("dirichlet-tree", DirichletTreeOracle)
