@@ -1615,6 +1615,18 @@ def evaluate(
             lift = np.where(expect > 0, seen / expect, 1.0)
             theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
             theta = np.where(empty, theta_e, W[..., 1] / Wc)
+            poisson = dsg.scheme == "poisson"
+            if poisson:
+                # Poisson sampling: inclusion probabilities vary inside a stratum and cell
+                # sizes are random, so the Hajek cell ratio carries an O(1/n_hr) size bias in
+                # small cells. Difference estimator per cell with the stratum's Hajek rate as
+                # working value m_h (Sarndal, Swensson & Wretman (1992), Sec. 6.3):
+                #   Y_hr = sum_{j in s_hr} w_j y_j + m_h (N_hr - sum_{j in s_hr} w_j),
+                # approximately unbiased for every cell, empty ones included (no synthetic
+                # rate needed), since E sum w y = Y_hr and E sum w = N_hr.
+                m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]  # (K, H, 1)
+                Y_hr = W[..., 1] + m_h * (margins - Wc)
+                theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
             FP = margins[..., 1].sum(-1) - TP
@@ -1635,13 +1647,26 @@ def evaluate(
                 v_shares = np.nan_to_num(V / V.sum(-1, keepdims=True))
             s2 = _element_variance(shares, v_shares, tgt, ne, np.array([0.0, 1.0]), lam)
             Q = np.where(margins > 0, np.nan_to_num(c**2 * Vc * s2), 0.0)  # (K, H, r)
+            if poisson:
+                # Horvitz-Thompson variance of the residuals y - m_h of the difference
+                # estimator, sum_{j in s_hr} v_j (y_j - m_h)^2, with the v-weighted positive
+                # share shrunk by lam pseudo-items towards the stratum's v-weighted share
+                # (unbiased when the cell's rate equals its stratum's)
+                Vd = V.sum(-1)  # (K, H, r)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    pv = np.nan_to_num(V[..., 1] / Vd)
+                    Vh = Vd.sum(-1, keepdims=True)
+                    pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
+                pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
+                e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
+                Q = np.where(margins > 0, np.nan_to_num(Vd * e2), 0.0)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
             # empty cell's (estimated from its stratum) n_h - 1
             n_hs = np.broadcast_to(n_h[None, :, None].astype(float), Q.shape)
             nu = np.maximum(np.where(empty, n_hs, ne) - 1.0, 1.0)
             q2 = np.einsum("kmr,khr->km", Gr**4, Q**2 / nu)
-            if bias_correction:
+            if bias_correction and not poisson:
                 vals = np.clip(vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1)), 0.0, 1.0)
             n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
         else:
@@ -1734,7 +1759,9 @@ def evaluate(
             "n_labels": m,
             "pool_size": N,
             "smoothing": lam,
-            "bias_correction": int(bool(bias_correction and margins is not None)),
+            "bias_correction": int(
+                bool(bias_correction and margins is not None and dsg.scheme != "poisson")
+            ),
         },
     )
     cdims = ("rule", "stratum", "output", "label")
