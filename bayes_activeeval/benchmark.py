@@ -1687,7 +1687,12 @@ def evaluate(
                     pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
                 pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
                 e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
-                Q = np.where(margins > 0, np.nan_to_num(Vd * e2), 0.0)
+                # an empty cell's total N_hr m_h is estimated from its whole stratum:
+                # (N_hr / W_h)^2 sum_{j in s_h} v_j (y_j - m_h)^2
+                V_h = V.sum(-2)  # (K, H, y)
+                e2_h = V_h[..., 1] * (1 - m_h[..., 0]) ** 2 + V_h[..., 0] * m_h[..., 0] ** 2
+                Q_e = (margins / np.where(Ws > 0, Ws, np.inf)[..., None]) ** 2 * e2_h[..., None]
+                Q = np.where(margins > 0, np.nan_to_num(np.where(empty, Q_e, Vd * e2)), 0.0)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
             # empty cell's (estimated from its stratum) n_h - 1

@@ -209,7 +209,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400, schemes=None, run=
 # ------------------------------------------------------------------------------------------------
 
 
-def study_mse(quick, reps=None):
+def study_mse(quick, reps=None, only_designs=None, run="A"):
     N, pi, budget = 50_000, 0.01, 500
     R = reps or (60 if quick else 400)
     n_rules = 40 if quick else 200
@@ -226,6 +226,10 @@ def study_mse(quick, reps=None):
         "equal, stratified": bm.design(s, budget=budget, method="equal"),
         "paper (Eq. 3.23/3.29), stratified": bm.design(s, budget=budget, method="paper"),
     }
+    if only_designs:
+        # the baseline comes first, so its samples (and the ratios) match a full run
+        keep = [next(iter(designs))] + [k for k in designs if k in only_designs]
+        designs = {k: designs[k] for k in dict.fromkeys(keep)}
     res = {}
     srs_plugin = []
     for name, d in designs.items():
@@ -239,7 +243,8 @@ def study_mse(quick, reps=None):
             if name.startswith("uniform"):
                 srs_plugin.append(measures(*plug_in(rules[:, smp.indices], lab)))
         res[name] = est
-    res["uniform random (SRS), plain plug-in"] = np.array(srs_plugin)
+    if not only_designs:
+        res["uniform random (SRS), plain plug-in"] = np.array(srs_plugin)
     out = {"pool": N, "prevalence": pi, "budget": budget, "reps": R, "designs": {}}
     base = res["uniform random (SRS), post-stratified by rule output"]
     for name, est in res.items():
@@ -254,6 +259,7 @@ def study_mse(quick, reps=None):
                 row[f"{kind}/{m}/mse"] = float(np.nanmean(err))
                 row[f"{kind}/{m}/ratio_to_srs"] = float(np.nanmean(err) / np.nanmean(b_err))
                 row[f"{kind}/{m}/undefined_frac"] = float(np.isnan(err).mean())
+        row["run"] = run
         out["designs"][name] = row
         print(f"mse {name}: done", flush=True)
     return out
@@ -509,7 +515,7 @@ def write_md_main(res, path):
         ]
         for name, row in m["designs"].items():
             lines.append(
-                f"| {name} | {row['all/sensitivity/mse']:.2e} | {row['all/sensitivity/ratio_to_srs']:.3f} "
+                f"| {name} (run {row.get('run', 'A')}) | {row['all/sensitivity/mse']:.2e} | {row['all/sensitivity/ratio_to_srs']:.3f} "
                 f"| {row['all/precision/mse']:.2e} | {row['all/precision/ratio_to_srs']:.3f} "
                 f"| {row['random/sensitivity/ratio_to_srs']:.3f} / {row['informative/sensitivity/ratio_to_srs']:.3f} "
                 f"| {row['random/precision/ratio_to_srs']:.3f} / {row['informative/precision/ratio_to_srs']:.3f} |"
@@ -592,19 +598,25 @@ def main():
         default="stratified,poisson",
         help="coverage: sampling schemes to (re-)run; rows of the other schemes are kept",
     )
-    ap.add_argument("--run", default="A", help="coverage: label of this run in the tables")
+    ap.add_argument(
+        "--mse-designs",
+        default="",
+        help="mse: comma-separated design names to re-run (with the baseline); others are kept",
+    )
+    ap.add_argument("--run", default="A", help="label of this run in the tables")
     ap.add_argument("--run-note", default="", help="coverage: one-line description of this run")
     args = ap.parse_args()
     only = set(args.only.split(","))
+    sel = [s_ for s_ in args.mse_designs.split(",") if s_]
+    schemes = args.schemes.split(",")
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     res = {}
     if "timing" in only:
         res["timing"] = study_timing(args.quick)
     if "mse" in only:
-        res["mse"] = study_mse(args.quick, args.mse_reps)
+        res["mse"] = study_mse(args.quick, args.mse_reps, sel, args.run)
     if "coverage" in only:
-        schemes = args.schemes.split(",")
         res["coverage"] = study_coverage(
             args.quick, args.reps, args.rules, args.draws, schemes, args.run
         )
@@ -623,9 +635,24 @@ def main():
         p = RESULTS / f"unknown_predictors{suffix}.json"
         note = f"{args.run_note} ({meta['seconds']:.0f} s, {meta['machine']})".strip()
         if p.exists() and (
-            only != {"coverage", "mse", "covtype", "timing"} or args.schemes != "stratified,poisson"
+            only != {"coverage", "mse", "covtype", "timing"}
+            or args.schemes != "stratified,poisson"
+            or sel
         ):
             old = json.loads(p.read_text())
+            if sel and "mse" in res and "mse" in old:
+                for name, row in old["mse"]["designs"].items():
+                    row.setdefault("run", "A")
+                    if name not in res["mse"]["designs"]:
+                        res["mse"]["designs"][name] = row
+                order_m = list(old["mse"]["designs"])
+                res["mse"]["designs"] = {
+                    k: res["mse"]["designs"][k]
+                    for k in sorted(
+                        res["mse"]["designs"],
+                        key=lambda k: order_m.index(k) if k in order_m else len(order_m),
+                    )
+                }
             if "coverage" in res and "coverage" in old:
                 # keep the rows of the schemes not re-run (they come from an earlier run)
                 kept = [r for r in old["coverage"] if r["scheme"] not in schemes]
@@ -645,7 +672,7 @@ def main():
             runs = old.get("runs") or [
                 {"run": "A", "note": f"first run ({old['meta']['seconds']:.0f} s)"}
             ]
-            if "coverage" in res:
+            if "coverage" in res or "mse" in res:
                 runs = [r for r in runs if r["run"] != args.run] + [{"run": args.run, "note": note}]
             old.update(res)
             old["runs"] = runs
