@@ -1315,6 +1315,7 @@ def _element_variance(shares, v_shares, target, n_eff, values, smoothing):
 
 
 def _wilson(p, n, z):
+    p = np.clip(p, 0.0, 1.0)  # Poisson point estimates may leave [0, 1] slightly
     with np.errstate(divide="ignore", invalid="ignore"):
         denom = 1 + z**2 / n
         centre = (p + z**2 / (2 * n)) / denom
@@ -1494,12 +1495,11 @@ def evaluate(
     Point estimates: the post-stratified ratio above, with (``bias_correction=True``) the
     second-order delta-method correction of the ratio measures (sensitivity, specificity, F1;
     Cochran (1977), Sec. 6.8), computed with the same variance; precision and accuracy are
-    linear in the estimated totals and not corrected. Under Poisson sampling the correction is
-    not applied: with the difference estimator, the estimated correction moved random-rule
-    sensitivity by +0.0011 at prevalence 0.01 / 500 labels where the uncorrected estimate is
-    unbiased (+0.0001 +- 0.0002), i.e. it is not reliable when the totals rest on one or two
-    labeled positives (informative-rule sensitivity keeps a ratio bias of about +0.004 to
-    +0.006, within about 2 Monte Carlo errors; see ``docs/benchmark.md``).
+    linear in the estimated totals and not corrected. Under Poisson sampling the point
+    estimates are *not* clipped to [0, 1]: the difference estimator is unbiased because a cell
+    with no labeled positive (and, for a rare rule, a whole total) can fall below 0, and
+    clipping biased random-rule sensitivity by +0.0012 at prevalence 0.01 / 500 labels; the
+    intervals are clipped (Wilson's uses the clipped estimate).
 
     **Bayesian** (catalogue Sec. 6.1-6.2). ``posterior="conjugate"``: per rule, cell
     ``theta_hr ~ Beta(a_h + k_hr, b_h + n_hr - k_hr)`` drawn with NumPy (exact), with prior
@@ -1549,8 +1549,7 @@ def evaluate(
         PyMC only: hierarchical (default) or the conjugate Beta model.
     bias_correction : bool
         Subtract the second-order bias of the ratio measures (Cochran (1977), Sec. 6.8);
-        post-stratified estimator under stratified sampling only (ignored under Poisson
-        sampling, recorded in ``table.attrs["bias_correction"]``).
+        post-stratified path only.
     smoothing : float
         Pseudo-labels ``lam`` of the variance estimator's shrinkage towards the stratum rate
         (``0`` = the textbook ``s^2``).
@@ -1654,6 +1653,9 @@ def evaluate(
                 # rate needed), since E sum w y = Y_hr and E sum w = N_hr.
                 m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]  # (K, H, 1)
                 Y_hr = W[..., 1] + m_h * (margins - Wc)
+                # a cell's value may leave [0, 1] (no labeled positive and weights over-shooting
+                # N_hr give a negative count): that is what makes it unbiased; only the totals
+                # are kept in range below
                 theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
@@ -1699,8 +1701,14 @@ def evaluate(
             n_hs = np.broadcast_to(n_h[None, :, None].astype(float), Q.shape)
             nu = np.maximum(np.where(empty, n_hs, ne) - 1.0, 1.0)
             q2 = np.einsum("kmr,khr->km", Gr**4, Q**2 / nu)
-            if bias_correction and not poisson:
-                vals = np.clip(vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1)), 0.0, 1.0)
+            if bias_correction:
+                vals = vals - _ratio_bias(TP, FN, FP, TN, Q.sum(1))
+                # Poisson: the difference estimator is unbiased because a cell (and, for a rare
+                # rule, a total) may fall below 0; clipping to [0, 1] would bias the estimates
+                # of rare rules upwards (+0.0012 on random-rule sensitivity at 0.01 / 500), so
+                # only the intervals are clipped
+                if not poisson:
+                    vals = np.clip(vals, 0.0, 1.0)
             n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
         else:
             estimator = "Hajek within strata"
@@ -1792,9 +1800,7 @@ def evaluate(
             "n_labels": m,
             "pool_size": N,
             "smoothing": lam,
-            "bias_correction": int(
-                bool(bias_correction and margins is not None and dsg.scheme != "poisson")
-            ),
+            "bias_correction": int(bool(bias_correction and margins is not None)),
         },
     )
     cdims = ("rule", "stratum", "output", "label")

@@ -601,13 +601,13 @@ def main():
     ap.add_argument(
         "--mse-designs",
         default="",
-        help="mse: comma-separated design names to re-run (with the baseline); others are kept",
+        help="mse: ;-separated design names to re-run (with the baseline); others are kept",
     )
     ap.add_argument("--run", default="A", help="label of this run in the tables")
     ap.add_argument("--run-note", default="", help="coverage: one-line description of this run")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    sel = [s_ for s_ in args.mse_designs.split(",") if s_]
+    sel = [s_.strip() for s_ in args.mse_designs.split(";") if s_.strip()]
     schemes = args.schemes.split(",")
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
