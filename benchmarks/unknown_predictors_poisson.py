@@ -9,9 +9,9 @@ study's worlds (pool 50,000, prevalence 0.01 and 0.04, 500 labels, square-root P
    one label estimates under the Hajek ratio), and the share of empty rule-positive cells;
 2. four estimators of the cell totals, all from one ``evaluate`` call per sample:
 
-   - ``difference`` (the package's estimator under Poisson sampling, no ratio-bias correction);
-   - ``difference + ratio correction`` (``_ratio_bias`` applied to it, as under stratified
-     sampling);
+   - ``difference + ratio correction (default)``: the package's estimator under Poisson
+     sampling; ``difference, no ratio correction``; ``default clipped to [0, 1]`` (what the
+     previous code did to every estimate after the correction);
    - ``Hajek cell ratio`` (the previous estimator's cell rates ``sum w y / sum w``; an empty
      cell gets its stratum's Hajek rate here rather than the previous guess-based synthetic
      rate), recomputed from ``ev.cells``;
@@ -77,7 +77,14 @@ def run(pi, reps, n_rules=200, budget=500, N=50_000):
                 "size_biased_rate": float((p * yy).sum() / p.sum()),
             }
         )
-    names = ["difference", "difference + ratio correction", "Hajek cell ratio", "SRS within strata"]
+    names = [
+        "difference + ratio correction (default)",
+        "difference, no ratio correction",
+        "default clipped to [0, 1]",
+        "Hajek cell ratio",
+        "SRS within strata",
+    ]
+    with_var = (names[0], names[4])
     K = rules.shape[0]
     est = {k: np.empty((reps, K, 5)) for k in names}
     var = {k: np.zeros((K, 5)) for k in names}
@@ -88,23 +95,19 @@ def run(pi, reps, n_rules=200, budget=500, N=50_000):
         lab, Ps = y[smp.indices], rules[:, smp.indices]
         ev = bm.evaluate(lab, Ps, smp, pool_margins=marg, posterior=None)
         t = ev.table
-        est["difference"][i] = t.estimate.values
-        est["Hajek cell ratio"][i] = hajek_cells(ev, margins)
+        est[names[0]][i] = t.estimate.values
+        est[names[1]][i] = bm.evaluate(
+            lab, Ps, smp, pool_margins=marg, posterior=None, bias_correction=False
+        ).table.estimate.values
+        est[names[2]][i] = np.clip(t.estimate.values, 0, 1)
+        est[names[3]][i] = hajek_cells(ev, margins)
         empty += ev.cells["count"].values[:, :, 1].sum(-1) == 0
-        # the ratio correction, from the same totals and cell variances
-        TP, FP, FN, TN = _totals(ev, margins)
-        vals = bm._measures_and_grad(TP, FP, FN, TN)[0]
-        assert np.allclose(vals, t.estimate.values, equal_nan=True)  # same estimator
-        var_r = _cell_variances(ev, margins)
-        est["difference + ratio correction"][i] = np.clip(
-            vals - bm._ratio_bias(TP, FN, FP, TN, var_r), 0, 1
-        )
         nh = np.bincount(smp.strata, minlength=H)
         inc = (nh / d.stratum_sizes)[smp.strata]
         srs = dataclasses.replace(smp, inclusion=inc, weights=1 / inc)
         ts = bm.evaluate(lab, Ps, srs, pool_margins=marg, posterior=None).table
-        est["SRS within strata"][i] = ts.estimate.values
-        for k, tt in (("difference", t), ("SRS within strata", ts)):
+        est[names[4]][i] = ts.estimate.values
+        for k, tt in zip(with_var, (t, ts), strict=True):
             var[k] += np.nan_to_num(tt.stderr.values**2)
             for c in ("wald", "wilson"):
                 hit[k][c][i] = (tt[f"{c}_low"].values <= truth) & (truth <= tt[f"{c}_high"].values)
@@ -125,7 +128,7 @@ def run(pi, reps, n_rules=200, budget=500, N=50_000):
                     "mc_se": float(np.nanstd(b, ddof=1) / np.sqrt(reps)),
                     "mse": float(np.nanmean((est[k][:, sel, j] - truth[sel, j]) ** 2)),
                 }
-                if k in ("difference", "SRS within strata"):
+                if k in with_var:
                     row["median_variance_ratio"] = float(
                         np.nanmedian((var[k][sel, j] / reps) / sd**2)
                     )
@@ -136,32 +139,6 @@ def run(pi, reps, n_rules=200, budget=500, N=50_000):
         kind: (empty[kinds == kind] / reps).mean(0).tolist() for kind in ("random", "informative")
     }
     return {"strata": facts, "empty_rule_positive_cell_share": facts_empty, "rows": rows}
-
-
-def _totals(ev, margins):
-    """The difference estimator's totals, recomputed from the cells (as ``evaluate`` does)."""
-    W = ev.cells["weight"].values
-    Wc = W.sum(-1)
-    Ws = Wc.sum(-1)
-    m_h = (W[..., 1].sum(-1) / Ws)[..., None]
-    Y = W[..., 1] + m_h * (margins - Wc)
-    TP, FN = Y[..., 1].sum(-1), Y[..., 0].sum(-1)
-    return TP, margins[..., 1].sum(-1) - TP, FN, margins[..., 0].sum(-1) - FN
-
-
-def _cell_variances(ev, margins):
-    """Var FN, Var TP (K, 2) of the difference estimator, from the table's standard errors.
-
-    Precision's variance is Var TP / K^2, and the specificity's gradient gives Var FN.
-    """
-    t = ev.table
-    K = margins[..., 1].sum(-1)
-    v_tp = t.stderr.sel(measure="precision").values ** 2 * K**2
-    _, FP, _, TN = _totals(ev, margins)
-    # specificity TN/(TN+FP): Var = (TN^2 Var TP + FP^2 Var FN)/(TN+FP)^4
-    v_sp = t.stderr.sel(measure="specificity").values ** 2
-    v_fn = (v_sp * (TN + FP) ** 4 - TN**2 * v_tp) / np.where(FP > 0, FP**2, np.nan)
-    return np.stack([np.nan_to_num(v_fn), v_tp], axis=-1)
 
 
 def write_md(res, path):
