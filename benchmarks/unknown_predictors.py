@@ -469,7 +469,14 @@ def study_timing(quick):
 
 def write_md_main(res, path):
     lines = ["# Benchmark label sets for unknown predictors — results", ""]
-    lines.append(f"Machine: {res['meta']['machine']}; run took {res['meta']['seconds']:.0f} s.")
+    head = "last run" if res.get("runs") and len(res["runs"]) > 1 else "run"
+    lines.append(f"Machine: {res['meta']['machine']}; {head} took {res['meta']['seconds']:.0f} s.")
+    if res.get("runs") and len(res["runs"]) > 1:
+        lines.append(
+            "Rows come from several runs (column `run` in section 1, `(run X)` in section 2): "
+            + "; ".join(f"{r_['run']}: {r_['note']}" for r_ in res["runs"])
+            + "."
+        )
     if "coverage" in res:
         lines += [
             "",
