@@ -91,9 +91,9 @@ def measures(TP, FP, FN, TN):
 # ------------------------------------------------------------------------------------------------
 
 
-def study_coverage(quick, reps=None, n_rules=None, draws=400):
+def study_coverage(quick, reps=None, n_rules=None, draws=400, schemes=None, run="A"):
     configs = [(0.01, 500), (0.01, 2000), (0.02, 1000), (0.04, 500), (0.04, 2000)]
-    schemes = ["stratified", "poisson"]
+    wanted = schemes or ["stratified", "poisson"]
     if quick:
         configs = configs[:2]
     N = 50_000
@@ -101,7 +101,9 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
     n_rules = n_rules or (40 if quick else 200)
     out = []
     for pi, budget in configs:
-        for scheme in schemes if budget == 500 else ["stratified"]:
+        for scheme in [s_ for s_ in ("stratified", "poisson") if s_ in wanted]:
+            if scheme == "poisson" and budget != 500:
+                continue
             rng = np.random.default_rng(int(pi * 1e4) + budget)
             s, y, rules, kinds = make_world(N, pi, n_rules, n_rules, rng)
             truth = bm.population_measures(y, rules).values
@@ -163,6 +165,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
                     rel = np.abs(mean[sel, j] - truth[sel, j]) / np.maximum(truth[sel, j], 1e-12)
                     out.append(
                         {
+                            "run": run,
                             "prevalence": pi,
                             "budget": budget,
                             "scheme": scheme,
@@ -206,7 +209,7 @@ def study_coverage(quick, reps=None, n_rules=None, draws=400):
 # ------------------------------------------------------------------------------------------------
 
 
-def study_mse(quick, reps=None):
+def study_mse(quick, reps=None, only_designs=None, run="A"):
     N, pi, budget = 50_000, 0.01, 500
     R = reps or (60 if quick else 400)
     n_rules = 40 if quick else 200
@@ -223,6 +226,10 @@ def study_mse(quick, reps=None):
         "equal, stratified": bm.design(s, budget=budget, method="equal"),
         "paper (Eq. 3.23/3.29), stratified": bm.design(s, budget=budget, method="paper"),
     }
+    if only_designs:
+        # the baseline comes first, so its samples (and the ratios) match a full run
+        keep = [next(iter(designs))] + [k for k in designs if k in only_designs]
+        designs = {k: designs[k] for k in dict.fromkeys(keep)}
     res = {}
     srs_plugin = []
     for name, d in designs.items():
@@ -236,7 +243,8 @@ def study_mse(quick, reps=None):
             if name.startswith("uniform"):
                 srs_plugin.append(measures(*plug_in(rules[:, smp.indices], lab)))
         res[name] = est
-    res["uniform random (SRS), plain plug-in"] = np.array(srs_plugin)
+    if not only_designs:
+        res["uniform random (SRS), plain plug-in"] = np.array(srs_plugin)
     out = {"pool": N, "prevalence": pi, "budget": budget, "reps": R, "designs": {}}
     base = res["uniform random (SRS), post-stratified by rule output"]
     for name, est in res.items():
@@ -251,6 +259,7 @@ def study_mse(quick, reps=None):
                 row[f"{kind}/{m}/mse"] = float(np.nanmean(err))
                 row[f"{kind}/{m}/ratio_to_srs"] = float(np.nanmean(err) / np.nanmean(b_err))
                 row[f"{kind}/{m}/undefined_frac"] = float(np.isnan(err).mean())
+        row["run"] = run
         out["designs"][name] = row
         print(f"mse {name}: done", flush=True)
     return out
@@ -460,7 +469,14 @@ def study_timing(quick):
 
 def write_md_main(res, path):
     lines = ["# Benchmark label sets for unknown predictors — results", ""]
-    lines.append(f"Machine: {res['meta']['machine']}; run took {res['meta']['seconds']:.0f} s.")
+    head = "last run" if res.get("runs") and len(res["runs"]) > 1 else "run"
+    lines.append(f"Machine: {res['meta']['machine']}; {head} took {res['meta']['seconds']:.0f} s.")
+    if res.get("runs") and len(res["runs"]) > 1:
+        lines.append(
+            "Rows come from several runs (column `run` in section 1, `(run X)` in section 2): "
+            + "; ".join(f"{r_['run']}: {r_['note']}" for r_ in res["runs"])
+            + "."
+        )
     if "coverage" in res:
         lines += [
             "",
@@ -473,14 +489,19 @@ def write_md_main(res, path):
             "estimates over the samples); coverage MC se = Monte Carlo error of the Wald "
             "coverage averaged over rules (from the per-sample averages; rules share labels).",
             "",
-            "| prevalence | labels | scheme | rules | measure | mean bias | MC se | mean abs z | |z|>3 | var ratio | Wald | t | Wilson | Bayes | cov MC se | width Wilson |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r_ in res.get("runs", []):
+            lines.append(f"- run {r_['run']}: {r_['note']}")
+        lines += [
+            "",
+            "| run | prevalence | labels | scheme | rules | measure | mean bias | MC se | mean abs z | |z|>3 | var ratio | Wald | t | Wilson | Bayes | cov MC se | width Wilson |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in res["coverage"]:
             if r["measure"] == "accuracy":
                 continue
             lines.append(
-                f"| {r['prevalence']} | {r['budget']} | {r['scheme']} | {r['rules']} | {r['measure']} "
+                f"| {r.get('run', 'A')} | {r['prevalence']} | {r['budget']} | {r['scheme']} | {r['rules']} | {r['measure']} "
                 f"| {r['mean_bias']:+.4f} | {r['mc_se_of_mean_bias']:.4f} | {r['mean_abs_z']:.2f} "
                 f"| {r['frac_abs_z_gt_3']:.3f} | {r.get('median_variance_ratio', float('nan')):.2f} "
                 f"| {r['coverage_wald']:.3f} | {r.get('coverage_t', float('nan')):.3f} "
@@ -501,7 +522,7 @@ def write_md_main(res, path):
         ]
         for name, row in m["designs"].items():
             lines.append(
-                f"| {name} | {row['all/sensitivity/mse']:.2e} | {row['all/sensitivity/ratio_to_srs']:.3f} "
+                f"| {name} (run {row.get('run', 'A')}) | {row['all/sensitivity/mse']:.2e} | {row['all/sensitivity/ratio_to_srs']:.3f} "
                 f"| {row['all/precision/mse']:.2e} | {row['all/precision/ratio_to_srs']:.3f} "
                 f"| {row['random/sensitivity/ratio_to_srs']:.3f} / {row['informative/sensitivity/ratio_to_srs']:.3f} "
                 f"| {row['random/precision/ratio_to_srs']:.3f} / {row['informative/precision/ratio_to_srs']:.3f} |"
@@ -579,17 +600,33 @@ def main():
     ap.add_argument("--draws", type=int, default=400, help="coverage: posterior draws")
     ap.add_argument("--mse-reps", type=int, default=None, help="mse: samples per design")
     ap.add_argument("--covtype-reps", type=int, default=None, help="covtype: repetitions")
+    ap.add_argument(
+        "--schemes",
+        default="stratified,poisson",
+        help="coverage: sampling schemes to (re-)run; rows of the other schemes are kept",
+    )
+    ap.add_argument(
+        "--mse-designs",
+        default="",
+        help="mse: ;-separated design names to re-run (with the baseline); others are kept",
+    )
+    ap.add_argument("--run", default="A", help="label of this run in the tables")
+    ap.add_argument("--run-note", default="", help="coverage: one-line description of this run")
     args = ap.parse_args()
     only = set(args.only.split(","))
+    sel = [s_.strip() for s_ in args.mse_designs.split(";") if s_.strip()]
+    schemes = args.schemes.split(",")
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     res = {}
     if "timing" in only:
         res["timing"] = study_timing(args.quick)
     if "mse" in only:
-        res["mse"] = study_mse(args.quick, args.mse_reps)
+        res["mse"] = study_mse(args.quick, args.mse_reps, sel, args.run)
     if "coverage" in only:
-        res["coverage"] = study_coverage(args.quick, args.reps, args.rules, args.draws)
+        res["coverage"] = study_coverage(
+            args.quick, args.reps, args.rules, args.draws, schemes, args.run
+        )
     cov = None
     if "covtype" in only:
         cov = {"covtype": study_covtype(args.quick, args.covtype_reps)}
@@ -603,10 +640,52 @@ def main():
     if res:
         res["meta"] = meta
         p = RESULTS / f"unknown_predictors{suffix}.json"
-        if p.exists() and only != {"coverage", "mse", "covtype", "timing"}:
+        note = f"{args.run_note} ({meta['seconds']:.0f} s, {meta['machine']})".strip()
+        if p.exists() and (
+            only != {"coverage", "mse", "covtype", "timing"}
+            or args.schemes != "stratified,poisson"
+            or sel
+        ):
             old = json.loads(p.read_text())
+            if sel and "mse" in res and "mse" in old:
+                for name, row in old["mse"]["designs"].items():
+                    row.setdefault("run", "A")
+                    if name not in res["mse"]["designs"]:
+                        res["mse"]["designs"][name] = row
+                order_m = list(old["mse"]["designs"])
+                res["mse"]["designs"] = {
+                    k: res["mse"]["designs"][k]
+                    for k in sorted(
+                        res["mse"]["designs"],
+                        key=lambda k: order_m.index(k) if k in order_m else len(order_m),
+                    )
+                }
+            if "coverage" in res and "coverage" in old:
+                # keep the rows of the schemes not re-run (they come from an earlier run)
+                kept = [r for r in old["coverage"] if r["scheme"] not in schemes]
+                for r in kept:
+                    r.setdefault("run", "A")
+                order = {"stratified": 0, "poisson": 1, "random": 0, "informative": 1}
+                res["coverage"] = sorted(
+                    kept + res["coverage"],
+                    key=lambda r: (
+                        r["prevalence"],
+                        r["budget"],
+                        order[r["scheme"]],
+                        order[r["rules"]],
+                        MEAS.index(r["measure"]),
+                    ),
+                )
+            runs = old.get("runs") or [
+                {"run": "A", "note": f"first run ({old['meta']['seconds']:.0f} s)"}
+            ]
+            if "coverage" in res or "mse" in res:
+                runs = [r for r in runs if r["run"] != args.run] + [{"run": args.run, "note": note}]
             old.update(res)
+            old["runs"] = runs
             res = old
+        elif "coverage" in res:
+            res["runs"] = [{"run": args.run, "note": note}]
         p.write_text(json.dumps(res, indent=1))
         write_md_main(res, RESULTS / f"unknown_predictors{suffix}.md")
     if cov is not None:
