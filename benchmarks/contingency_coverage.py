@@ -22,6 +22,7 @@ last bit of floating point.
 Run (each run ≤ 20 min on the shared machine):
     PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle model --minutes 20 --max-reps 40
     PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle dirichlet-tree --minutes 20
+    (more runs with --seed0 100, 200, … are merged by the report)
     PYTHONPATH=. python benchmarks/contingency_coverage.py --report
 """
 
@@ -74,8 +75,8 @@ def run(args) -> None:
     secs: dict[str, list] = {m: [] for m in METHODS[2:]}
     t0 = time.time()
     t_end = t0 + 60 * args.minutes
-    seed = 0
-    while time.time() < t_end and seed < args.max_reps:
+    seed = args.seed0
+    while time.time() < t_end and seed < args.seed0 + args.max_reps:
         for name, d in zip(names, datas, strict=True):
             ev = bae.ActiveEvaluator(d.pool, "f1", oracle=args.oracle, rng=seed)
             est = ev.run(d.labeler, budget=BUDGET, progress=False)
@@ -95,22 +96,41 @@ def run(args) -> None:
                 secs[key].append(time.perf_counter() - t)
             rec[name].append(r)
         seed += 1
-        print(f"{seed} reps, {(t_end - time.time()) / 60:.1f} min left", flush=True)
+        print(f"{seed - args.seed0} reps, {(t_end - time.time()) / 60:.1f} min left", flush=True)
     OUT.mkdir(exist_ok=True)
     out = {
         "oracle": args.oracle,
         "budget": BUDGET,
-        "repetitions": seed,
+        "seed0": args.seed0,
+        "repetitions": seed - args.seed0,
         "wall_minutes": (time.time() - t0) / 60,
         "truths": dict(zip(names, truths, strict=True)),
         "seconds_per_posterior": {k: float(np.median(v)) for k, v in secs.items() if v},
         "records": rec,
     }
-    (OUT / f"contingency_coverage_{args.oracle}.json").write_text(json.dumps(out, indent=1))
+    tag = f"_s{args.seed0}" if args.seed0 else ""
+    (OUT / f"contingency_coverage_{args.oracle}{tag}.json").write_text(json.dumps(out, indent=1))
 
 
 def report() -> None:
-    runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("contingency_coverage_*.json"))]
+    # merge the runs of each oracle (several runs with different --seed0)
+    runs: dict[str, dict] = {}
+    for p in sorted(OUT.glob("contingency_coverage_*.json")):
+        part = json.loads(p.read_text())
+        run_ = runs.setdefault(
+            part["oracle"],
+            {
+                **part,
+                "records": {k: [] for k in part["records"]},
+                "repetitions": 0,
+                "wall_minutes": 0,
+            },
+        )
+        run_["repetitions"] += part["repetitions"]
+        run_["wall_minutes"] += part["wall_minutes"]
+        for k, v in part["records"].items():
+            run_["records"][k].extend(v)
+    runs = list(runs.values())
     rows = []
     for run_ in runs:
         for name, rs in run_["records"].items():
@@ -163,8 +183,9 @@ def report() -> None:
         for m in METHODS:
             c = r.get(m)
             cells.append(
-                "" if c is None else f"{c['coverage']:.2f} ± {c['coverage_mc_se']:.2f} "
-                f"({c['mean_width']:.3f})"
+                ""
+                if c is None
+                else f"{c['coverage']:.2f} ± {c['coverage_mc_se']:.2f} ({c['mean_width']:.3f})"
             )
         lines.append(
             f"| {r['setting']} | {r['oracle']} | {r['n']} | {r['mean_positives_found']:.1f} | "
@@ -174,9 +195,7 @@ def report() -> None:
     lines += ["", "Median seconds per posterior call (pool of 100,000-200,000 items):", ""]
     for o, m in meta.items():
         s = ", ".join(f"{k} {v:.2f}" for k, v in m["seconds_per_posterior"].items())
-        lines.append(
-            f"- {o}: {m['repetitions']} repetitions in {m['wall_minutes']:.0f} min; {s}"
-        )
+        lines.append(f"- {o}: {m['repetitions']} repetitions in {m['wall_minutes']:.0f} min; {s}")
     (OUT / "contingency_coverage.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -186,6 +205,7 @@ def main() -> None:
     ap.add_argument("--oracle", default="model")
     ap.add_argument("--minutes", type=float, default=20.0)
     ap.add_argument("--max-reps", type=int, default=40)
+    ap.add_argument("--seed0", type=int, default=0, help="first seed (runs to be merged)")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args()
     if args.report:
