@@ -52,7 +52,9 @@ def test_all_positives_labeled_truth_is_reached(rare, method):
 def test_everything_labeled_is_exact(rare):
     idx = np.arange(rare.pool.n_items)
     truth = true_value(rare.pool, rare.labels, "f1")
-    post = contingency_posterior(rare.pool, "f1", idx, rare.labels, method="calibration", rng=0)
+    post = contingency_posterior(
+        rare.pool, "f1", idx, rare.labels, method="calibration", draws=100, rng=0
+    )
     np.testing.assert_allclose(post.posterior["measure"].values, truth, rtol=1e-12)
     assert post.posterior["unlabeled_positives"].values.sum() == 0
 
@@ -107,9 +109,9 @@ def test_binned_predictive_matches_item_level(rare):
         np.concatenate([np.argsort(-pool.view().prob[:, 1])[:40], rng.choice(3000, 200)])
     )
     y = rare.labels[idx]
-    post = contingency_posterior(pool, "f1", idx, y, method="calibration", draws=2000, rng=1)
+    post = contingency_posterior(pool, "f1", idx, y, method="calibration", draws=1000, rng=1)
     npos = post.posterior["unlabeled_positives"].sum("prediction").values.ravel()
-    o = CalibrationOracle(n_samples=4000)
+    o = CalibrationOracle(n_samples=2000)
     o.initialize(pool)
     p1 = pool.view().prob
     x = np.log(np.maximum(p1[:, 1], np.finfo(float).tiny)) - np.log(
@@ -126,6 +128,23 @@ def test_binned_predictive_matches_item_level(rare):
     expected = float(w @ special.expit(eta).sum(axis=1))
     se = npos.std() / np.sqrt(npos.size)
     assert abs(npos.mean() - expected) < 4 * se + 0.02 * expected, (npos.mean(), expected, se)
+
+
+def test_nuts_and_laplace_label_models_agree(rare):
+    """``fit="nuts"`` (full NUTS posterior of the calibration model, σ included) and the default
+    importance-corrected Laplace posterior give the same posterior of the measure."""
+    rng = np.random.default_rng(2)
+    top = np.argsort(-rare.pool.view().prob[:, 1])[:60]
+    idx = np.unique(np.concatenate([top, rng.choice(3000, 150)]))
+    y = rare.labels[idx]
+    kw = dict(method="calibration", rng=3, calibration_options={"n_strata": 4})
+    a = contingency_posterior(rare.pool, "f1", idx, y, draws=300, **kw)
+    b = contingency_posterior(rare.pool, "f1", idx, y, fit="nuts", draws=150, tune=200, **kw)
+    ga = a.posterior["measure"].values.ravel()
+    gb = b.posterior["measure"].values.ravel()
+    assert b.attrs["fit"] == "nuts" and b.posterior["b"].shape == (2, 150)
+    assert abs(ga.mean() - gb.mean()) < 0.5 * max(ga.std(), gb.std())
+    assert 0.7 < gb.std() / ga.std() < 1.4
 
 
 def test_finite_population_cells_draw_counts():
