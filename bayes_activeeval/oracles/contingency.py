@@ -1,4 +1,15 @@
-"""The contingency-table model: the posterior of any measure on the pool.
+"""The posterior of any measure on the pool: item-level calibration and contingency-table models.
+
+``method="calibration"`` (the default of ``ActiveEvaluator.posterior()`` for a binary pool under
+a deterministic oracle) is a finite-population posterior at the *item* level: the
+:class:`~bayes_activeeval.oracles.calibration.CalibrationOracle` label model
+``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}`` is fitted to the distinct labeled items
+without weights — the adaptive selection depends only on the scores and earlier labels, so it is
+ignorable given ``s`` (Rubin, 1976) — and the unlabeled items' labels are drawn from its
+posterior predictive (binomial counts in narrow bins of ``s``); every draw of the pool's labels is
+pushed through the measure. See :func:`contingency_posterior` and ``docs/adaptive.md``.
+
+The cell models (``method="conjugate"`` / ``"pymc"``):
 
 Cells are ``stratum × prediction × score bin``, each with a label distribution
 ``θ_cell = P(y | cell)`` over the true classes: the stratum ``h`` is a score stratum
@@ -18,11 +29,13 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
 
 - ``"none"`` (default for the PyMC model): the distinct labeled items enter as plain multinomial
   counts and their own losses exactly (finite-population inference); ``θ`` predicts only the
-  unlabeled items. The
+  unlabeled items, whose labels are drawn per posterior draw, ``n_cell ∼ Multinomial(N^U, θ)``. The
   sampler's choices depend only on observed quantities (scores, predictions, earlier labels), so
   the selection is ignorable (Rubin, 1976) for a model that conditions on what the selection
-  depends on. Within a cell ``q`` still varies with the score; narrow score bins (``n_bins``) make
-  it nearly constant, and the hierarchical model also conditions on the score through its slope.
+  depends on. Within a cell ``q`` still varies with the score, and the cells do not condition on
+  it: the labeled items of a cell are its high-score ones, which biases the unlabeled rest upwards
+  (``benchmarks/results/contingency_coverage.md``); ``method="calibration"`` conditions on the
+  score item by item.
 - ``"design"`` (default for the conjugate model): design-weighted pseudo-counts (a weighted
   pseudo-likelihood, as Marchant & Rubinstein (2021), App. H): the Hájek estimate
   ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws) with the Kish effective size
@@ -309,8 +322,11 @@ def contingency_posterior(
         (default all ones: a passive sample).
     model : str, optional
         Which model, for a pool with several and an unbound measure.
-    method : {"conjugate", "pymc"}
-        Independent conjugate Dirichlet rows (exact, NumPy) or the hierarchical PyMC model.
+    method : {"conjugate", "pymc", "calibration"}
+        Independent conjugate Dirichlet rows (exact, NumPy), the hierarchical PyMC cell model, or
+        the item-level calibration posterior (binary pools, deterministic oracle; the cell
+        options ``n_strata``, ``strata``, ``n_bins``, ``prior_strength`` and ``weights`` are not
+        used by it).
     n_strata : int
         Score strata (cumulative-sqrt-F rule on the plug-in log-odds); ignored with ``strata``.
     strata : array-like (n_items,), optional
@@ -336,6 +352,16 @@ def contingency_posterior(
         NUTS tuning steps (``method="pymc"``).
     encoded : bool
         Labels are already encoded as class indices.
+    fit : {"laplace", "nuts"}
+        ``method="calibration"``: parameter draws of the label model from the
+        importance-corrected Laplace posterior (σ at its mode; default) or from NUTS.
+    bin_width : float
+        ``method="calibration"``: width of the log-odds grid on which the unlabeled items are
+        binned (default 0.1: the bin's expected count is off by a relative ``≈ b² δ²/24``).
+    calibration_options : dict, optional
+        ``method="calibration"``: options of
+        :class:`~bayes_activeeval.oracles.calibration.CalibrationOracle` (``n_strata``, prior
+        scales, ``feature``, ``clip``, …).
     rng : None, int or Generator
 
     Returns
@@ -344,7 +370,17 @@ def contingency_posterior(
         ``posterior``: ``theta`` (cell, class), ``risk`` (component), ``measure`` (output) and,
         for ``"pymc"``, the hierarchical parameters; ``observed_data``: the (pseudo-)counts;
         ``constant_data``: cell masses, strata, predictions, prior means and raw counts.
-        ``arviz.summary`` works.
+        ``method="calibration"``: ``risk``, ``measure``, ``a``, ``b``, ``stratum_effect`` and
+        ``unlabeled_positives`` (prediction) in ``posterior``; the labeled counts per
+        prediction × class in ``observed_data``. ``arviz.summary`` works.
+
+    Notes
+    -----
+    The risk is ``R = Σ_{labeled} p ℓ(x, y) + Σ_{unlabeled} p ℓ(x, ỹ)`` with ``ỹ`` drawn from the
+    label model's posterior predictive (finite population), or the post-stratified
+    ``Σ_cells P_cell Σ_c θ_c L̄_c`` (``weighting="design"``; Marchant & Rubinstein (2021),
+    App. H for the weighted pseudo-counts); ``G = g(R)`` per draw (Marchant & Rubinstein (2021),
+    Def. 1).
     """
     import arviz_base as azb
 
