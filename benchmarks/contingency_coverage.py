@@ -80,13 +80,13 @@ def run(args) -> None:
         for name, d in zip(names, datas, strict=True):
             ev = bae.ActiveEvaluator(d.pool, "f1", oracle=args.oracle, rng=seed)
             est = ev.run(d.labeler, budget=BUDGET, progress=False)
-            r = {"positives_found": int((ev.known & (d.labels == 1)).sum()), "version": 2}
+            r = {"positives_found": int((ev.known & (d.labels == 1)).sum()), "version": 3}
             for key, e in (("wald_clt", ev.estimate("clt")), ("wald_martingale", est)):
                 lo, hi = e.confidence_interval(0.95, "wald")
                 r[key] = (lo, hi, e.value)
             calls = {
-                "conjugate": dict(draws=500, weighting="none"),
-                "conjugate_design": dict(draws=500),
+                "conjugate": dict(method="conjugate", draws=500, weighting="none"),
+                "conjugate_design": dict(method="conjugate", draws=500),
                 "pymc": dict(method="pymc", draws=300, tune=500),
                 "calibration": dict(method="calibration", draws=500),
             }
@@ -140,7 +140,15 @@ def report() -> None:
             for key in METHODS:
                 # the first runs (no "version") took the CLT interval from ev.run(), whose
                 # default variance is the martingale one: their CLT column is dropped
-                vals = [r[key] for r in rs if key in r and (key != "wald_clt" or r.get("version"))]
+                # version 2 (seeds 200-): the cell models were called without method= and got
+                # the new default of ActiveEvaluator.posterior() (calibration): dropped
+                vals = [
+                    r[key]
+                    for r in rs
+                    if key in r
+                    and (key != "wald_clt" or r.get("version", 1) >= 2)
+                    and (key not in ("conjugate", "conjugate_design") or r.get("version", 1) != 2)
+                ]
                 if not vals:
                     continue
                 # floating-point tolerance: when every positive is labeled, the truth is the
