@@ -871,11 +871,24 @@ class ActiveEvaluator:
                 bar.update(self.cost - before)
         return self.estimate()
 
-    def posterior(self, method: str = "conjugate", **kwargs: Any):
-        """Posterior of the measure on the pool from the contingency-table model.
+    def posterior(self, method: str | None = None, **kwargs: Any):
+        """Posterior of the measure on the pool.
 
         See :func:`bayes_activeeval.oracles.contingency.contingency_posterior`; the labeled draws
         (with their weights) are passed for you.
+
+        Parameters
+        ----------
+        method : {None, "calibration", "conjugate", "pymc"}
+            ``None`` (default): ``"calibration"`` — the item-level finite-population posterior
+            (Bayesian calibration of the scores fitted to the labeled items, the unlabeled
+            items' labels drawn from its posterior predictive) — for a binary pool under a
+            deterministic oracle, where the adaptive selection is ignorable given the score
+            (Rubin 1976); otherwise ``"conjugate"`` with design-weighted cell counts (Marchant &
+            Rubinstein (2021), App. H). See ``docs/adaptive.md`` and
+            ``benchmarks/results/contingency_coverage.md`` for the coverage of each.
+        **kwargs
+            Passed to ``contingency_posterior`` (``draws``, ``chains``, ``rng``, ``weighting``, …).
 
         Returns
         -------
@@ -883,6 +896,13 @@ class ActiveEvaluator:
         """
         from .oracles.contingency import contingency_posterior
 
+        if method is None:
+            binary = self.pool.task == "binary" and self.pool.pos is not None
+            has_x = self.pool.has_probs() or self.pool.scores is not None
+            ok = binary and has_x and self.deterministic and self.n_labels > 0
+            method = (
+                "calibration" if ok and kwargs.get("weighting") in (None, "none") else ("conjugate")
+            )
         idx, w, _, _ = self._arrays()
         y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
         return contingency_posterior(

@@ -296,10 +296,14 @@ def test_state_round_trip_difference_measure(tmp_path):
     truth = true_value(data.pool, data.labels, meas)[0]
     est = ev.estimate()
     assert abs(est.value - truth) < 5 * est.stderr + 1e-3
-    post = ev.posterior(draws=200, rng=0)
+    post = ev.posterior(method="conjugate", draws=200, rng=0)
     assert post.posterior["measure"].sizes["output"] == 1
     preds = set(post.constant_data["cell_prediction"].values.tolist())
     assert preds <= {"0,0", "0,1", "1,0", "1,1"} and len(preds) >= 3
+    post = ev.posterior(draws=200, rng=0)  # default: item-level calibration posterior
+    assert post.attrs["method"] == "calibration"
+    g = post.posterior["measure"].values.ravel()
+    assert abs(g.mean() - truth) < 4 * g.std() + 1e-3
 
 
 # -- contingency posterior ------------------------------------------------------------------------
@@ -383,10 +387,16 @@ def test_contingency_pymc_agrees(medium):
 def test_evaluator_posterior_is_datatree(small):
     ev = bae.ActiveEvaluator(small.pool, "f1", rng=0)
     ev.run(small.labeler, budget=200, progress=False)
-    post = ev.posterior(draws=300, rng=0)
+    post = ev.posterior(method="conjugate", draws=300, rng=0)
     assert set(post.children) >= {"posterior", "observed_data", "constant_data"}
     assert post.posterior["theta"].dims == ("chain", "draw", "cell", "class")
     est = ev.estimate()
+    g = post.posterior["measure"].values.ravel()
+    assert abs(g.mean() - est.value) < 4 * max(est.stderr, g.std())
+    # the default for a binary pool under a deterministic oracle: the calibration posterior
+    post = ev.posterior(draws=300, rng=0)
+    assert post.attrs["method"] == "calibration"
+    assert post.posterior["unlabeled_positives"].dims == ("chain", "draw", "prediction")
     g = post.posterior["measure"].values.ravel()
     assert abs(g.mean() - est.value) < 4 * max(est.stderr, g.std())
 

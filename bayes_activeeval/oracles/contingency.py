@@ -1,4 +1,15 @@
-"""The contingency-table model: the posterior of any measure on the pool.
+"""The posterior of any measure on the pool: item-level calibration and contingency-table models.
+
+``method="calibration"`` (the default of ``ActiveEvaluator.posterior()`` for a binary pool under
+a deterministic oracle) is a finite-population posterior at the *item* level: the
+:class:`~bayes_activeeval.oracles.calibration.CalibrationOracle` label model
+``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}`` is fitted to the distinct labeled items
+without weights — the adaptive selection depends only on the scores and earlier labels, so it is
+ignorable given ``s`` (Rubin, 1976) — and the unlabeled items' labels are drawn from its
+posterior predictive (binomial counts in narrow bins of ``s``); every draw of the pool's labels is
+pushed through the measure. See :func:`contingency_posterior` and ``docs/adaptive.md``.
+
+The cell models (``method="conjugate"`` / ``"pymc"``):
 
 Cells are ``stratum × prediction × score bin``, each with a label distribution
 ``θ_cell = P(y | cell)`` over the true classes: the stratum ``h`` is a score stratum
@@ -18,11 +29,13 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
 
 - ``"none"`` (default for the PyMC model): the distinct labeled items enter as plain multinomial
   counts and their own losses exactly (finite-population inference); ``θ`` predicts only the
-  unlabeled items. The
+  unlabeled items, whose labels are drawn per posterior draw, ``n_cell ∼ Multinomial(N^U, θ)``. The
   sampler's choices depend only on observed quantities (scores, predictions, earlier labels), so
   the selection is ignorable (Rubin, 1976) for a model that conditions on what the selection
-  depends on. Within a cell ``q`` still varies with the score; narrow score bins (``n_bins``) make
-  it nearly constant, and the hierarchical model also conditions on the score through its slope.
+  depends on. Within a cell ``q`` still varies with the score, and the cells do not condition on
+  it: the labeled items of a cell are its high-score ones, which biases the unlabeled rest upwards
+  (``benchmarks/results/contingency_coverage.md``); ``method="calibration"`` conditions on the
+  score item by item.
 - ``"design"`` (default for the conjugate model): design-weighted pseudo-counts (a weighted
   pseudo-likelihood, as Marchant & Rubinstein (2021), App. H): the Hájek estimate
   ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws) with the Kish effective size
@@ -156,6 +169,7 @@ def contingency_table(
         y_known[idx] = y
     pu_all = p * ~known
     P_unl = np.bincount(cell, weights=pu_all, minlength=n_cells)
+    N_unl = np.bincount(cell, weights=(~known).astype(float), minlength=n_cells)
     P_all = np.bincount(cell, weights=p, minlength=n_cells)
     d = m.dim
     Lsum = np.zeros((n_cells, C, d))
@@ -215,6 +229,7 @@ def contingency_table(
         "group_stratum": groups // K,
         "group_key": used_keys[groups % K],
         "P_unl": P_unl,
+        "N_unl": N_unl,
         "P_all": P_all,
         "Lbar": Lbar,
         "R_known": R_known,
@@ -240,14 +255,35 @@ def _key_names(pool, keys: np.ndarray, models: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _derived(table: dict[str, Any], theta: np.ndarray) -> dict[str, np.ndarray]:
-    """Risk, measure and confusion matrix for posterior draws ``theta (..., cell, class)``."""
+def _derived(table: dict[str, Any], theta: np.ndarray, rng=None) -> dict[str, np.ndarray]:
+    """Risk and measure for posterior draws ``theta (..., cell, class)``.
+
+    Superpopulation (``weighting="design"``): ``R = Σ_cells P_cell Σ_c θ_c L̄_c``. Finite
+    population (``weighting="none"``, deterministic oracle): the unlabeled items' labels are drawn
+    from the posterior predictive, ``n_cell ∼ Multinomial(N^U_cell, θ_cell)`` per draw, and
+    ``R = R_known + Σ_cells P^U_cell Σ_c (n_{cell,c} / N^U_cell) L̄^U_{cell,c}`` — the pool's
+    realized risk, not its expectation, so a pool whose positives are all labeled keeps
+    posterior mass on "no positive left" (the expectation never reaches it).
+    """
     m: Measure = table["measure"]
-    R = table["R_known"] + np.einsum("h,...hc,hcj->...j", table["P_unl"], theta, table["Lbar"])
+    if table["finite_population"] and rng is not None:
+        N = table["N_unl"].astype(np.int64)
+        th = np.clip(theta, 0.0, None)
+        th = th / th.sum(axis=-1, keepdims=True)
+        counts = rng.multinomial(np.broadcast_to(N, th.shape[:-1]), th)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(N[:, None] > 0, counts / np.maximum(N, 1)[:, None], 0.0)
+    else:
+        frac = theta
+    R = table["R_known"] + np.einsum("h,...hc,hcj->...j", table["P_unl"], frac, table["Lbar"])
+    return {"risk": R, "measure": _apply_g(m, R)}
+
+
+def _apply_g(m: Measure, R: np.ndarray) -> np.ndarray:
     flat = R.reshape(-1, R.shape[-1])
     with np.errstate(all="ignore"):
-        G = np.stack([m.g(r) for r in flat]).reshape((*R.shape[:-1], m.n_outputs))
-    return {"risk": R, "measure": G}
+        G = np.stack([m.g(r) for r in flat])
+    return G.reshape((*R.shape[:-1], m.n_outputs))
 
 
 def contingency_posterior(
@@ -269,6 +305,9 @@ def contingency_posterior(
     chains: int = 2,
     tune: int = 1000,
     encoded: bool = False,
+    fit: str = "laplace",
+    bin_width: float = 0.1,
+    calibration_options: dict[str, Any] | None = None,
     rng: Any = None,
 ):
     """Posterior of a measure on the pool from the stratum × prediction × class table.
@@ -283,8 +322,11 @@ def contingency_posterior(
         (default all ones: a passive sample).
     model : str, optional
         Which model, for a pool with several and an unbound measure.
-    method : {"conjugate", "pymc"}
-        Independent conjugate Dirichlet rows (exact, NumPy) or the hierarchical PyMC model.
+    method : {"conjugate", "pymc", "calibration"}
+        Independent conjugate Dirichlet rows (exact, NumPy), the hierarchical PyMC cell model, or
+        the item-level calibration posterior (binary pools, deterministic oracle; the cell
+        options ``n_strata``, ``strata``, ``n_bins``, ``prior_strength`` and ``weights`` are not
+        used by it).
     n_strata : int
         Score strata (cumulative-sqrt-F rule on the plug-in log-odds); ignored with ``strata``.
     strata : array-like (n_items,), optional
@@ -310,6 +352,16 @@ def contingency_posterior(
         NUTS tuning steps (``method="pymc"``).
     encoded : bool
         Labels are already encoded as class indices.
+    fit : {"laplace", "nuts"}
+        ``method="calibration"``: parameter draws of the label model from the
+        importance-corrected Laplace posterior (σ at its mode; default) or from NUTS.
+    bin_width : float
+        ``method="calibration"``: width of the log-odds grid on which the unlabeled items are
+        binned (default 0.1: the bin's expected count is off by a relative ``≈ b² δ²/24``).
+    calibration_options : dict, optional
+        ``method="calibration"``: options of
+        :class:`~bayes_activeeval.oracles.calibration.CalibrationOracle` (``n_strata``, prior
+        scales, ``feature``, ``clip``, …).
     rng : None, int or Generator
 
     Returns
@@ -318,18 +370,49 @@ def contingency_posterior(
         ``posterior``: ``theta`` (cell, class), ``risk`` (component), ``measure`` (output) and,
         for ``"pymc"``, the hierarchical parameters; ``observed_data``: the (pseudo-)counts;
         ``constant_data``: cell masses, strata, predictions, prior means and raw counts.
-        ``arviz.summary`` works.
+        ``method="calibration"``: ``risk``, ``measure``, ``a``, ``b``, ``stratum_effect`` and
+        ``unlabeled_positives`` (prediction) in ``posterior``; the labeled counts per
+        prediction × class in ``observed_data``. ``arviz.summary`` works.
+
+    Notes
+    -----
+    The risk is ``R = Σ_{labeled} p ℓ(x, y) + Σ_{unlabeled} p ℓ(x, ỹ)`` with ``ỹ`` drawn from the
+    label model's posterior predictive (finite population), or the post-stratified
+    ``Σ_cells P_cell Σ_c θ_c L̄_c`` (``weighting="design"``; Marchant & Rubinstein (2021),
+    App. H for the weighted pseudo-counts); ``G = g(R)`` per draw (Marchant & Rubinstein (2021),
+    Def. 1).
     """
     import arviz_base as azb
 
-    if method not in ("conjugate", "pymc"):
-        raise ValueError(f"method must be 'conjugate' or 'pymc', got {method!r}")
+    if method not in ("conjugate", "pymc", "calibration"):
+        raise ValueError(f"method must be 'conjugate', 'pymc' or 'calibration', got {method!r}")
     s0 = float(prior_strength)
     if not np.isfinite(s0) or s0 <= 0:
         raise ValueError(f"prior_strength must be positive, got {prior_strength!r}")
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
     rng = check_rng(rng)
+    if method == "calibration":
+        if weighting not in (None, "none"):
+            raise ValueError(
+                f"method='calibration' uses unweighted labels; got weighting={weighting!r}"
+            )
+        return _calibration_tree(
+            pool,
+            measure,
+            indices,
+            labels,
+            model=model,
+            deterministic=deterministic,
+            encoded=encoded,
+            draws=draws,
+            chains=chains,
+            tune=tune,
+            fit=fit,
+            bin_width=bin_width,
+            calibration_options=calibration_options,
+            rng=rng,
+        )
     if weighting is None:
         weighting = "design" if method == "conjugate" else "none"
     if weights is None:
@@ -377,7 +460,7 @@ def contingency_posterior(
         extra: dict[str, np.ndarray] = {}
     else:
         theta, extra = _fit_pymc(table, coords, draws, chains, tune, rng)
-    der = _derived(table, theta)
+    der = _derived(table, theta, rng)
     post = {"theta": theta, "risk": der["risk"], "measure": der["measure"], **extra}
     dims = {
         "theta": ["cell", "class"],
@@ -476,3 +559,223 @@ def _fit_pymc(table, coords, draws, chains, tune, rng):
         "u": post["u"].transpose("chain", "draw", "group", "class").to_numpy(),
     }
     return theta, extra
+
+
+def _calibration_posterior(
+    pool,
+    measure,
+    indices,
+    labels,
+    *,
+    model,
+    deterministic,
+    encoded,
+    draws,
+    chains,
+    tune,
+    fit,
+    bin_width,
+    calibration_options,
+    rng,
+):
+    """Item-level finite-population posterior (``method="calibration"``; see
+    :func:`contingency_posterior`).
+
+    1. Label model: the hierarchical Bayesian calibration of :class:`CalibrationOracle`
+       (``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}``, ``s`` the logit of the model's
+       probability) fitted to the distinct labeled items, unweighted (the selection depends only
+       on ``s`` and earlier labels, hence is ignorable given ``s``; Rubin 1976). Parameter draws
+       from its importance-corrected Laplace posterior (``fit="laplace"``) or NUTS
+       (``fit="nuts"``).
+    2. Posterior predictive of the unlabeled items' labels. They are grouped by calibration
+       stratum, prediction and a grid of ``s`` of width ``bin_width``; per draw ``t``, a bin's
+       positives are ``n_t ∼ Binomial(N^U_bin, expit(η_t(s̄^U_bin)))``.
+    3. ``R_t = Σ_{labeled} p ℓ(x, y) + Σ_bins [L^U_{bin,0} + (n_t / N^U_bin)(L^U_{bin,1} −
+       L^U_{bin,0})]`` (``L^U_{bin,c}`` the ``p``-weighted loss sum of the bin's unlabeled items
+       if their label were ``c``) and ``G_t = g(R_t)``.
+    """
+    from scipy import special
+
+    from .calibration import CalibrationOracle
+
+    if fit not in ("laplace", "nuts"):
+        raise ValueError(f"fit must be 'laplace' or 'nuts', got {fit!r}")
+    if not deterministic:
+        raise ValueError(
+            "method='calibration' needs a deterministic oracle (deterministic=True); for a "
+            "stochastic oracle use method='conjugate' with weighting='design'"
+        )
+    bw = float(bin_width)
+    if not np.isfinite(bw) or bw <= 0:
+        raise ValueError(f"bin_width must be positive, got {bin_width!r}")
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    if pool.task != "binary" or pool.pos is None:
+        raise ValueError(
+            "method='calibration' needs a binary pool with a positive class "
+            f"(got task={pool.task!r}); use method='conjugate' or 'pymc'"
+        )
+    M, C, pos = pool.n_items, 2, int(pool.pos)
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= M):
+        raise ValueError(f"indices has entries outside 0..{M - 1}")
+    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
+    y = np.asarray(y, dtype=np.int64)
+    if y.shape != idx.shape:
+        raise ValueError(
+            f"indices and labels must have the same length, got {idx.size} and {y.size}"
+        )
+    if y.size and (y.min() < 0 or y.max() >= C):
+        raise ValueError("labels must be class indices 0..1 when encoded=True")
+    ui, first = np.unique(idx, return_index=True)
+    yu = y[first]
+    opts = dict(calibration_options or {})
+    S = chains * draws
+    opts.setdefault("n_samples", max(512, 2 * S))
+    oracle = CalibrationOracle(deterministic=True, model=models[0], **opts)
+    oracle.initialize(pool, models[0])
+    view = pool.view(models[0])
+    if oracle.used_feature == "logit" and "clip" not in opts:
+        # the oracle clips probabilities at 1e-6 before the logit; rare-positive pools have most
+        # of their items below that, and a label model that sees them all at logit(1e-6)
+        # predicts phantom positives in the bulk: use the log-odds at full precision here
+        tiny = np.finfo(float).tiny
+        x = np.log(np.clip(view.prob[:, pos], tiny, 1.0)) - np.log(
+            np.clip(view.prob[:, 1 - pos], tiny, 1.0)
+        )
+        strata = score_strata(x, oracle.n_strata)[0] if oracle.n_strata > 0 else None
+        oracle._init_arrays(x, oracle.prior_belief, pos, strata, "logit")
+    if ui.size:
+        oracle.update(ui, yu)
+    known = np.zeros(M, dtype=bool)
+    known[ui] = True
+    y_known = np.zeros(M, dtype=np.int64)
+    y_known[ui] = yu
+    # prediction key (joint predictions of the measure's models) for grouping
+    key = np.zeros(M, dtype=np.int64)
+    for j, name in enumerate(models):
+        key += pool.view(name).pred.astype(np.int64) * C**j
+    x, h = oracle.x, oracle.strata
+    xb = np.floor((x - x.min()) / bw).astype(np.int64)
+    nxb = int(xb.max()) + 1
+    H = max(oracle.H, 1)
+    raw_key = (key * H + h) * nxb + xb
+    unl = ~known
+    bins, binv = np.unique(raw_key[unl], return_inverse=True)
+    nb = bins.size
+    item_bin = np.full(M, -1, dtype=np.int64)
+    item_bin[unl] = binv
+    p = pool.p
+    d = m.dim
+    N = np.bincount(binv, minlength=nb).astype(np.int64)
+    xbar = np.bincount(binv, weights=x[unl], minlength=nb) / np.maximum(N, 1)
+    bin_h = (bins // nxb) % H
+    bin_key = bins // (nxb * H)
+    Lsum = np.zeros((C, nb, d))
+    R_known = np.zeros(d)
+    for start in range(0, M, CHUNK):
+        sl = slice(start, min(start + CHUNK, M))
+        v = views(sl)
+        ib, u = item_bin[sl], unl[sl]
+        for c in range(C):
+            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
+            if u.any():
+                for j in range(d):
+                    Lsum[c, :, j] += np.bincount(ib[u], weights=p[sl][u] * L[u, j], minlength=nb)
+            kn = known[sl] & (y_known[sl] == c)
+            if kn.any():
+                R_known += p[sl][kn] @ L[kn]
+    base = R_known + Lsum[1 - pos].sum(axis=0)
+    D = Lsum[pos] - Lsum[1 - pos]  # (bin, d)
+    # parameter draws of the label model
+    extra: dict[str, np.ndarray] = {}
+    if ui.size == 0:
+        raise ValueError("method='calibration' needs at least one labeled item")
+    if fit == "laplace":
+        thetas, w = oracle.posterior_samples()
+        pick = rng.choice(thetas.shape[0], size=S, p=w)
+        th = thetas[pick]
+        cc, b = th[:, 0], np.exp(th[:, 1])
+        u_h = np.exp(th[:, 2])[:, None] * th[:, 3:] if oracle.H else np.zeros((S, 1))
+    else:
+        idata = oracle.posterior(draws, rng=rng, tune=tune, chains=chains)
+        post = idata["posterior"]
+        cc = np.asarray(post["c"]).reshape(-1)
+        b = np.asarray(post["b"]).reshape(-1)
+        u_h = (
+            np.asarray(post["stratum_effect"]).reshape(S, oracle.H)
+            if oracle.H
+            else np.zeros((S, 1))
+        )
+    extra["a"] = (cc - b * oracle.x_center).reshape(chains, draws)
+    extra["b"] = b.reshape(chains, draws)
+    if oracle.H:
+        extra["stratum_effect"] = u_h.reshape(chains, draws, oracle.H)
+    R = np.empty((S, d))
+    n_pos = np.zeros((S, int(bin_key.max()) + 1 if nb else 1))
+    block = max(1, (1 << 22) // max(nb, 1))
+    for s0 in range(0, S, block):
+        sb = slice(s0, min(s0 + block, S))
+        eta = cc[sb, None] + b[sb, None] * (xbar[None, :] - oracle.x_center) + u_h[sb][:, bin_h]
+        n1 = rng.binomial(N[None, :], special.expit(eta))
+        R[sb] = base + (n1 / np.maximum(N, 1)[None, :]) @ D
+        for k in np.unique(bin_key):
+            n_pos[sb, k] = n1[:, bin_key == k].sum(axis=1)
+    G = _apply_g(m, R)
+    info = {
+        "oracle": oracle,
+        "models": models,
+        "n_pos": n_pos,
+        "keys": np.arange(n_pos.shape[1]),
+        "labeled": np.array(
+            [[np.sum((key[ui] == k) & (yu == c)) for c in range(C)] for k in range(n_pos.shape[1])]
+        ),
+    }
+    return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), extra, m, info
+
+
+def _calibration_tree(pool, measure, indices, labels, **kw):
+    """Wrap :func:`_calibration_posterior` as an ``xarray.DataTree``."""
+    import arviz_base as azb
+
+    R, G, extra, m, info = _calibration_posterior(pool, measure, indices, labels, **kw)
+    oracle = info["oracle"]
+    keys = _key_names(pool, info["keys"], info["models"])
+    post = {"risk": R, "measure": G, **extra}
+    chains, draws = R.shape[:2]
+    post["unlabeled_positives"] = info["n_pos"].reshape(chains, draws, -1)
+    dims = {
+        "risk": ["component"],
+        "measure": ["output"],
+        "stratum_effect": ["stratum"],
+        "unlabeled_positives": ["prediction"],
+        "labeled_counts": ["prediction", "class"],
+    }
+    coords = {
+        "component": list(m.components),
+        "output": list(m.outputs),
+        "prediction": keys,
+        "class": [str(c) for c in pool.classes],
+    }
+    if oracle.H:
+        coords["stratum"] = list(range(oracle.H))
+    attrs = {
+        "method": "calibration",
+        "measure": m.name,
+        "weighting": "none",
+        "fit": kw["fit"],
+        "bin_width": float(kw["bin_width"]),
+        "finite_population": 1,
+        "deterministic": 1,
+    }
+    dt = azb.from_dict(
+        {"posterior": post, "observed_data": {"labeled_counts": info["labeled"]}},
+        dims=dims,
+        coords=coords,
+        attrs={"posterior": attrs},
+    )
+    dt.attrs.update(attrs)
+    return dt

@@ -1,0 +1,207 @@
+"""The finite-population contingency posteriors: label draws for unlabeled items, and the
+item-level calibration posterior (``method="calibration"``)."""
+
+import numpy as np
+import pytest
+from scipy import special
+
+import bayes_activeeval as bae
+from bayes_activeeval.datasets import make_classification_pool
+from bayes_activeeval.oracles.contingency import contingency_posterior
+
+
+def true_value(pool, labels, measure):
+    m, views = pool.resolve(measure)
+    L = m.loss(pool.encode_labels(labels), views(np.arange(pool.n_items)))
+    return float(m.g(L.mean(axis=0))[0])
+
+
+@pytest.fixture(scope="module")
+def rare():
+    # well-separated rare positives: the plug-in adaptive sampler finds all of them
+    return make_classification_pool(3000, 0.01, separation=8.0, noise=0.3, rng=4)
+
+
+def _all_positives_labeled(data):
+    """Label the top-scored items down to the lowest-scored positive, plus 100 random ones."""
+    p1 = data.pool.view().prob[:, 1]
+    order = np.argsort(-p1)
+    last = np.max(np.flatnonzero(data.labels[order] == 1))
+    rng = np.random.default_rng(0)
+    idx = np.unique(np.concatenate([order[: last + 20], rng.choice(data.pool.n_items, 100)]))
+    assert data.labels[np.setdiff1d(np.arange(data.pool.n_items), idx)].sum() == 0
+    return idx
+
+
+@pytest.mark.parametrize("method", ["conjugate", "calibration"])
+def test_all_positives_labeled_truth_is_reached(rare, method):
+    """Every positive labeled: the pool F1 is the largest value the finite-population posterior
+    can take (phantom positives only lower it) and it must keep posterior mass there; the
+    expectation over unlabeled labels (the former behaviour) never reached it."""
+    idx = _all_positives_labeled(rare)
+    truth = true_value(rare.pool, rare.labels, "f1")
+    post = contingency_posterior(
+        rare.pool, "f1", idx, rare.labels[idx], method=method, weighting="none", rng=0, draws=400
+    )
+    g = post.posterior["measure"].values.ravel()
+    assert g.max() <= truth + 1e-12
+    assert np.mean(g >= truth - 1e-12) > 0.05
+    assert np.quantile(g, 0.975) >= truth - 1e-12
+
+
+def test_everything_labeled_is_exact(rare):
+    idx = np.arange(rare.pool.n_items)
+    truth = true_value(rare.pool, rare.labels, "f1")
+    post = contingency_posterior(
+        rare.pool, "f1", idx, rare.labels, method="calibration", draws=100, rng=0
+    )
+    np.testing.assert_allclose(post.posterior["measure"].values, truth, rtol=1e-12)
+    assert post.posterior["unlabeled_positives"].values.sum() == 0
+
+
+def test_coverage_and_centering_after_adaptive_sampling(rare):
+    """Coverage of the 95 % credible interval and centring of the posterior mean over repeated
+    plug-in adaptive runs that label (nearly) all positives of the pool."""
+    pool = rare.pool
+    truth = true_value(pool, rare.labels, "f1")
+    reps = 30
+    hits, errs, sds = 0, [], []
+    for seed in range(reps):
+        ev = bae.ActiveEvaluator(pool, "f1", rng=seed)
+        ev.run(rare.labeler, budget=150, progress=False)
+        post = ev.posterior(method="calibration", draws=300, rng=seed)
+        g = post.posterior["measure"].values.ravel()
+        lo, hi = np.quantile(g, [0.025, 0.975])
+        hits += (lo - 1e-9) <= truth <= (hi + 1e-9)
+        errs.append(g.mean() - truth)
+        sds.append(g.std())
+    # P(Binomial(30, 0.95) <= 25) ≈ 0.016
+    assert hits >= 26, hits
+    # the posterior mean is within its own spread of the truth on average (|bias| < mean sd)
+    assert abs(np.mean(errs)) < np.mean(sds) + 3 * np.std(errs) / np.sqrt(reps)
+
+
+def test_agrees_with_conjugate_under_passive_sampling():
+    """Uniform sampling is ignorable for both models: the finite-population cell posterior and
+    the item-level calibration posterior estimate the same pool F1."""
+    data = make_classification_pool(6000, 0.05, separation=4.0, rng=2)
+    rng = np.random.default_rng(3)
+    idx = rng.choice(6000, 1500, replace=False)
+    y = data.labels[idx]
+    a = contingency_posterior(data.pool, "f1", idx, y, weighting="none", draws=500, rng=0)
+    b = contingency_posterior(data.pool, "f1", idx, y, method="calibration", draws=500, rng=0)
+    ga = a.posterior["measure"].values.ravel()
+    gb = b.posterior["measure"].values.ravel()
+    truth = true_value(data.pool, data.labels, "f1")
+    assert abs(ga.mean() - gb.mean()) < 1.0 * max(ga.std(), gb.std())
+    assert 0.5 < gb.std() / ga.std() < 2.0
+    assert abs(gb.mean() - truth) < 3 * gb.std()
+
+
+def test_binned_predictive_matches_item_level(rare):
+    """The unlabeled positives drawn bin by bin have the mean of the item-level posterior
+    predictive ``Σ_i E[expit(η(x_i))]`` computed item by item from the same label model."""
+    from bayes_activeeval.oracles.calibration import CalibrationOracle
+
+    pool = rare.pool
+    rng = np.random.default_rng(5)
+    idx = np.unique(
+        np.concatenate([np.argsort(-pool.view().prob[:, 1])[:40], rng.choice(3000, 200)])
+    )
+    y = rare.labels[idx]
+    post = contingency_posterior(pool, "f1", idx, y, method="calibration", draws=1000, rng=1)
+    npos = post.posterior["unlabeled_positives"].sum("prediction").values.ravel()
+    o = CalibrationOracle(n_samples=2000)
+    o.initialize(pool)
+    p1 = pool.view().prob
+    x = np.log(np.maximum(p1[:, 1], np.finfo(float).tiny)) - np.log(
+        np.maximum(p1[:, 0], np.finfo(float).tiny)
+    )
+    from bayes_activeeval.strata import score_strata
+
+    o._init_arrays(x, o.prior_belief, 1, score_strata(x, o.n_strata)[0], "logit")
+    o.update(idx, y)
+    th, w = o.posterior_samples()
+    unl = np.setdiff1d(np.arange(3000), idx)
+    eta = th[:, :1] + np.exp(th[:, 1:2]) * (o.x[unl] - o.x_center)[None, :]
+    eta = eta + (np.exp(th[:, 2:3]) * th[:, 3:])[:, o.strata[unl]]
+    expected = float(w @ special.expit(eta).sum(axis=1))
+    se = npos.std() / np.sqrt(npos.size)
+    assert abs(npos.mean() - expected) < 4 * se + 0.02 * expected, (npos.mean(), expected, se)
+
+
+def test_nuts_and_laplace_label_models_agree(rare):
+    """``fit="nuts"`` (full NUTS posterior of the calibration model, σ included) and the default
+    importance-corrected Laplace posterior give the same posterior of the measure."""
+    rng = np.random.default_rng(2)
+    top = np.argsort(-rare.pool.view().prob[:, 1])[:60]
+    idx = np.unique(np.concatenate([top, rng.choice(3000, 150)]))
+    y = rare.labels[idx]
+    kw = dict(method="calibration", rng=3, calibration_options={"n_strata": 4})
+    a = contingency_posterior(rare.pool, "f1", idx, y, draws=300, **kw)
+    b = contingency_posterior(rare.pool, "f1", idx, y, fit="nuts", draws=150, tune=200, **kw)
+    ga = a.posterior["measure"].values.ravel()
+    gb = b.posterior["measure"].values.ravel()
+    assert b.attrs["fit"] == "nuts" and b.posterior["b"].shape == (2, 150)
+    assert abs(ga.mean() - gb.mean()) < 0.5 * max(ga.std(), gb.std())
+    assert 0.7 < gb.std() / ga.std() < 1.4
+
+
+def test_finite_population_cells_draw_counts():
+    """``weighting="none"`` draws the unlabeled labels per cell, ``n ∼ Multinomial(N^U, θ)``:
+    the risk draws have mean ``E[R | θ]`` and the variance of the law of total variance,
+    ``Var_θ E[R | θ] + E_θ Σ_cells N θ_cc (1 − θ_cc) / M²`` (accuracy, one cell per prediction)."""
+    M = 2000
+    data = make_classification_pool(M, 0.1, rng=7)
+    idx = np.arange(0, M, 2)
+    post = contingency_posterior(
+        data.pool,
+        "accuracy",
+        idx,
+        data.labels[idx],
+        weighting="none",
+        n_strata=1,
+        n_bins=1,
+        rng=0,
+        draws=4000,
+    )
+    assert post.constant_data["cell_prediction"].values.tolist() == ["0", "1"]
+    th = post.posterior["theta"].values.reshape(-1, 2, 2)
+    risk = post.posterior["risk"].values.ravel()
+    pred = data.pool.view().pred
+    unl = np.ones(M, bool)
+    unl[idx] = False
+    N = np.array([np.sum(unl & (pred == k)) for k in (0, 1)])
+    tcc = th[:, [0, 1], [0, 1]]  # P(y = k | cell predicting k): the unlabeled items' accuracy
+    known = np.sum(data.labels[idx] == pred[idx])
+    cond_mean = (known + tcc @ N) / M
+    cond_var = (tcc * (1 - tcc)) @ N / M**2
+    assert abs(risk.mean() - cond_mean.mean()) < 4 * risk.std() / np.sqrt(risk.size)
+    total = cond_mean.var() + cond_var.mean()
+    # relative s.e. of a variance from 8000 draws ≈ sqrt(2 / 8000) ≈ 1.6 %
+    assert abs(risk.var() / total - 1) < 0.08, (risk.var(), total)
+    # and the label noise is a visible part of it (the former expectation had only the first term)
+    assert cond_var.mean() > 0.2 * total
+
+
+def test_bad_input(rare):
+    pool = rare.pool
+    with pytest.raises(ValueError, match="deterministic"):
+        contingency_posterior(pool, "f1", [0, 1], [0, 0], method="calibration", deterministic=False)
+    with pytest.raises(ValueError, match="weighting"):
+        contingency_posterior(pool, "f1", [0, 1], [0, 0], method="calibration", weighting="design")
+    with pytest.raises(ValueError, match="bin_width"):
+        contingency_posterior(pool, "f1", [0, 1], [0, 0], method="calibration", bin_width=0.0)
+    with pytest.raises(ValueError, match="fit"):
+        contingency_posterior(pool, "f1", [0, 1], [0, 0], method="calibration", fit="vi")
+    with pytest.raises(ValueError, match="at least one labeled"):
+        contingency_posterior(pool, "f1", [], [], method="calibration")
+    with pytest.raises(ValueError, match="method"):
+        contingency_posterior(pool, "f1", [0], [0], method="calib")
+    multi = bae.Pool(
+        predictions=np.array([0, 1, 2, 1]),
+        probs=np.full((4, 3), 1 / 3),
+        classes=[0, 1, 2],
+    )
+    with pytest.raises(ValueError, match="binary pool"):
+        contingency_posterior(multi, "accuracy", [0], [0], method="calibration")
