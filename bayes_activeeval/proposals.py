@@ -160,17 +160,14 @@ class Proposal:
                     f"n={n} distinct items requested but the proposal has only {support} items "
                     "with positive probability"
                 )
-            parts: list[int] = []
-            seen: set[int] = set()
-            while len(seen) < n:
-                batch = self._sample(max(n - len(seen), 16), rng)
-                for j in batch.tolist():  # stop exactly at the n-th distinct item
-                    parts.append(j)
-                    if j not in seen:
-                        seen.add(j)
-                        if len(seen) == n:
-                            break
-            idx = np.asarray(parts, dtype=np.int64)
+            idx = np.empty(0, dtype=np.int64)
+            n_distinct = 0
+            while n_distinct < n:
+                idx = np.concatenate([idx, self._sample(max(n - n_distinct, 16), rng)])
+                _, first = np.unique(idx, return_index=True)
+                n_distinct = first.size
+            # stop exactly at the n-th distinct item: cut after its first occurrence
+            idx = idx[: np.sort(first)[n - 1] + 1]
         return Draws(idx, self.weights(idx), self.q[idx])
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
