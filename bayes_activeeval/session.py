@@ -919,8 +919,10 @@ class Session:
 
     # -- answers ----------------------------------------------------------------------------------
     def estimates(self) -> dict[str, Estimate]:
-        """Per-model estimates from the completed stages (and the adaptive evaluator's own
-        estimate under ``"adaptive"`` for adaptive designs); empty before any stage completes."""
+        """Per-model estimates from the completed stages; an adaptive design with several models
+        adds the evaluator's own estimate of its target under the target's name (the difference
+        ``"f1[a]-f1[b]"`` of two models, the stacked measure of more). Empty before any stage
+        completes."""
         draws, labels = self.labeled_draws()
         if len(draws) == 0:
             return {}
@@ -933,8 +935,6 @@ class Session:
         if not est:
             raise SessionError("no completed stage yet: label the items of bae next first")
         if model is None:
-            if self.design.kind == "adaptive" and "adaptive" in est:
-                return est["adaptive"]
             if len(self.design.models) != 1:
                 raise ValueError(f"the session has models {list(self.design.models)}; name one")
             model = self.design.models[0]
