@@ -633,13 +633,13 @@ class Session:
 
     def _complete(self) -> tuple[list[int], int | None]:
         """Completed stages, and the pending (incomplete) one if any."""
-        known = self._label_map()
+        known = set(self._label_map())
         done, pending = [], None
         for s, items in self._stage_table():
-            if all(int(i) in known for i in np.unique(items)):
-                done.append(s)
-            else:
+            if _first_new(items, known).any():
                 pending = s
+            else:
+                done.append(s)
         return done, pending
 
     def pending_items(self) -> np.ndarray:
@@ -648,7 +648,6 @@ class Session:
         _, pending = self._complete()
         if pending is None:
             return np.zeros(0, dtype=np.int64)
-        known = self._label_map()
         items = np.asarray(
             [
                 r[0]
@@ -656,9 +655,7 @@ class Session:
             ],
             dtype=np.int64,
         )
-        _, first = np.unique(items, return_index=True)
-        order = items[np.sort(first)]
-        return np.asarray([i for i in order.tolist() if i not in known], dtype=np.int64)
+        return items[_first_new(items, set(self._label_map()))]
 
     def _stage_rows(self) -> list[tuple[int, np.ndarray, dict]]:
         """Per stage (in order): the ``n`` its query asked for, its drawn items and how it was
