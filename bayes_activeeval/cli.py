@@ -102,10 +102,11 @@ def demo(budgets: str, seed: int, export: str | None) -> None:
 
 
 def _export_demo(path: str) -> None:
+    from .datasets import DEMO_SIZE
     from .demo import export_demo
 
     pool_csv, truth_csv = export_demo(path)
-    click.echo(f"demo pool written to {pool_csv} (100,000 items); true labels to {truth_csv}")
+    click.echo(f"demo pool written to {pool_csv} ({DEMO_SIZE:,} items); true labels to {truth_csv}")
 
 
 # -- helpers --------------------------------------------------------------------------------------

@@ -85,6 +85,30 @@ def _is_linear(measure: Measure) -> bool:
     return measure._g is None and measure.models is None
 
 
+def _check_inputs(draws: Draws, oracle: str, variance: str) -> None:
+    """Checks shared by :func:`compare` and :func:`multiple_comparison`."""
+    if not isinstance(draws, Draws):
+        raise TypeError(
+            f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
+        )
+    if oracle not in ("deterministic", "stochastic"):
+        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    if variance not in ("auto", "wald", "score"):
+        raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
+
+
+def _resolve_variance(base: Measure, variance: str) -> str:
+    """``"auto"``: ``"score"`` for plain risks, ``"wald"`` otherwise; ``"score"`` needs a plain risk."""
+    if variance == "auto":
+        return "score" if _is_linear(base) else "wald"
+    if variance == "score" and not _is_linear(base):
+        raise ValueError(
+            f"variance='score' needs a plain risk (g the identity); {base.name!r} is a ratio or "
+            "non-linear measure: use variance='wald'"
+        )
+    return variance
+
+
 def _check_alternative(alternative: str) -> str:
     if alternative not in _ALTERNATIVES:
         raise ValueError(
@@ -339,15 +363,8 @@ def compare(
     ...                   models=("m0", "m1"))
     >>> lo, hi = res.confidence_interval(0.95)
     """
-    if not isinstance(draws, Draws):
-        raise TypeError(
-            f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
-        )
-    if oracle not in ("deterministic", "stochastic"):
-        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    _check_inputs(draws, oracle, variance)
     alternative = _check_alternative(alternative)
-    if variance not in ("auto", "wald", "score"):
-        raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
     pair = _models_arg(pool, models, 2, two=True)
     if len(pair) != 2:
         raise ValueError(f"models must name exactly two models, got {models!r}")
@@ -377,13 +394,7 @@ def compare(
         scale = _support_mass(proposal)
         if scale < 1.0 - 1e-12:
             _check_restricted(pool, base, a, b, proposal, draws)
-    if variance == "auto":
-        variance = "score" if _is_linear(base) else "wald"
-    if variance == "score" and not _is_linear(base):
-        raise ValueError(
-            f"variance='score' needs a plain risk (g the identity); {base.name!r} is a ratio or "
-            "non-linear measure: use variance='wald'"
-        )
+    variance = _resolve_variance(base, variance)
     value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
     sums = None
     if variance == "score":
@@ -1040,18 +1051,11 @@ def multiple_comparison(
     -------
     MultipleComparisonResult
     """
-    if not isinstance(draws, Draws):
-        raise TypeError(
-            f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
-        )
+    _check_inputs(draws, oracle, variance)
     if method not in MC_METHODS:
         raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
     if engine not in ("auto", "qmc", "scipy"):
         raise ValueError(f"engine must be 'auto', 'qmc' or 'scipy', got {engine!r}")
-    if variance not in ("auto", "wald", "score"):
-        raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
-    if oracle not in ("deterministic", "stochastic"):
-        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
     level = check_level(level)
     n_points = check_count(n_points, "n_points", minimum=256)
     df = float(df)
@@ -1090,13 +1094,11 @@ def multiple_comparison(
             "label more items"
         )
 
-    if variance == "auto":
-        variance = "score" if _is_linear(base) else "wald"
-    if variance == "score" and not _is_linear(base):
-        raise ValueError(
-            f"variance='score' needs a plain risk (g the identity); {base.name!r} is not: use "
-            "variance='wald'"
-        )
+    _check_inputs(draws, oracle, variance)
+    if method not in MC_METHODS:
+        raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
+    if engine not in ("auto", "qmc", "scipy"):
+        raise ValueError(f"engine must be 'auto', 'qmc' or 'scipy', got {engine!r}")
     diff = G[:, None] - G[None, :]
     wald_var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     test_cov, score = cov, None

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .estimators import UndefinedEstimateWarning, estimate
+from .estimators import UndefinedEstimateWarning
 from .proposals import Draws
 
 __all__ = [
@@ -69,29 +69,23 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     """The estimate after each completed stage: one row per (stage, model) with the labels spent
     so far, the estimate, its standard error and interval (the data of the first figure)."""
+    from .session import _per_model_estimates
+
     draws, labels = session.labeled_draws()
+    done = _completed(session)  # in stage order
     d = session.draws()
-    done = sorted(set(d["stage"]) & set(_completed(session)))
-    d = d[d["stage"].isin(done)]
-    stage = d["stage"].to_numpy()
-    first_seen: dict[int, int] = {}
+    stage = d.loc[d["stage"].isin(done), "stage"].to_numpy()  # aligned with labeled_draws()
     rows = []
-    items = draws.indices
     for s in done:
         upto = stage <= s
-        sub = Draws(items[upto], draws.weights[upto], draws.q[upto])
-        for it in np.unique(sub.indices).tolist():
-            first_seen.setdefault(it, s)
-        n_labels = len(first_seen)
-        for m in session.design.models:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UndefinedEstimateWarning)
-                est = estimate(session.pool, session.design.measure, sub, labels[upto], model=m)
+        sub = Draws(draws.indices[upto], draws.weights[upto], draws.q[upto])
+        per_model = _per_model_estimates(session.pool, session.design, sub, labels[upto])
+        for m, est in per_model.items():
             low, high = est.confidence_interval(level)
             rows.append(
                 {
                     "stage": s,
-                    "labels": n_labels,
+                    "labels": sub.n_distinct,
                     "model": m,
                     "estimate": est.value,
                     "stderr": est.stderr,

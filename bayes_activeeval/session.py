@@ -633,13 +633,13 @@ class Session:
 
     def _complete(self) -> tuple[list[int], int | None]:
         """Completed stages, and the pending (incomplete) one if any."""
-        known = self._label_map()
+        known = set(self._label_map())
         done, pending = [], None
         for s, items in self._stage_table():
-            if all(int(i) in known for i in np.unique(items)):
-                done.append(s)
-            else:
+            if _first_new(items, known).any():
                 pending = s
+            else:
+                done.append(s)
         return done, pending
 
     def pending_items(self) -> np.ndarray:
@@ -648,7 +648,6 @@ class Session:
         _, pending = self._complete()
         if pending is None:
             return np.zeros(0, dtype=np.int64)
-        known = self._label_map()
         items = np.asarray(
             [
                 r[0]
@@ -656,9 +655,7 @@ class Session:
             ],
             dtype=np.int64,
         )
-        _, first = np.unique(items, return_index=True)
-        order = items[np.sort(first)]
-        return np.asarray([i for i in order.tolist() if i not in known], dtype=np.int64)
+        return items[_first_new(items, set(self._label_map()))]
 
     def _stage_rows(self) -> list[tuple[int, np.ndarray, dict]]:
         """Per stage (in order): the ``n`` its query asked for, its drawn items and how it was
@@ -919,8 +916,10 @@ class Session:
 
     # -- answers ----------------------------------------------------------------------------------
     def estimates(self) -> dict[str, Estimate]:
-        """Per-model estimates from the completed stages (and the adaptive evaluator's own
-        estimate under ``"adaptive"`` for adaptive designs); empty before any stage completes."""
+        """Per-model estimates from the completed stages; an adaptive design with several models
+        adds the evaluator's own estimate of its target under the target's name (the difference
+        ``"f1[a]-f1[b]"`` of two models, the stacked measure of more). Empty before any stage
+        completes."""
         draws, labels = self.labeled_draws()
         if len(draws) == 0:
             return {}
@@ -933,8 +932,6 @@ class Session:
         if not est:
             raise SessionError("no completed stage yet: label the items of bae next first")
         if model is None:
-            if self.design.kind == "adaptive" and "adaptive" in est:
-                return est["adaptive"]
             if len(self.design.models) != 1:
                 raise ValueError(f"the session has models {list(self.design.models)}; name one")
             model = self.design.models[0]

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import bayes_activeeval as bae
 from bayes_activeeval.cli import main
 from bayes_activeeval.datasets import load_demo, make_classification_pool
+from bayes_activeeval.demo import export_demo
 from bayes_activeeval.session import Session, stage_rng
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,22 +35,12 @@ def _ids(n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo_csv(tmp_path_factory):
-    """``load_demo()`` written to CSV, and its true labels by id."""
-    d = tmp_path_factory.mktemp("demo")
-    demo = load_demo()
-    v = demo.pool.view()
-    ids = _ids(demo.pool.n_items)
-    pd.DataFrame(
-        {
-            "id": ids,
-            "pred": v.pred,
-            "p": v.positive_prob(),
-            "score": demo.pool.scores["model"],
-            "text": [f"message {i}" for i in range(demo.pool.n_items)],
-        }
-    ).to_csv(d / "demo.csv", index=False)
-    truth = dict(zip(ids, demo.labels.tolist(), strict=True))
-    return d / "demo.csv", demo, truth
+    """``load_demo()`` written to CSV by ``export_demo`` (what ``bae demo --export`` writes), and
+    its true labels by id."""
+    pool_csv, truth_csv = export_demo(tmp_path_factory.mktemp("demo") / "demo.csv")
+    t = pd.read_csv(truth_csv, dtype={"id": str})
+    truth = dict(zip(t["id"], t["label"].tolist(), strict=True))
+    return Path(pool_csv), load_demo(), truth
 
 
 def run(*args, input=None):
@@ -98,7 +89,7 @@ def test_static_session_end_to_end_equals_python_api(demo_csv, tmp_path):
     ok("init", path, "--measure", "f1", "--session", session, *POOL_OPTS, "--text-col", "text",
        "--budget", 500, "--seed", seed)  # fmt: skip
     out = ok("next", session, "--n", 3).stdout.splitlines()
-    assert out[0] == "id,text" and out[1].split(",")[1].startswith("message ")
+    assert out[0] == "id,text" and out[1].split(",")[1].startswith("demo item ")
     # the 3 listed above are pending: the first round returns them (n ignored) …
     pending = tmp_path / "pending.csv"
     ok("next", session, "--n", 40, "--out", pending)
@@ -273,7 +264,7 @@ def test_label_interactive_saves_each_answer(demo_csv, tmp_path):
     session = tmp_path / "s.bae"
     ok("init", path, "--measure", "f1", "--session", session, *POOL_OPTS, "--text-col", "text")
     res = ok("label", session, "--n", 4, input="1\nmaybe\n0\ns\nq\n")
-    assert "message " in res.stdout  # the text column is shown
+    assert "demo item " in res.stdout  # the text column is shown
     assert "not one of the classes" in res.stdout  # a bad answer is asked again
     with Session.open(session) as s:
         got = s.labels()

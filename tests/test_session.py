@@ -55,6 +55,19 @@ def labels_for(ids, truth):
     return [truth[i] for i in ids]
 
 
+def label_stage(s, n, truth, used_up="budget"):
+    """Label the items of ``s.next(n)``; their number, or ``None`` once ``next`` refuses with a
+    message containing ``used_up``."""
+    try:
+        idx = s.next(n)
+    except SessionError as exc:
+        assert used_up in str(exc)
+        return None
+    ids = s.pool_file.ids[idx]
+    s.record(ids, labels_for(ids, truth))
+    return len(idx)
+
+
 def db_digest(path) -> tuple[str, list[str]]:
     """Bytes of the session file and its logical contents."""
     raw = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -182,15 +195,8 @@ def test_budget_is_respected(small, tmp_path):
     path, _, truth = small
     s = Session.create(tmp_path / "s.bae", path, SPEC, Design("accuracy", budget=25, seed=2))
     total = 0
-    while True:
-        try:
-            idx = s.next(10)
-        except SessionError as exc:
-            assert "budget of 25 is used up" in str(exc)
-            break
-        ids = s.pool_file.ids[idx]
-        s.record(ids, labels_for(ids, truth))
-        total += len(idx)
+    while (got := label_stage(s, 10, truth, "budget of 25 is used up")) is not None:
+        total += got
     assert s.n_labels == 25 == total
     assert s.budget_left() == 0
     s.close()
@@ -384,13 +390,8 @@ def test_cost_budget(small, tmp_path, kind):
     Session.create(f, pool_csv, spec, Design("f1", kind=kind, budget=100, seed=3)).close()
     for _ in range(20):
         with Session.open(f) as s:
-            try:
-                items = s.next(25)
-            except SessionError as exc:
-                assert "budget" in str(exc)
+            if label_stage(s, 25, truth) is None:
                 break
-            ids = s.pool_file.ids[items]
-            s.record(ids, labels_for(ids, truth))
     with Session.open(f) as s:
         used = s.budget_used()
         assert 100 - 3 < used <= (100 if kind == "static" else 100 + 3)
