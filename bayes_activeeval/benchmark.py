@@ -352,20 +352,20 @@ def _guess_strata(prevalence: float, guess_recall: float, guess_precision: float
     return np.array([W_P, W_Q]), np.array([g, u_Q])
 
 
-def _influence_moments(u, prevalence, se, sp, targets):
-    """Per-stratum mean and variance of the influence of one item on each target.
+def _influence_variances(u, prevalence, se, sp, targets):
+    """Per-stratum variance of the influence of one item on each target.
 
     A "noisy-oracle" rule (errors independent of the item given its class, sensitivity ``se``,
     specificity ``sp``) in a stratum whose positive rate is ``u``. Influence functions
     (per item, times the pool size): ``Se: y (R - Se)/pi``, ``Sp: (1-y)((1-R) - Sp)/(1-pi)``,
-    ``Pr: R (y - Pr)/r`` with ``r = pi Se + (1-pi)(1-Sp)``. Returns ``(mean, var)`` arrays
-    of shape ``(len(targets), len(u))`` (catalogue Sec. 2.4 D1-D3 and Sec. 3.2 D-G1).
+    ``Pr: R (y - Pr)/r`` with ``r = pi Se + (1-pi)(1-Sp)``. Returns the variances, shape
+    ``(len(targets), len(u))`` (catalogue Sec. 2.4 D1-D3 and Sec. 3.2 D-G1).
     """
     u = np.asarray(u, dtype=float)
     pi = prevalence
     r = pi * se + (1 - pi) * (1 - sp)
     pr = pi * se / r
-    means, variances = [], []
+    variances = []
     for t in targets:
         if t == "sensitivity":
             m = np.zeros_like(u)
@@ -376,9 +376,8 @@ def _influence_moments(u, prevalence, se, sp, targets):
         else:
             m = (u * se * (1 - pr) - (1 - u) * (1 - sp) * pr) / r
             e2 = (u * se * (1 - pr) ** 2 + (1 - u) * (1 - sp) * pr**2) / r**2
-        means.append(m)
         variances.append(e2 - m**2)
-    return np.array(means), np.array(variances)
+    return np.array(variances)
 
 
 def _rule_args(prevalence, sensitivity, specificity, rule_rate):
@@ -391,6 +390,31 @@ def _rule_args(prevalence, sensitivity, specificity, rule_rate):
     se = float(_rate(sensitivity, "sensitivity"))
     sp = float(_rate(specificity, "specificity"))
     return pi, se, sp
+
+
+def _planning_inputs(
+    prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+):
+    """Validated inputs of :func:`minority_share` and :func:`variance_ratio`.
+
+    Returns ``(W, S2, weights)``: the weights of the strata P and Q (2,), the per-target element
+    variances of the influence in each stratum (T, 2) and the target weights (T,).
+    """
+    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
+    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
+    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
+    tw = _parse_targets(target)
+    W, u = _guess_strata(pi, c, g)
+    S2 = _influence_variances(u, pi, se, sp, list(tw))
+    return W, S2, np.array(list(tw.values()))
+
+
+def _sum_share(W, S2, weights):
+    """Closed-form share of stratum P minimising the weighted sum of variances (D4)."""
+    A, B = (weights[:, None] * S2 * W**2).sum(axis=0)
+    if A + B <= 0:
+        return 0.5
+    return float(np.sqrt(A) / (np.sqrt(A) + np.sqrt(B)))
 
 
 def _share_objective(f, W, S2, weights):
@@ -463,19 +487,11 @@ def minority_share(
     float
         ``f* = n_P / n``.
     """
-    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
-    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
-    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
-    tw = _parse_targets(target)
-    names = list(tw)
-    weights = np.array([tw[k] for k in names])
-    W, u = _guess_strata(pi, c, g)
-    _, S2 = _influence_moments(u, pi, se, sp, names)
+    W, S2, weights = _planning_inputs(
+        prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+    )
     if criterion == "sum":
-        A, B = (weights[:, None] * S2 * W**2).sum(axis=0)
-        if A + B <= 0:
-            return 0.5
-        return float(np.sqrt(A) / (np.sqrt(A) + np.sqrt(B)))
+        return _sum_share(W, S2, weights)
     if criterion != "minimax":
         raise ValueError(f"criterion must be 'sum' or 'minimax', got {criterion!r}")
     res = optimize.minimize_scalar(
@@ -520,25 +536,12 @@ def variance_ratio(
     -------
     float
     """
-    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
-    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
-    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
-    tw = _parse_targets(target)
-    names = list(tw)
-    weights = np.array([tw[k] for k in names])
-    if share is None:
-        share = minority_share(
-            pi,
-            tw,
-            sensitivity=sensitivity,
-            specificity=specificity,
-            rule_rate=rule_rate,
-            guess_recall=c,
-            guess_precision=g,
-        )
-    f = check_fraction(share, "share", allow_one=True)
-    W, u = _guess_strata(pi, c, g)
-    _, S2 = _influence_moments(u, pi, se, sp, names)
+    W, S2, weights = _planning_inputs(
+        prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+    )
+    f = check_fraction(
+        _sum_share(W, S2, weights) if share is None else share, "share", allow_one=True
+    )
     strat = _share_objective(f, W, S2, weights).sum()
     prop = _share_objective(W[0], W, S2, weights).sum()
     return float(strat / prop)
