@@ -547,10 +547,20 @@ def test_vectorised_equals_loop(world):
     margins = np.stack([np.bincount(d.strata, r, d.n_strata) for r in rules])
     ev3 = bm.evaluate(lab, rules[:, smp.indices], smp, pool_margins=margins, posterior=None)
     np.testing.assert_allclose(ev3.table.stderr.values, ev.table.stderr.values, rtol=1e-10)
-    # without margins: the Hajek-within-strata path, unbiased for accuracy, same shape
+    # without margins: the Hajek-within-strata path; its accuracy is by hand
+    # sum_h (N_h / sum_{j in h} w_j) sum_{j in h} w_j [R_j = y_j] / N
     ev4 = bm.evaluate(lab, rules[:, smp.indices], smp, posterior=None)
     assert ev4.table.attrs["estimator"].startswith("Hajek")
     assert ev4.table.estimate.shape == ev.table.estimate.shape
+    correct = (rules[:, smp.indices] == lab).astype(float)
+    hand = np.zeros(rules.shape[0])
+    for h in range(d.n_strata):
+        in_h = smp.strata == h
+        w_h = smp.weights[in_h]
+        hand += d.stratum_sizes[h] * (correct[:, in_h] @ w_h) / w_h.sum()
+    np.testing.assert_allclose(
+        ev4.table.estimate.sel(measure="accuracy").values, hand / d.n_items, rtol=1e-12
+    )
 
 
 def test_srs_census_is_exact(world):
