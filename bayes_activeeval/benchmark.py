@@ -51,7 +51,14 @@ import pandas as pd
 import xarray as xr
 from scipy import optimize, special, stats
 
-from ._validation import as_1d, check_count, check_fraction, check_level, check_rng
+from ._validation import (
+    as_1d,
+    check_count,
+    check_finite,
+    check_fraction,
+    check_level,
+    check_rng,
+)
 from .estimators import ConfidenceInterval
 from .strata import score_strata
 
@@ -804,12 +811,9 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
             guess = pool_or_guess
     elif pool_or_guess is not None and not isinstance(pool_or_guess, Pool):
         raise TypeError("pass the guess either as the first argument or as guess=, not both")
-    s = as_1d(guess, "guess", dtype=float)
+    s = check_finite(as_1d(guess, "guess", dtype=float), "guess")
     if s.size == 0:
         raise ValueError("guess is empty: the pool has no items")
-    if not np.all(np.isfinite(s)):
-        i = int(np.flatnonzero(~np.isfinite(s))[0])
-        raise ValueError(f"guess[{i}] = {s[i]!r}; guesses must be finite")
     if isinstance(pool_or_guess, Pool) and len(pool_or_guess) != s.size:
         raise ValueError(f"guess has {s.size} entries but the pool has {len(pool_or_guess)} items")
     uniq = np.unique(s)
