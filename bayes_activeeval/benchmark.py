@@ -682,6 +682,10 @@ class BenchmarkDesign:
             rank = np.empty(N, dtype=np.int64)
             rank[order] = np.arange(N) - np.repeat(starts, self.stratum_sizes)
             idx = np.flatnonzero(rank < self.allocation[self.strata])
+        return self._sample_at(idx)
+
+    def _sample_at(self, idx: np.ndarray) -> BenchmarkSample:
+        """The sample made of the (distinct, valid) pool positions ``idx``."""
         incl = self.inclusion[idx]
         return BenchmarkSample(idx, incl, 1.0 / incl, self.strata[idx], self)
 
@@ -1584,8 +1588,7 @@ def evaluate(
             )
         if np.unique(idx).size != idx.size:
             raise ValueError("indices contains repeated items; each item is labeled once")
-        incl = design.inclusion[idx]
-        sample = BenchmarkSample(idx, incl, 1.0 / incl, design.strata[idx], design)
+        sample = design._sample_at(idx)
     else:
         raise TypeError(
             f"design must be a BenchmarkSample (from BenchmarkDesign.sample) or a "

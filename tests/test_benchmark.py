@@ -544,6 +544,10 @@ def test_vectorised_equals_loop(world):
     ev2 = bm.evaluate(lambda idx: y[idx], funcs, smp, posterior=None)
     np.testing.assert_allclose(ev2.table.estimate.values, ev.table.estimate.values, rtol=1e-12)
     assert list(ev2.table.rule.values) == [f"r{k}" for k in range(rules.shape[0])]
+    # the design plus indices= is the same sample
+    ev_d = bm.evaluate(lab, rules, d, indices=smp.indices, posterior=None)
+    np.testing.assert_array_equal(ev_d.table.estimate.values, ev.table.estimate.values)
+    np.testing.assert_array_equal(ev_d.table.stderr.values, ev.table.stderr.values)
     margins = np.stack([np.bincount(d.strata, r, d.n_strata) for r in rules])
     ev3 = bm.evaluate(lab, rules[:, smp.indices], smp, pool_margins=margins, posterior=None)
     np.testing.assert_allclose(ev3.table.stderr.values, ev.table.stderr.values, rtol=1e-10)
