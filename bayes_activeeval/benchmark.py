@@ -1890,12 +1890,11 @@ def _finish_tree(arrays: dict, names, attrs, tree=None):
     import arviz_base
 
     if tree is None:
-        tree_out = arviz_base.from_dict(
+        tree = arviz_base.from_dict(
             {"posterior": arrays},
             dims={k: ["rule"] for k in arrays},
             coords={"rule": names},
         )
-        tree = tree_out
         tree.attrs.update(attrs)
         return tree
     ds = tree["posterior"].to_dataset()
@@ -1974,14 +1973,8 @@ def _posterior(
     else:
         attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum (catalogue Sec. 6.2 alt.)"
         sg = np.clip(_stratum_guess(dsg), 1e-6, 1 - 1e-6) if prior == "guess" else None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Wc, W2c = W.sum(-1), W2.sum(-1)
-            if dsg.scheme == "stratified":
-                obs = cnt
-            else:
-                neff = np.where(W2c > 0, Wc**2 / W2c, 0.0)
-                obs = np.where(Wc[..., None] > 0, neff[..., None] * W / Wc[..., None], 0.0)
-        obs = obs.reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
+        # the cells' (pseudo-)counts of label 0 and 1, the same as the Beta model's
+        obs = np.stack([n - k, k], axis=-1).reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
         if sg is not None:
             rho = (obs[..., 2:].sum(-1) + 0.5) / (obs.sum(-1) + 1.0)  # rule-positive share (K, H)
             alpha0 = prior_strength * np.stack(
