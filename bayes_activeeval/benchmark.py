@@ -1406,6 +1406,75 @@ class BenchmarkEvaluation:
         )
 
 
+def _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam):
+    """Post-stratified cells under stratified sampling: Hajek rates ``theta`` and variance terms.
+
+    Shapes: ``W``, ``V`` (K, H, r, y); ``Ws`` (K, H); ``margins``, ``ne``, ``empty`` (K, H, r);
+    ``m_h`` (K, H, 1) the stratum's Hajek rate; ``sbar`` (1, H, 1) the stratum's mean guess.
+    Returns ``theta`` and ``Q = Var(N_hr theta_hr)`` (K, H, r).
+    """
+    Wc = W.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # an empty cell gets its stratum's mean guess times the rule output's lift over the
+        # guess, estimated from the non-empty cells (a synthetic, model-assisted value):
+        # lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
+        expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
+        seen = np.where(empty, 0.0, W[..., 1]).sum(1)
+        lift = np.where(expect > 0, seen / expect, 1.0)
+        theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
+        theta = np.where(empty, theta_e, W[..., 1] / Wc)
+        # conditional variance of the post-stratified estimator, cell by cell:
+        # Var(N_hr theta_hr) = (N_hr / W_hr)^2 V_hr S~^2_hr, which under stratified SRS is
+        # N_hr^2 (1 - f_h) S~^2_hr / n_hr; an empty cell, whose rate is synthetic, is treated
+        # as if estimated from its whole stratum.
+        c = np.where(empty, margins / Ws[..., None], margins / Wc)
+        Vc = np.where(empty, V.sum((-1, -2))[..., None], V.sum(-1))  # (K, H, r)
+        tgt = np.stack([1 - m_h, m_h], axis=-1) * np.ones((1, 1, 2, 1))
+        shares = np.nan_to_num(W / Wc[..., None])
+        v_shares = np.nan_to_num(V / V.sum(-1, keepdims=True))
+        s2 = _element_variance(shares, v_shares, tgt, ne, np.array([0.0, 1.0]), lam)
+        Q = np.where(margins > 0, np.nan_to_num(c**2 * Vc * s2), 0.0)
+    return theta, Q
+
+
+def _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam):
+    """Post-stratified cells under Poisson sampling: difference-estimator rates and variances.
+
+    Inclusion probabilities vary inside a stratum and cell sizes are random, so the Hajek cell
+    ratio carries an O(1/n_hr) size bias in small cells. Difference estimator per cell with the
+    stratum's Hajek rate as working value ``m_h`` (Sarndal, Swensson & Wretman (1992),
+    Sec. 6.3)::
+
+        Y_hr = sum_{j in s_hr} w_j y_j + m_h (N_hr - sum_{j in s_hr} w_j),
+
+    approximately unbiased for every cell, empty ones included (no synthetic rate needed), since
+    ``E sum w y = Y_hr`` and ``E sum w = N_hr``. Shapes and returns as :func:`_ratio_cells`.
+    """
+    Wc = W.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Y_hr = W[..., 1] + m_h * (margins - Wc)
+        # a cell's value may leave [0, 1] (no labeled positive and weights over-shooting N_hr
+        # give a negative count): that is what makes it unbiased, so it is kept
+        theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
+        # Horvitz-Thompson variance of the residuals y - m_h of the difference estimator,
+        # sum_{j in s_hr} v_j (y_j - m_h)^2, with the v-weighted positive share shrunk by lam
+        # pseudo-items towards the stratum's v-weighted share (unbiased when the cell's rate
+        # equals its stratum's)
+        Vd = V.sum(-1)  # (K, H, r)
+        pv = np.nan_to_num(V[..., 1] / Vd)
+        Vh = Vd.sum(-1, keepdims=True)
+        pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
+        pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
+        e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
+        # an empty cell's total N_hr m_h is estimated from its whole stratum:
+        # (N_hr / W_h)^2 sum_{j in s_h} v_j (y_j - m_h)^2
+        V_h = V.sum(-2)  # (K, H, y)
+        e2_h = V_h[..., 1] * (1 - m_h[..., 0]) ** 2 + V_h[..., 0] * m_h[..., 0] ** 2
+        Q_e = (margins / np.where(Ws > 0, Ws, np.inf)[..., None]) ** 2 * e2_h[..., None]
+        Q = np.where(margins > 0, np.nan_to_num(np.where(empty, Q_e, Vd * e2)), 0.0)
+    return theta, Q
+
+
 def evaluate(
     benchmark_labels: Any,
     rule_predictions: Any,
@@ -1649,62 +1718,16 @@ def evaluate(
             m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]
             ne = np.where(empty, 0.0, Wc**2 / W2.sum(-1))  # Kish size of each cell
             if poisson:
-                # Poisson sampling: inclusion probabilities vary inside a stratum and cell
-                # sizes are random, so the Hajek cell ratio carries an O(1/n_hr) size bias in
-                # small cells. Difference estimator per cell with the stratum's Hajek rate as
-                # working value m_h (Sarndal, Swensson & Wretman (1992), Sec. 6.3):
-                #   Y_hr = sum_{j in s_hr} w_j y_j + m_h (N_hr - sum_{j in s_hr} w_j),
-                # approximately unbiased for every cell, empty ones included (no synthetic
-                # rate needed), since E sum w y = Y_hr and E sum w = N_hr.
-                Y_hr = W[..., 1] + m_h * (margins - Wc)
-                # a cell's value may leave [0, 1] (no labeled positive and weights over-shooting
-                # N_hr give a negative count): that is what makes it unbiased, so it is kept
-                theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
+                theta, Q = _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam)
             else:
-                # an empty cell gets its stratum's mean guess times the rule output's lift over
-                # the guess, estimated from the non-empty cells (a synthetic, model-assisted
-                # value): lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
                 sbar = _stratum_guess(dsg)[None, :, None]
-                expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
-                seen = np.where(empty, 0.0, W[..., 1]).sum(1)
-                lift = np.where(expect > 0, seen / expect, 1.0)
-                theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
-                theta = np.where(empty, theta_e, W[..., 1] / Wc)
+                theta, Q = _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
             FP = margins[..., 1].sum(-1) - TP
             TN = margins[..., 0].sum(-1) - FN
             vals, G = _measures_and_grad(TP, FP, FN, TN)
             Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
-            if poisson:
-                # Horvitz-Thompson variance of the residuals y - m_h of the difference
-                # estimator, sum_{j in s_hr} v_j (y_j - m_h)^2, with the v-weighted positive
-                # share shrunk by lam pseudo-items towards the stratum's v-weighted share
-                # (unbiased when the cell's rate equals its stratum's)
-                Vd = V.sum(-1)  # (K, H, r)
-                pv = np.nan_to_num(V[..., 1] / Vd)
-                Vh = Vd.sum(-1, keepdims=True)
-                pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
-                pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
-                e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
-                # an empty cell's total N_hr m_h is estimated from its whole stratum:
-                # (N_hr / W_h)^2 sum_{j in s_h} v_j (y_j - m_h)^2
-                V_h = V.sum(-2)  # (K, H, y)
-                e2_h = V_h[..., 1] * (1 - m_h[..., 0]) ** 2 + V_h[..., 0] * m_h[..., 0] ** 2
-                Q_e = (margins / np.where(Ws > 0, Ws, np.inf)[..., None]) ** 2 * e2_h[..., None]
-                Q = np.where(margins > 0, np.nan_to_num(np.where(empty, Q_e, Vd * e2)), 0.0)
-            else:
-                # conditional variance of the post-stratified estimator, cell by cell:
-                # Var(N_hr theta_hr) = (N_hr / W_hr)^2 V_hr S~^2_hr, which under stratified SRS
-                # is N_hr^2 (1 - f_h) S~^2_hr / n_hr; an empty cell, whose rate is synthetic,
-                # is treated as if estimated from its whole stratum.
-                c = np.where(empty, margins / Ws[..., None], margins / Wc)
-                Vc = np.where(empty, V.sum((-1, -2))[..., None], V.sum(-1))  # (K, H, r)
-                tgt = np.stack([1 - m_h, m_h], axis=-1) * np.ones((1, 1, 2, 1))
-                shares = np.nan_to_num(W / Wc[..., None])
-                v_shares = np.nan_to_num(V / V.sum(-1, keepdims=True))
-                s2 = _element_variance(shares, v_shares, tgt, ne, np.array([0.0, 1.0]), lam)
-                Q = np.where(margins > 0, np.nan_to_num(c**2 * Vc * s2), 0.0)  # (K, H, r)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
             # empty cell's (estimated from its stratum) n_h - 1
