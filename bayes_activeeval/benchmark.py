@@ -1475,6 +1475,43 @@ def _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam):
     return theta, Q
 
 
+def _within_strata(W, W2, V, Ws, sizes, lam):
+    """Labeled-items-only path: Hajek-within-strata totals, measures and linearised variance.
+
+    ``T_c = sum_h (N_h / W_h) sum_{j in h, c} w_j`` for the four cells (pool items of strata
+    with no label are spread by the overall cell shares); ``Var = sum_h a_h^2 V_h S~^2_h(G)``
+    with the smoothing target being independence of rule output and label in the stratum.
+    Shapes: ``W``, ``W2``, ``V`` (K, H, r, y); ``Ws`` (K, H); ``sizes`` (H,). Returns
+    ``(vals, var, q2)``, each (K, M), ``q2`` the Satterthwaite denominator.
+    """
+    Kr, H = W.shape[0], W.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_h = np.where(Ws > 0, sizes[None, :] / Ws, 0.0)  # (K, H)
+        missing = (sizes[None, :] * (Ws <= 0)).sum(-1)  # pool items in unsampled strata
+        # (TP, FP, FN, TN) = (r1y1, r1y0, r0y1, r0y0)
+        Wcell = W.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
+        Vcell = V.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
+        T = (a_h[..., None] * Wcell).sum(1)
+        share = Wcell.sum(1) / Wcell.sum((1, 2))[:, None]
+        T = T + missing[:, None] * share
+        TP, FP, FN, TN = (T[:, i] for i in range(4))
+        vals, G = _measures_and_grad(TP, FP, FN, TN)  # G (K, M, 4)
+        Vs = Vcell.sum(-1)
+        ne = np.where(Ws > 0, Ws**2 / W2.sum((-1, -2)), 0.0)
+        shares = np.nan_to_num(Wcell / Ws[..., None])
+        v_shares = np.nan_to_num(Vcell / Vs[..., None])
+        pr_ = shares[..., [0, 0, 2, 2]] + shares[..., [1, 1, 3, 3]]  # P(output) per cell
+        py_ = shares[..., [0, 1, 0, 1]] + shares[..., [2, 3, 2, 3]]  # P(label) per cell
+        tgt = pr_ * py_
+        s2 = _element_variance(
+            shares[:, None], v_shares[:, None], tgt[:, None], ne[:, None], G[:, :, None], lam
+        )  # (K, M, H)
+        terms = (a_h**2 * Vs)[:, None, :] * np.nan_to_num(s2)  # (K, M, H)
+        var = terms.sum(-1)
+        q2 = (terms**2 / np.maximum(ne - 1.0, 1.0)[:, None, :]).sum(-1)
+    return vals, var, q2
+
+
 def evaluate(
     benchmark_labels: Any,
     rule_predictions: Any,
@@ -1746,32 +1783,7 @@ def evaluate(
         else:
             estimator = "Hajek within strata"
             sizes = dsg.stratum_sizes.astype(float)
-            a_h = np.where(Ws > 0, sizes[None, :] / Ws, 0.0)  # (K, H)
-            missing = (sizes[None, :] * (Ws <= 0)).sum(-1)  # pool items in unsampled strata
-            Wcell = W.reshape(Kr, H, 4)[
-                ..., [3, 2, 1, 0]
-            ]  # (TP, FP, FN, TN) = (r1y1, r1y0, r0y1, r0y0)
-            Vcell = V.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
-            T = (a_h[..., None] * Wcell).sum(1)
-            share = Wcell.sum(1) / Wcell.sum((1, 2))[:, None]
-            T = T + missing[:, None] * share
-            TP, FP, FN, TN = (T[:, i] for i in range(4))
-            vals, G = _measures_and_grad(TP, FP, FN, TN)  # G (K, M, 4)
-            # the same estimator per design stratum: Var = sum_h a_h^2 V_h S~^2_h(G), the
-            # smoothing target being independence of rule output and label in the stratum
-            Vs = Vcell.sum(-1)
-            ne = np.where(Ws > 0, Ws**2 / W2.sum((-1, -2)), 0.0)
-            shares = np.nan_to_num(Wcell / Ws[..., None])
-            v_shares = np.nan_to_num(Vcell / Vs[..., None])
-            pr_ = shares[..., [0, 0, 2, 2]] + shares[..., [1, 1, 3, 3]]  # P(output) per cell
-            py_ = shares[..., [0, 1, 0, 1]] + shares[..., [2, 3, 2, 3]]  # P(label) per cell
-            tgt = pr_ * py_
-            s2 = _element_variance(
-                shares[:, None], v_shares[:, None], tgt[:, None], ne[:, None], G[:, :, None], lam
-            )  # (K, M, H)
-            terms = (a_h**2 * Vs)[:, None, :] * np.nan_to_num(s2)  # (K, M, H)
-            var = terms.sum(-1)
-            q2 = (terms**2 / np.maximum(ne - 1.0, 1.0)[:, None, :]).sum(-1)
+            vals, var, q2 = _within_strata(W, W2, V, Ws, sizes, lam)
             n_collapsed = np.zeros(Kr, dtype=int)
 
         # Kish effective sizes of each measure's denominator
