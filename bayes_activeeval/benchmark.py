@@ -51,7 +51,14 @@ import pandas as pd
 import xarray as xr
 from scipy import optimize, special, stats
 
-from ._validation import as_1d, check_count, check_fraction, check_level, check_rng
+from ._validation import (
+    as_1d,
+    check_count,
+    check_finite,
+    check_fraction,
+    check_level,
+    check_rng,
+)
 from .estimators import ConfidenceInterval
 from .strata import score_strata
 
@@ -352,20 +359,20 @@ def _guess_strata(prevalence: float, guess_recall: float, guess_precision: float
     return np.array([W_P, W_Q]), np.array([g, u_Q])
 
 
-def _influence_moments(u, prevalence, se, sp, targets):
-    """Per-stratum mean and variance of the influence of one item on each target.
+def _influence_variances(u, prevalence, se, sp, targets):
+    """Per-stratum variance of the influence of one item on each target.
 
     A "noisy-oracle" rule (errors independent of the item given its class, sensitivity ``se``,
     specificity ``sp``) in a stratum whose positive rate is ``u``. Influence functions
     (per item, times the pool size): ``Se: y (R - Se)/pi``, ``Sp: (1-y)((1-R) - Sp)/(1-pi)``,
-    ``Pr: R (y - Pr)/r`` with ``r = pi Se + (1-pi)(1-Sp)``. Returns ``(mean, var)`` arrays
-    of shape ``(len(targets), len(u))`` (catalogue Sec. 2.4 D1-D3 and Sec. 3.2 D-G1).
+    ``Pr: R (y - Pr)/r`` with ``r = pi Se + (1-pi)(1-Sp)``. Returns the variances, shape
+    ``(len(targets), len(u))`` (catalogue Sec. 2.4 D1-D3 and Sec. 3.2 D-G1).
     """
     u = np.asarray(u, dtype=float)
     pi = prevalence
     r = pi * se + (1 - pi) * (1 - sp)
     pr = pi * se / r
-    means, variances = [], []
+    variances = []
     for t in targets:
         if t == "sensitivity":
             m = np.zeros_like(u)
@@ -376,9 +383,8 @@ def _influence_moments(u, prevalence, se, sp, targets):
         else:
             m = (u * se * (1 - pr) - (1 - u) * (1 - sp) * pr) / r
             e2 = (u * se * (1 - pr) ** 2 + (1 - u) * (1 - sp) * pr**2) / r**2
-        means.append(m)
         variances.append(e2 - m**2)
-    return np.array(means), np.array(variances)
+    return np.array(variances)
 
 
 def _rule_args(prevalence, sensitivity, specificity, rule_rate):
@@ -391,6 +397,31 @@ def _rule_args(prevalence, sensitivity, specificity, rule_rate):
     se = float(_rate(sensitivity, "sensitivity"))
     sp = float(_rate(specificity, "specificity"))
     return pi, se, sp
+
+
+def _planning_inputs(
+    prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+):
+    """Validated inputs of :func:`minority_share` and :func:`variance_ratio`.
+
+    Returns ``(W, S2, weights)``: the weights of the strata P and Q (2,), the per-target element
+    variances of the influence in each stratum (T, 2) and the target weights (T,).
+    """
+    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
+    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
+    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
+    tw = _parse_targets(target)
+    W, u = _guess_strata(pi, c, g)
+    S2 = _influence_variances(u, pi, se, sp, list(tw))
+    return W, S2, np.array(list(tw.values()))
+
+
+def _sum_share(W, S2, weights):
+    """Closed-form share of stratum P minimising the weighted sum of variances (D4)."""
+    A, B = (weights[:, None] * S2 * W**2).sum(axis=0)
+    if A + B <= 0:
+        return 0.5
+    return float(np.sqrt(A) / (np.sqrt(A) + np.sqrt(B)))
 
 
 def _share_objective(f, W, S2, weights):
@@ -463,19 +494,11 @@ def minority_share(
     float
         ``f* = n_P / n``.
     """
-    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
-    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
-    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
-    tw = _parse_targets(target)
-    names = list(tw)
-    weights = np.array([tw[k] for k in names])
-    W, u = _guess_strata(pi, c, g)
-    _, S2 = _influence_moments(u, pi, se, sp, names)
+    W, S2, weights = _planning_inputs(
+        prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+    )
     if criterion == "sum":
-        A, B = (weights[:, None] * S2 * W**2).sum(axis=0)
-        if A + B <= 0:
-            return 0.5
-        return float(np.sqrt(A) / (np.sqrt(A) + np.sqrt(B)))
+        return _sum_share(W, S2, weights)
     if criterion != "minimax":
         raise ValueError(f"criterion must be 'sum' or 'minimax', got {criterion!r}")
     res = optimize.minimize_scalar(
@@ -520,25 +543,12 @@ def variance_ratio(
     -------
     float
     """
-    pi, se, sp = _rule_args(prevalence, sensitivity, specificity, rule_rate)
-    c = check_fraction(guess_recall, "guess_recall", allow_zero=False, allow_one=True)
-    g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
-    tw = _parse_targets(target)
-    names = list(tw)
-    weights = np.array([tw[k] for k in names])
-    if share is None:
-        share = minority_share(
-            pi,
-            tw,
-            sensitivity=sensitivity,
-            specificity=specificity,
-            rule_rate=rule_rate,
-            guess_recall=c,
-            guess_precision=g,
-        )
-    f = check_fraction(share, "share", allow_one=True)
-    W, u = _guess_strata(pi, c, g)
-    _, S2 = _influence_moments(u, pi, se, sp, names)
+    W, S2, weights = _planning_inputs(
+        prevalence, target, sensitivity, specificity, rule_rate, guess_recall, guess_precision
+    )
+    f = check_fraction(
+        _sum_share(W, S2, weights) if share is None else share, "share", allow_one=True
+    )
     strat = _share_objective(f, W, S2, weights).sum()
     prop = _share_objective(W[0], W, S2, weights).sum()
     return float(strat / prop)
@@ -672,6 +682,10 @@ class BenchmarkDesign:
             rank = np.empty(N, dtype=np.int64)
             rank[order] = np.arange(N) - np.repeat(starts, self.stratum_sizes)
             idx = np.flatnonzero(rank < self.allocation[self.strata])
+        return self._sample_at(idx)
+
+    def _sample_at(self, idx: np.ndarray) -> BenchmarkSample:
+        """The sample made of the (distinct, valid) pool positions ``idx``."""
         incl = self.inclusion[idx]
         return BenchmarkSample(idx, incl, 1.0 / incl, self.strata[idx], self)
 
@@ -801,12 +815,9 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
             guess = pool_or_guess
     elif pool_or_guess is not None and not isinstance(pool_or_guess, Pool):
         raise TypeError("pass the guess either as the first argument or as guess=, not both")
-    s = as_1d(guess, "guess", dtype=float)
+    s = check_finite(as_1d(guess, "guess", dtype=float), "guess")
     if s.size == 0:
         raise ValueError("guess is empty: the pool has no items")
-    if not np.all(np.isfinite(s)):
-        i = int(np.flatnonzero(~np.isfinite(s))[0])
-        raise ValueError(f"guess[{i}] = {s[i]!r}; guesses must be finite")
     if isinstance(pool_or_guess, Pool) and len(pool_or_guess) != s.size:
         raise ValueError(f"guess has {s.size} entries but the pool has {len(pool_or_guess)} items")
     uniq = np.unique(s)
@@ -1395,6 +1406,112 @@ class BenchmarkEvaluation:
         )
 
 
+def _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam):
+    """Post-stratified cells under stratified sampling: Hajek rates ``theta`` and variance terms.
+
+    Shapes: ``W``, ``V`` (K, H, r, y); ``Ws`` (K, H); ``margins``, ``ne``, ``empty`` (K, H, r);
+    ``m_h`` (K, H, 1) the stratum's Hajek rate; ``sbar`` (1, H, 1) the stratum's mean guess.
+    Returns ``theta`` and ``Q = Var(N_hr theta_hr)`` (K, H, r).
+    """
+    Wc = W.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # an empty cell gets its stratum's mean guess times the rule output's lift over the
+        # guess, estimated from the non-empty cells (a synthetic, model-assisted value):
+        # lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
+        expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
+        seen = np.where(empty, 0.0, W[..., 1]).sum(1)
+        lift = np.where(expect > 0, seen / expect, 1.0)
+        theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
+        theta = np.where(empty, theta_e, W[..., 1] / Wc)
+        # conditional variance of the post-stratified estimator, cell by cell:
+        # Var(N_hr theta_hr) = (N_hr / W_hr)^2 V_hr S~^2_hr, which under stratified SRS is
+        # N_hr^2 (1 - f_h) S~^2_hr / n_hr; an empty cell, whose rate is synthetic, is treated
+        # as if estimated from its whole stratum.
+        c = np.where(empty, margins / Ws[..., None], margins / Wc)
+        Vc = np.where(empty, V.sum((-1, -2))[..., None], V.sum(-1))  # (K, H, r)
+        tgt = np.stack([1 - m_h, m_h], axis=-1) * np.ones((1, 1, 2, 1))
+        shares = np.nan_to_num(W / Wc[..., None])
+        v_shares = np.nan_to_num(V / V.sum(-1, keepdims=True))
+        s2 = _element_variance(shares, v_shares, tgt, ne, np.array([0.0, 1.0]), lam)
+        Q = np.where(margins > 0, np.nan_to_num(c**2 * Vc * s2), 0.0)
+    return theta, Q
+
+
+def _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam):
+    """Post-stratified cells under Poisson sampling: difference-estimator rates and variances.
+
+    Inclusion probabilities vary inside a stratum and cell sizes are random, so the Hajek cell
+    ratio carries an O(1/n_hr) size bias in small cells. Difference estimator per cell with the
+    stratum's Hajek rate as working value ``m_h`` (Sarndal, Swensson & Wretman (1992),
+    Sec. 6.3)::
+
+        Y_hr = sum_{j in s_hr} w_j y_j + m_h (N_hr - sum_{j in s_hr} w_j),
+
+    approximately unbiased for every cell, empty ones included (no synthetic rate needed), since
+    ``E sum w y = Y_hr`` and ``E sum w = N_hr``. Shapes and returns as :func:`_ratio_cells`.
+    """
+    Wc = W.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Y_hr = W[..., 1] + m_h * (margins - Wc)
+        # a cell's value may leave [0, 1] (no labeled positive and weights over-shooting N_hr
+        # give a negative count): that is what makes it unbiased, so it is kept
+        theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
+        # Horvitz-Thompson variance of the residuals y - m_h of the difference estimator,
+        # sum_{j in s_hr} v_j (y_j - m_h)^2, with the v-weighted positive share shrunk by lam
+        # pseudo-items towards the stratum's v-weighted share (unbiased when the cell's rate
+        # equals its stratum's)
+        Vd = V.sum(-1)  # (K, H, r)
+        pv = np.nan_to_num(V[..., 1] / Vd)
+        Vh = Vd.sum(-1, keepdims=True)
+        pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
+        pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
+        e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
+        # an empty cell's total N_hr m_h is estimated from its whole stratum:
+        # (N_hr / W_h)^2 sum_{j in s_h} v_j (y_j - m_h)^2
+        V_h = V.sum(-2)  # (K, H, y)
+        e2_h = V_h[..., 1] * (1 - m_h[..., 0]) ** 2 + V_h[..., 0] * m_h[..., 0] ** 2
+        Q_e = (margins / np.where(Ws > 0, Ws, np.inf)[..., None]) ** 2 * e2_h[..., None]
+        Q = np.where(margins > 0, np.nan_to_num(np.where(empty, Q_e, Vd * e2)), 0.0)
+    return theta, Q
+
+
+def _within_strata(W, W2, V, Ws, sizes, lam):
+    """Labeled-items-only path: Hajek-within-strata totals, measures and linearised variance.
+
+    ``T_c = sum_h (N_h / W_h) sum_{j in h, c} w_j`` for the four cells (pool items of strata
+    with no label are spread by the overall cell shares); ``Var = sum_h a_h^2 V_h S~^2_h(G)``
+    with the smoothing target being independence of rule output and label in the stratum.
+    Shapes: ``W``, ``W2``, ``V`` (K, H, r, y); ``Ws`` (K, H); ``sizes`` (H,). Returns
+    ``(vals, var, q2)``, each (K, M), ``q2`` the Satterthwaite denominator.
+    """
+    Kr, H = W.shape[0], W.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_h = np.where(Ws > 0, sizes[None, :] / Ws, 0.0)  # (K, H)
+        missing = (sizes[None, :] * (Ws <= 0)).sum(-1)  # pool items in unsampled strata
+        # (TP, FP, FN, TN) = (r1y1, r1y0, r0y1, r0y0)
+        Wcell = W.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
+        Vcell = V.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
+        T = (a_h[..., None] * Wcell).sum(1)
+        share = Wcell.sum(1) / Wcell.sum((1, 2))[:, None]
+        T = T + missing[:, None] * share
+        TP, FP, FN, TN = (T[:, i] for i in range(4))
+        vals, G = _measures_and_grad(TP, FP, FN, TN)  # G (K, M, 4)
+        Vs = Vcell.sum(-1)
+        ne = np.where(Ws > 0, Ws**2 / W2.sum((-1, -2)), 0.0)
+        shares = np.nan_to_num(Wcell / Ws[..., None])
+        v_shares = np.nan_to_num(Vcell / Vs[..., None])
+        pr_ = shares[..., [0, 0, 2, 2]] + shares[..., [1, 1, 3, 3]]  # P(output) per cell
+        py_ = shares[..., [0, 1, 0, 1]] + shares[..., [2, 3, 2, 3]]  # P(label) per cell
+        tgt = pr_ * py_
+        s2 = _element_variance(
+            shares[:, None], v_shares[:, None], tgt[:, None], ne[:, None], G[:, :, None], lam
+        )  # (K, M, H)
+        terms = (a_h**2 * Vs)[:, None, :] * np.nan_to_num(s2)  # (K, M, H)
+        var = terms.sum(-1)
+        q2 = (terms**2 / np.maximum(ne - 1.0, 1.0)[:, None, :]).sum(-1)
+    return vals, var, q2
+
+
 def evaluate(
     benchmark_labels: Any,
     rule_predictions: Any,
@@ -1577,8 +1694,7 @@ def evaluate(
             )
         if np.unique(idx).size != idx.size:
             raise ValueError("indices contains repeated items; each item is labeled once")
-        incl = design.inclusion[idx]
-        sample = BenchmarkSample(idx, incl, 1.0 / incl, design.strata[idx], design)
+        sample = design._sample_at(idx)
     else:
         raise TypeError(
             f"design must be a BenchmarkSample (from BenchmarkDesign.sample) or a "
@@ -1633,67 +1749,22 @@ def evaluate(
             estimator = "post-stratified (stratum x rule output)"
             Wc = W.sum(-1)
             empty = Wc <= 0
-            # an empty cell gets its stratum's mean guess times the rule output's lift over
-            # the guess, estimated from the non-empty cells (a synthetic, model-assisted value):
-            # lift_r = sum_h W_hr1 / sum_h sbar_h W_hr
-            sbar = _stratum_guess(dsg)[None, :, None]
-            expect = np.where(empty, 0.0, sbar * Wc).sum(1)  # (K, r)
-            seen = np.where(empty, 0.0, W[..., 1]).sum(1)
-            lift = np.where(expect > 0, seen / expect, 1.0)
-            theta_e = np.clip(sbar * lift[:, None, :], 0.0, 1.0)
-            theta = np.where(empty, theta_e, W[..., 1] / Wc)
             poisson = dsg.scheme == "poisson"
+            # the stratum's Hajek positive rate (K, H, 1): the Poisson difference estimator's
+            # working value m_h and the variance estimator's smoothing target
+            m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]
+            ne = np.where(empty, 0.0, Wc**2 / W2.sum(-1))  # Kish size of each cell
             if poisson:
-                # Poisson sampling: inclusion probabilities vary inside a stratum and cell
-                # sizes are random, so the Hajek cell ratio carries an O(1/n_hr) size bias in
-                # small cells. Difference estimator per cell with the stratum's Hajek rate as
-                # working value m_h (Sarndal, Swensson & Wretman (1992), Sec. 6.3):
-                #   Y_hr = sum_{j in s_hr} w_j y_j + m_h (N_hr - sum_{j in s_hr} w_j),
-                # approximately unbiased for every cell, empty ones included (no synthetic
-                # rate needed), since E sum w y = Y_hr and E sum w = N_hr.
-                m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]  # (K, H, 1)
-                Y_hr = W[..., 1] + m_h * (margins - Wc)
-                # a cell's value may leave [0, 1] (no labeled positive and weights over-shooting
-                # N_hr give a negative count): that is what makes it unbiased, so it is kept
-                theta = np.where(margins > 0, Y_hr / np.where(margins > 0, margins, 1.0), 0.0)
+                theta, Q = _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam)
+            else:
+                sbar = _stratum_guess(dsg)[None, :, None]
+                theta, Q = _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam)
             TP = (margins[..., 1] * theta[..., 1]).sum(-1)
             FN = (margins[..., 0] * theta[..., 0]).sum(-1)
             FP = margins[..., 1].sum(-1) - TP
             TN = margins[..., 0].sum(-1) - FN
             vals, G = _measures_and_grad(TP, FP, FN, TN)
             Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
-            # conditional variance of the post-stratified estimator, cell by cell:
-            # Var(N_hr theta_hr) = (N_hr / W_hr)^2 V_hr S~^2_hr, which under stratified SRS is
-            # N_hr^2 (1 - f_h) S~^2_hr / n_hr; an empty cell, whose rate is synthetic, is
-            # treated as if estimated from its whole stratum.
-            c = np.where(empty, margins / Ws[..., None], margins / Wc)
-            Vc = np.where(empty, V.sum((-1, -2))[..., None], V.sum(-1))  # (K, H, r)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ne = np.where(empty, 0.0, Wc**2 / W2.sum(-1))
-                th_s = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]  # (K, H, 1)
-                tgt = np.stack([1 - th_s, th_s], axis=-1) * np.ones((1, 1, 2, 1))
-                shares = np.nan_to_num(W / Wc[..., None])
-                v_shares = np.nan_to_num(V / V.sum(-1, keepdims=True))
-            s2 = _element_variance(shares, v_shares, tgt, ne, np.array([0.0, 1.0]), lam)
-            Q = np.where(margins > 0, np.nan_to_num(c**2 * Vc * s2), 0.0)  # (K, H, r)
-            if poisson:
-                # Horvitz-Thompson variance of the residuals y - m_h of the difference
-                # estimator, sum_{j in s_hr} v_j (y_j - m_h)^2, with the v-weighted positive
-                # share shrunk by lam pseudo-items towards the stratum's v-weighted share
-                # (unbiased when the cell's rate equals its stratum's)
-                Vd = V.sum(-1)  # (K, H, r)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    pv = np.nan_to_num(V[..., 1] / Vd)
-                    Vh = Vd.sum(-1, keepdims=True)
-                    pv_h = np.where(Vh > 0, V[..., 1].sum(-1, keepdims=True) / Vh, 0.0)
-                pt = (ne * pv + lam * pv_h) / (ne + lam) if lam > 0 else pv
-                e2 = pt * (1 - m_h) ** 2 + (1 - pt) * m_h**2
-                # an empty cell's total N_hr m_h is estimated from its whole stratum:
-                # (N_hr / W_h)^2 sum_{j in s_h} v_j (y_j - m_h)^2
-                V_h = V.sum(-2)  # (K, H, y)
-                e2_h = V_h[..., 1] * (1 - m_h[..., 0]) ** 2 + V_h[..., 0] * m_h[..., 0] ** 2
-                Q_e = (margins / np.where(Ws > 0, Ws, np.inf)[..., None]) ** 2 * e2_h[..., None]
-                Q = np.where(margins > 0, np.nan_to_num(np.where(empty, Q_e, Vd * e2)), 0.0)
             var = np.einsum("kmr,khr->km", Gr**2, Q)
             # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
             # empty cell's (estimated from its stratum) n_h - 1
@@ -1712,33 +1783,7 @@ def evaluate(
         else:
             estimator = "Hajek within strata"
             sizes = dsg.stratum_sizes.astype(float)
-            a_h = np.where(Ws > 0, sizes[None, :] / Ws, 0.0)  # (K, H)
-            missing = (sizes[None, :] * (Ws <= 0)).sum(-1)  # pool items in unsampled strata
-            Wcell = W.reshape(Kr, H, 4)[
-                ..., [3, 2, 1, 0]
-            ]  # (TP, FP, FN, TN) = (r1y1, r1y0, r0y1, r0y0)
-            Vcell = V.reshape(Kr, H, 4)[..., [3, 2, 1, 0]]
-            T = (a_h[..., None] * Wcell).sum(1)
-            share = Wcell.sum(1) / Wcell.sum((1, 2))[:, None]
-            T = T + missing[:, None] * share
-            TP, FP, FN, TN = (T[:, i] for i in range(4))
-            vals, G = _measures_and_grad(TP, FP, FN, TN)  # G (K, M, 4)
-            # the same estimator per design stratum: Var = sum_h a_h^2 V_h S~^2_h(G), the
-            # smoothing target being independence of rule output and label in the stratum
-            Vs = Vcell.sum(-1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ne = np.where(Ws > 0, Ws**2 / W2.sum((-1, -2)), 0.0)
-                shares = np.nan_to_num(Wcell / Ws[..., None])
-                v_shares = np.nan_to_num(Vcell / Vs[..., None])
-            pr_ = shares[..., [0, 0, 2, 2]] + shares[..., [1, 1, 3, 3]]  # P(output) per cell
-            py_ = shares[..., [0, 1, 0, 1]] + shares[..., [2, 3, 2, 3]]  # P(label) per cell
-            tgt = pr_ * py_
-            s2 = _element_variance(
-                shares[:, None], v_shares[:, None], tgt[:, None], ne[:, None], G[:, :, None], lam
-            )  # (K, M, H)
-            terms = (a_h**2 * Vs)[:, None, :] * np.nan_to_num(s2)  # (K, M, H)
-            var = terms.sum(-1)
-            q2 = (terms**2 / np.maximum(ne - 1.0, 1.0)[:, None, :]).sum(-1)
+            vals, var, q2 = _within_strata(W, W2, V, Ws, sizes, lam)
             n_collapsed = np.zeros(Kr, dtype=int)
 
         # Kish effective sizes of each measure's denominator
@@ -1880,12 +1925,11 @@ def _finish_tree(arrays: dict, names, attrs, tree=None):
     import arviz_base
 
     if tree is None:
-        tree_out = arviz_base.from_dict(
+        tree = arviz_base.from_dict(
             {"posterior": arrays},
             dims={k: ["rule"] for k in arrays},
             coords={"rule": names},
         )
-        tree = tree_out
         tree.attrs.update(attrs)
         return tree
     ds = tree["posterior"].to_dataset()
@@ -1964,14 +2008,8 @@ def _posterior(
     else:
         attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum (catalogue Sec. 6.2 alt.)"
         sg = np.clip(_stratum_guess(dsg), 1e-6, 1 - 1e-6) if prior == "guess" else None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Wc, W2c = W.sum(-1), W2.sum(-1)
-            if dsg.scheme == "stratified":
-                obs = cnt
-            else:
-                neff = np.where(W2c > 0, Wc**2 / W2c, 0.0)
-                obs = np.where(Wc[..., None] > 0, neff[..., None] * W / Wc[..., None], 0.0)
-        obs = obs.reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
+        # the cells' (pseudo-)counts of label 0 and 1, the same as the Beta model's
+        obs = np.stack([n - k, k], axis=-1).reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
         if sg is not None:
             rho = (obs[..., 2:].sum(-1) + 0.5) / (obs.sum(-1) + 1.0)  # rule-positive share (K, H)
             alpha0 = prior_strength * np.stack(

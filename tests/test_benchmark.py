@@ -373,16 +373,23 @@ def test_variance_matches_hand_computed_stratified_ratio_variance(scheme):
         assert float(t.df.sel(measure="precision")) == pytest.approx(df, rel=1e-10)
 
 
+def _pure_rule_positive_cell(n_pos: int, rule_items: slice):
+    """One stratum, 100 of 2000 items labeled (first ``n_pos`` positive); the rule calls the
+    labeled items ``rule_items`` positive, all of them negatives (a pure cell)."""
+    N = 2000
+    d = bm.design(np.full(N, 0.05), budget=100, n_strata=1, method="proportional")
+    smp = d.sample(0)
+    y = np.zeros(len(smp), dtype=int)
+    y[:n_pos] = 1
+    rule = np.zeros(N, dtype=int)
+    rule[smp.indices[rule_items]] = 1
+    return smp, y, rule
+
+
 def test_smoothed_variance_of_a_pure_cell_by_hand():
     """A cell whose labels are all 0: S~^2 = th(1-th)/(1 - n/(n+lam)^2), th = lam p_h/(n+lam)."""
     N = 2000
-    guess = np.full(N, 0.05)
-    d = bm.design(guess, budget=100, n_strata=1, method="proportional")
-    smp = d.sample(0)
-    y = np.zeros(len(smp), dtype=int)
-    y[:10] = 1
-    rule = np.zeros(N, dtype=int)
-    rule[smp.indices[20:26]] = 1  # 6 labeled rule positives, all negative
+    smp, y, rule = _pure_rule_positive_cell(10, slice(20, 26))  # 6 labeled rule positives
     K = rule.sum()
     for lam in (0.5, 2.0, 7.0):
         ev = bm.evaluate(y, rule, smp, posterior=None, bias_correction=False, smoothing=lam)
@@ -504,19 +511,20 @@ def test_coverage_small_setting(skewed_world):
 
 def test_wilson_keeps_width_where_wald_collapses():
     """A pure cell (no labeled positive among rule positives) still gets a Wilson interval."""
-    N = 2000
-    guess = np.full(N, 0.05)
-    d = bm.design(guess, budget=100, n_strata=1, method="proportional")
-    smp = d.sample(0)
-    y = np.zeros(len(smp), dtype=int)
-    y[:5] = 1
-    rule = np.zeros(N, dtype=int)
-    rule[smp.indices[20:40]] = 1  # labeled rule positives are all negatives
-    ev = bm.evaluate(y, rule, smp, posterior=None, bias_correction=False)
+    smp, y, rule = _pure_rule_positive_cell(5, slice(20, 40))  # 20 labeled rule positives
+    ev = bm.evaluate(y, rule, smp, posterior=None, bias_correction=False, smoothing=0.0)
     t = ev.table.sel(rule="0", measure="precision")
     assert float(t.estimate) == 0.0
-    assert float(t.wilson_high) > 0.05
-    assert float(t.wald_high) - float(t.wald_low) >= 0.0
+    # the textbook variance is zero there: Wald collapses to a point
+    assert float(t.wald_low) == float(t.wald_high) == 0.0
+    # Wilson with n_eff = Kish size of the 20 equally weighted rule positives: [0, z^2/(n+z^2)]
+    z2 = 1.959963984540054**2
+    assert float(t.n_eff) == pytest.approx(20.0)
+    assert float(t.wilson_low) == 0.0
+    assert float(t.wilson_high) == pytest.approx(z2 / (20 + z2), rel=1e-9)
+    # the smoothed variance (default) keeps Wald open too
+    ev2 = bm.evaluate(y, rule, smp, posterior=None, bias_correction=False)
+    assert float(ev2.table.wald_high.sel(rule="0", measure="precision")) > 0.01
 
 
 def test_vectorised_equals_loop(world):
@@ -536,13 +544,27 @@ def test_vectorised_equals_loop(world):
     ev2 = bm.evaluate(lambda idx: y[idx], funcs, smp, posterior=None)
     np.testing.assert_allclose(ev2.table.estimate.values, ev.table.estimate.values, rtol=1e-12)
     assert list(ev2.table.rule.values) == [f"r{k}" for k in range(rules.shape[0])]
+    # the design plus indices= is the same sample
+    ev_d = bm.evaluate(lab, rules, d, indices=smp.indices, posterior=None)
+    np.testing.assert_array_equal(ev_d.table.estimate.values, ev.table.estimate.values)
+    np.testing.assert_array_equal(ev_d.table.stderr.values, ev.table.stderr.values)
     margins = np.stack([np.bincount(d.strata, r, d.n_strata) for r in rules])
     ev3 = bm.evaluate(lab, rules[:, smp.indices], smp, pool_margins=margins, posterior=None)
     np.testing.assert_allclose(ev3.table.stderr.values, ev.table.stderr.values, rtol=1e-10)
-    # without margins: the Hajek-within-strata path, unbiased for accuracy, same shape
+    # without margins: the Hajek-within-strata path; its accuracy is by hand
+    # sum_h (N_h / sum_{j in h} w_j) sum_{j in h} w_j [R_j = y_j] / N
     ev4 = bm.evaluate(lab, rules[:, smp.indices], smp, posterior=None)
     assert ev4.table.attrs["estimator"].startswith("Hajek")
     assert ev4.table.estimate.shape == ev.table.estimate.shape
+    correct = (rules[:, smp.indices] == lab).astype(float)
+    hand = np.zeros(rules.shape[0])
+    for h in range(d.n_strata):
+        in_h = smp.strata == h
+        w_h = smp.weights[in_h]
+        hand += d.stratum_sizes[h] * (correct[:, in_h] @ w_h) / w_h.sum()
+    np.testing.assert_allclose(
+        ev4.table.estimate.sel(measure="accuracy").values, hand / d.n_items, rtol=1e-12
+    )
 
 
 def test_srs_census_is_exact(world):
