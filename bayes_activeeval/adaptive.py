@@ -536,7 +536,7 @@ class ActiveEvaluator:
                 cum = np.cumsum(costs[idx])
                 cut = int(np.searchsorted(cum, max_cost, side="left")) + 1
                 idx = idx[:cut]
-                d = type(d)(idx, d.weights[:cut], d.q[:cut])
+                d = d[:cut]
             self._add_pending(d.indices, d.weights, d.q, np.full(idx.size, -1, dtype=np.int64))
             return idx.copy()
         fresh = self._fresh_mask()

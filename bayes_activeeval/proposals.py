@@ -80,6 +80,10 @@ class Draws:
         _, first = np.unique(self.indices, return_index=True)
         return self.indices[np.sort(first)]
 
+    def __getitem__(self, key) -> Draws:
+        """The draws selected by a slice, mask or index array (e.g. the first ``k`` draws)."""
+        return Draws(self.indices[key], self.weights[key], self.q[key])
+
     def __add__(self, other: Draws) -> Draws:
         return Draws(
             np.concatenate([self.indices, other.indices]),

@@ -27,7 +27,6 @@ import pandas as pd
 from scipy import stats
 
 from .estimators import UndefinedEstimateWarning
-from .proposals import Draws
 
 __all__ = [
     "comparison_table",
@@ -78,7 +77,7 @@ def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     rows = []
     for s in done:
         upto = stage <= s
-        sub = Draws(draws.indices[upto], draws.weights[upto], draws.q[upto])
+        sub = draws[upto]
         per_model = _per_model_estimates(session.pool, session.design, sub, labels[upto])
         for m, est in per_model.items():
             low, high = est.confidence_interval(level)

@@ -338,7 +338,7 @@ def sequential_compare(
     rows = []
     res = None
     for k, n_k in enumerate(design.looks):
-        sub = type(draws)(draws.indices[:n_k], draws.weights[:n_k], draws.q[:n_k])
+        sub = draws[:n_k]
         new = np.setdiff1d(np.unique(sub.indices), np.fromiter(cache, dtype=np.int64))
         if new.size:
             got = np.asarray(labeler(new))

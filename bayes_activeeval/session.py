@@ -226,7 +226,7 @@ class _StaticDesign:
                 raise SessionError(
                     f"the budget left ({left:g}) is below the cost of the next item drawn"
                 )
-            draws = Draws(draws.indices[:keep], draws.weights[:keep], draws.q[:keep])
+            draws = draws[:keep]
         return draws, {"seed_sequence": [int(self.design.seed), int(stage)], "n": n}, None
 
     def current_q(self, session, n_done: int) -> np.ndarray:

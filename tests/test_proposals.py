@@ -288,3 +288,15 @@ def test_tabular_fast_path_for_two_model_difference(rng):
         fast = bae.optimal_proposal(pool, bae.difference(base, "a", "b"), mix=0.0)
         slow = bae.optimal_proposal(pool, bae.difference(_generic(base), "a", "b"), mix=0.0)
         np.testing.assert_allclose(fast.q, slow.q, rtol=1e-10)
+
+
+def test_draws_slice_keeps_indices_weights_and_q_aligned():
+    d = bae.Draws(
+        np.array([3, 1, 3, 7]), np.array([0.5, 2.0, 0.5, 1.5]), np.array([0.4, 0.1, 0.4, 0.2])
+    )
+    head = d[:3]
+    assert isinstance(head, bae.Draws)
+    np.testing.assert_array_equal(head.indices, [3, 1, 3])
+    np.testing.assert_array_equal(head.weights, [0.5, 2.0, 0.5])
+    np.testing.assert_array_equal(head.q, [0.4, 0.1, 0.4])
+    assert d[d.indices == 3].n_distinct == 1
