@@ -478,18 +478,22 @@ class CalibrationOracle(OracleModel):
         probabilities. A deterministic oracle's labeled items get point masses.
         """
         self._check_ready()
-        if self.n_labels == 0:
-            probs = self.prior_belief.copy()
+        if self.n_labels == 0:  # no labeled item to give a point mass either
+            return CategoricalBelief(self.prior_belief.copy())
+        if self.predictive_kind == "map":
+            p1 = special.expit(self.linear_predictor()[0])
         else:
-            if self.predictive_kind == "map":
-                p1 = special.expit(self.linear_predictor()[0])
-            else:
-                flat, t = self._interp
-                g = self._grid_logit.ravel()
-                p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
-            probs = np.empty((self.n_items, 2))
-            probs[:, self.pos] = p1
-            probs[:, 1 - self.pos] = 1.0 - p1
+            flat, t = self._interp
+            g = self._grid_logit.ravel()
+            p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
+        return self._binary_belief(p1)
+
+    def _binary_belief(self, p1: np.ndarray) -> CategoricalBelief:
+        """The two-class belief with ``P(y = pos) = p1``; labeled items of a deterministic oracle
+        get point masses."""
+        probs = np.empty((self.n_items, 2))
+        probs[:, self.pos] = p1
+        probs[:, 1 - self.pos] = 1.0 - p1
         if self.deterministic:
             self.cache.point_masses(probs)
         return CategoricalBelief(probs)
@@ -643,12 +647,7 @@ class CalibrationOracle(OracleModel):
             if u is not None:
                 eta = eta + u[:, self.strata[sl]]
             p1[sl] = special.expit(eta).mean(axis=0)
-        probs = np.empty((self.n_items, 2))
-        probs[:, self.pos] = p1
-        probs[:, 1 - self.pos] = 1.0 - p1
-        if self.deterministic:
-            self.cache.point_masses(probs)
-        return CategoricalBelief(probs)
+        return self._binary_belief(p1)
 
     def __repr__(self) -> str:
         kind = "deterministic" if self.deterministic else "stochastic"
