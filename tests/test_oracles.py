@@ -548,6 +548,29 @@ def test_calibration_state_round_trip(svm_pool, predictive):
         assert np.array_equal(o2.belief().probs, o.belief().probs)
 
 
+def test_calibration_initialize_feature(svm_pool):
+    """``initialize`` is ``initialize_feature`` on the pool's clipped logit; :func:`log_odds` is
+    the logit at full precision."""
+    from bayes_activeeval.oracles.calibration import log_odds
+
+    sp = svm_pool
+    d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
+    prob = sp.pool.view().prob
+    fits = []
+    for x in (None, special.logit(np.clip(prob[:, 1], 1e-6, 1 - 1e-6))):
+        o = CalibrationOracle()
+        o.initialize(sp.pool)
+        if x is not None:
+            o.initialize_feature(x, o.prior_belief, 1)
+        o.update(d.indices, sp.labels[d.indices], d.weights)
+        fits.append(o)
+    assert np.array_equal(fits[1].strata, fits[0].strata)
+    assert np.array_equal(fits[1].belief().probs, fits[0].belief().probs)
+    assert np.allclose(log_odds(prob, 1), special.logit(prob[:, 1]), atol=1e-6, rtol=1e-6)
+    with pytest.raises(ValueError, match="prior"):
+        fits[0].initialize_feature(np.zeros(5), fits[0].prior_belief, 1)
+
+
 def test_calibration_rejects_multiclass():
     probs = np.full((10, 3), 1 / 3)
     pool = bae.Pool(predictions=np.arange(10) % 3, probs=probs, classes=[0, 1, 2])

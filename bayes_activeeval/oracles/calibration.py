@@ -51,13 +51,25 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import check_count, check_rng
+from .._validation import as_1d, check_count, check_finite, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
 from ._common import LabelCache, check_config, check_update, prior_probs
 from .base import OracleModel, register_oracle
 
-__all__ = ["CalibrationOracle"]
+__all__ = ["CalibrationOracle", "log_odds"]
+
+
+def log_odds(probs: np.ndarray, pos: int) -> np.ndarray:
+    """``log P(pos) − log P(other)`` of binary class probabilities ``(n, 2)`` at full precision.
+
+    Unlike ``logit(clip(p, clip, 1 − clip))`` (what :class:`CalibrationOracle` uses by default)
+    this keeps items below the clip apart; only exact zeros are floored (at the smallest normal
+    float).
+    """
+    probs = np.asarray(probs, dtype=float)
+    tiny = np.finfo(float).tiny
+    return np.log(np.clip(probs[:, pos], tiny, 1.0)) - np.log(np.clip(probs[:, 1 - pos], tiny, 1.0))
 
 
 class CalibrationOracle(OracleModel):
@@ -171,18 +183,32 @@ class CalibrationOracle(OracleModel):
             if view.score is None:
                 raise ValueError("feature='score' needs a pool with scores")
             x = np.asarray(view.score, dtype=float)
-        s = prior_probs(pool, self.model)
+        self.initialize_feature(x, prior_probs(pool, self.model), pool.pos, feature=feature)
+
+    def initialize_feature(
+        self, x: np.ndarray, prior: np.ndarray, pos: int, *, feature: str = "logit"
+    ) -> None:
+        """Set up the model on a given covariate ``x`` (shape ``(n,)``) instead of the pool's.
+
+        :meth:`initialize` calls this with the (clipped) logit or the raw score; a caller that
+        needs another covariate — e.g. the full-precision :func:`log_odds`, which the clipped logit
+        flattens in the far lower tail — passes it here. ``prior`` is the ``(n, 2)`` belief before
+        any label, ``pos`` the positive class and ``feature`` the name recorded in the state. The
+        strata are recomputed from ``x`` (``n_strata`` cumulative-sqrt(F) strata). Any labels are
+        discarded.
+        """
+        x = check_finite(as_1d(x, "x", dtype=float), "x")
+        prior = np.asarray(prior, dtype=float)
+        if prior.shape != (x.size, 2):
+            raise ValueError(f"prior has shape {prior.shape}; expected ({x.size}, 2)")
         strata = None
         if self.n_strata > 0:
             strata, _ = score_strata(x, self.n_strata, method="csf")
-        self._init_arrays(x, s, pool.pos, strata, feature)
-
-    def _init_arrays(self, x, s, pos, strata, feature) -> None:
-        self.x = np.asarray(x, dtype=float)
+        self.x = x
         self.n_items = self.x.size
         self.pos = int(pos)
         self.used_feature = feature
-        self.prior_belief = np.asarray(s, dtype=float)
+        self.prior_belief = prior
         # pivot: the mean feature of the items the model expects to be positive, which is where
         # the labels carry information about the map when positives are rare (it decorrelates
         # c and β and keeps the Laplace approximation good where it matters)

@@ -596,7 +596,7 @@ def _calibration_posterior(
     """
     from scipy import special
 
-    from .calibration import CalibrationOracle
+    from .calibration import CalibrationOracle, log_odds
 
     if fit not in ("laplace", "nuts"):
         raise ValueError(f"fit must be 'laplace' or 'nuts', got {fit!r}")
@@ -637,17 +637,12 @@ def _calibration_posterior(
     opts.setdefault("n_samples", max(512, 2 * S))
     oracle = CalibrationOracle(deterministic=True, model=models[0], **opts)
     oracle.initialize(pool, models[0])
-    view = pool.view(models[0])
     if oracle.used_feature == "logit" and "clip" not in opts:
         # the oracle clips probabilities at 1e-6 before the logit; rare-positive pools have most
         # of their items below that, and a label model that sees them all at logit(1e-6)
         # predicts phantom positives in the bulk: use the log-odds at full precision here
-        tiny = np.finfo(float).tiny
-        x = np.log(np.clip(view.prob[:, pos], tiny, 1.0)) - np.log(
-            np.clip(view.prob[:, 1 - pos], tiny, 1.0)
-        )
-        strata = score_strata(x, oracle.n_strata)[0] if oracle.n_strata > 0 else None
-        oracle._init_arrays(x, oracle.prior_belief, pos, strata, "logit")
+        x = log_odds(pool.view(models[0]).prob, pos)
+        oracle.initialize_feature(x, oracle.prior_belief, pos, feature="logit")
     if ui.size:
         oracle.update(ui, yu)
     known = np.zeros(M, dtype=bool)
