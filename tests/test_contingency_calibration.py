@@ -199,3 +199,16 @@ def test_bad_input(rare):
     )
     with pytest.raises(ValueError, match="binary pool"):
         contingency_posterior(multi, "accuracy", [0], [0], method="calibration")
+
+
+@pytest.mark.parametrize("method", ["conjugate", "calibration"])
+def test_labeled_items_are_checked(rare, method):
+    """Both posteriors refuse indices that are not 1-D pool indices and labels of another length."""
+    pool, y = rare.pool, rare.labels
+    kw = {"method": method, "draws": 10, "rng": 0}
+    with pytest.raises(ValueError, match="outside 0"):
+        contingency_posterior(pool, "f1", [0, pool.n_items], y[:2], **kw)
+    with pytest.raises(ValueError, match="1-D array"):
+        contingency_posterior(pool, "f1", np.array([0.5, 1.0]), y[:2], **kw)
+    with pytest.raises(ValueError, match="same length"):
+        contingency_posterior(pool, "f1", np.arange(3), y[:2], **kw)

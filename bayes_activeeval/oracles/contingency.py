@@ -94,6 +94,20 @@ def _within_cell_bins(cell: np.ndarray, score: np.ndarray, n_bins: int) -> np.nd
     return np.minimum(rank * n_bins // sizes[cell], n_bins - 1)
 
 
+def _check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The labeled items as int64 pool indices (checked) and their labels as encoded int64
+    class indices (``encoded=True``: given so; else encoded by the pool)."""
+    M = pool.n_items
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= M):
+        raise ValueError(f"indices has entries outside 0..{M - 1}")
+    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
+    return idx, np.asarray(y, dtype=np.int64)
+
+
 def contingency_table(
     pool,
     measure: str | Measure,
@@ -123,14 +137,7 @@ def contingency_table(
         raise ValueError(f"weighting must be 'design' or 'none', got {weighting!r}")
     n_bins = check_count(n_bins, "n_bins")
     M, C = pool.n_items, pool.n_classes
-    idx = np.asarray(indices)
-    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
-    idx = idx.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= M):
-        raise ValueError(f"indices has entries outside 0..{M - 1}")
-    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
-    y = y.astype(np.int64)
+    idx, y = _check_labeled(pool, indices, labels, encoded)
     w = np.asarray(weights, dtype=float)
     if y.shape != idx.shape or w.shape != idx.shape:
         raise ValueError(
@@ -616,14 +623,7 @@ def _calibration_posterior(
             f"(got task={pool.task!r}); use method='conjugate' or 'pymc'"
         )
     M, C, pos = pool.n_items, 2, int(pool.pos)
-    idx = np.asarray(indices)
-    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
-    idx = idx.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= M):
-        raise ValueError(f"indices has entries outside 0..{M - 1}")
-    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
-    y = np.asarray(y, dtype=np.int64)
+    idx, y = _check_labeled(pool, indices, labels, encoded)
     if y.shape != idx.shape:
         raise ValueError(
             f"indices and labels must have the same length, got {idx.size} and {y.size}"
