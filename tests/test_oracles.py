@@ -3,7 +3,6 @@ calibration. Statistical checks use fixed seeds and tolerances from the Monte Ca
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -22,19 +21,6 @@ from bayes_activeeval.oracles.dirichlet_tree import build_tree
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _json_round_trip(state):
-    """Serialize a state to JSON text and back (arrays become lists)."""
-
-    def default(o):
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, np.generic):
-            return o.item()
-        raise TypeError(type(o))
-
-    return json.loads(json.dumps(state, default=default))
 
 
 def _tiny_pool(strata_scores, probs, classes=(0, 1)):
@@ -294,7 +280,7 @@ def test_deterministic_point_masses_and_cache(svm_pool):
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_state_round_trip_is_exact(svm_pool, deterministic):
+def test_state_round_trip_is_exact(svm_pool, deterministic, json_round_trip):
     sp = svm_pool
     rng = np.random.default_rng(5)
     o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
@@ -302,7 +288,7 @@ def test_state_round_trip_is_exact(svm_pool, deterministic):
     prop = bae.optimal_proposal(sp.pool, "f1", belief=o.belief())
     d = prop.draw(150, rng)
     o.update(d.indices, sp.labels[d.indices], d.weights)
-    state = _json_round_trip(o.get_state())
+    state = json_round_trip(o.get_state())
     o2 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
     o2.initialize(sp.pool)
     o2.set_state(state)
@@ -535,7 +521,7 @@ def test_calibration_stochastic_uses_weights():
 
 
 @pytest.mark.parametrize("predictive", ["map", "mean"])
-def test_calibration_state_round_trip(svm_pool, predictive):
+def test_calibration_state_round_trip(svm_pool, predictive, json_round_trip):
     sp = svm_pool
     for det in (True, False):
         o = CalibrationOracle(deterministic=det, predictive=predictive)
@@ -544,7 +530,7 @@ def test_calibration_state_round_trip(svm_pool, predictive):
         o.update(d.indices, sp.labels[d.indices], d.weights)
         o2 = CalibrationOracle(deterministic=det, predictive=predictive)
         o2.initialize(sp.pool)
-        o2.set_state(_json_round_trip(o.get_state()))
+        o2.set_state(json_round_trip(o.get_state()))
         assert np.array_equal(o2.belief().probs, o.belief().probs)
 
 
