@@ -127,6 +127,12 @@ def test_belief_shapes_and_normalisation(n_classes, deterministic):
     assert o.stratum_probs.shape == (o.K, n_classes)
 
 
+@pytest.mark.parametrize("name", ["model", "dirichlet-tree", "calibration"])
+def test_belief_needs_initialize(name):
+    with pytest.raises(RuntimeError, match="initialize the oracle model"):
+        make_oracle(name).belief()
+
+
 def test_update_validation(svm_pool):
     o = DirichletTreeOracle(n_strata=16, depth=4)
     with pytest.raises(RuntimeError, match="initialize"):

@@ -159,7 +159,6 @@ class CalibrationOracle(OracleModel):
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.grid_size = int(grid_size)
-        self._ready = False
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
@@ -254,10 +253,6 @@ class CalibrationOracle(OracleModel):
         self._grid_logit = None
         self.predictive_ess_ = None
         self._ready = True
-
-    def _check_ready(self) -> None:
-        if not self._ready:
-            raise RuntimeError("initialize the oracle model with a pool first")
 
     @property
     def n_params(self) -> int:

@@ -507,7 +507,6 @@ class DirichletTreeOracle(OracleModel):
         self.em_max_iter = int(em_max_iter)
         self.accelerate = bool(accelerate)
         self.within_leaf = within_leaf
-        self._ready = False
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
@@ -571,10 +570,6 @@ class DirichletTreeOracle(OracleModel):
             self._run_em()
         else:
             self._stochastic_refresh()
-
-    def _check_ready(self) -> None:
-        if not self._ready:
-            raise RuntimeError("initialize the oracle model with a pool first")
 
     # -- deterministic oracle: EM toward the MAP (App. F) ---------------------------------------
     def _prior_mode(self) -> tuple[np.ndarray, np.ndarray]:
