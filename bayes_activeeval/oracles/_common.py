@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-__all__ = ["LabelCache", "check_update", "prior_probs", "stratification_scores"]
+__all__ = ["LabelCache", "check_update", "log_odds", "prior_probs", "stratification_scores"]
 
 
 def prior_probs(pool, model: str | None) -> np.ndarray:
@@ -32,6 +32,17 @@ def prior_probs(pool, model: str | None) -> np.ndarray:
         "the pool has neither probs nor (binary) scores for model "
         f"{name!r}; an oracle model needs one of them to set its prior"
     )
+
+
+def log_odds(probs: np.ndarray, pos: int) -> np.ndarray:
+    """``log P(pos) − log P(other)`` of binary class probabilities ``(n, 2)`` at full precision.
+
+    Unlike ``logit(clip(p, clip, 1 − clip))`` (the calibration oracle's default covariate) this
+    keeps items below the clip apart; only exact zeros are floored (at the smallest normal float).
+    """
+    probs = np.asarray(probs, dtype=float)
+    tiny = np.finfo(float).tiny
+    return np.log(np.clip(probs[:, pos], tiny, 1.0)) - np.log(np.clip(probs[:, 1 - pos], tiny, 1.0))
 
 
 def stratification_scores(pool, model: str | None) -> np.ndarray:

@@ -54,22 +54,10 @@ from scipy import optimize, special
 from .._validation import as_1d, check_count, check_finite, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
-from ._common import LabelCache, check_config, check_update, prior_probs
+from ._common import LabelCache, check_config, check_update, log_odds, prior_probs
 from .base import OracleModel, register_oracle
 
 __all__ = ["CalibrationOracle", "log_odds"]
-
-
-def log_odds(probs: np.ndarray, pos: int) -> np.ndarray:
-    """``log P(pos) − log P(other)`` of binary class probabilities ``(n, 2)`` at full precision.
-
-    Unlike ``logit(clip(p, clip, 1 − clip))`` (what :class:`CalibrationOracle` uses by default)
-    this keeps items below the clip apart; only exact zeros are floored (at the smallest normal
-    float).
-    """
-    probs = np.asarray(probs, dtype=float)
-    tiny = np.finfo(float).tiny
-    return np.log(np.clip(probs[:, pos], tiny, 1.0)) - np.log(np.clip(probs[:, 1 - pos], tiny, 1.0))
 
 
 class CalibrationOracle(OracleModel):

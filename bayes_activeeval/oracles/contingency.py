@@ -603,7 +603,8 @@ def _calibration_posterior(
     """
     from scipy import special
 
-    from .calibration import CalibrationOracle, log_odds
+    from ._common import log_odds
+    from .calibration import CalibrationOracle
 
     if fit not in ("laplace", "nuts"):
         raise ValueError(f"fit must be 'laplace' or 'nuts', got {fit!r}")

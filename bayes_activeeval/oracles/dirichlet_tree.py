@@ -71,6 +71,7 @@ from ._common import (
     LabelCache,
     check_config,
     check_update,
+    log_odds,
     prior_probs,
     stratification_scores,
 )
@@ -549,15 +550,12 @@ class DirichletTreeOracle(OracleModel):
         self.obs = np.zeros((K, C))  # labeled counts (deterministic) / weighted counts (stochastic)
         self.cache = LabelCache(n)
         if self.within_leaf == "tilt":
-            floor = np.maximum(s, 1e-300)
             if C == 2:
-                self._item_logit = np.clip(
-                    np.log(floor[:, 1]) - np.log(floor[:, 0]), -_LOGIT_CLIP, _LOGIT_CLIP
-                )
+                self._item_logit = np.clip(log_odds(s, 1), -_LOGIT_CLIP, _LOGIT_CLIP)
                 self._logit_min, self._logit_max = _leaf_ranges(strata, self._item_logit, K)
                 self.within_offsets = np.zeros(K)
             else:
-                self._item_log_s = np.maximum(np.log(floor), -2 * _LOGIT_CLIP)
+                self._item_log_s = np.maximum(np.log(np.maximum(s, 1e-300)), -2 * _LOGIT_CLIP)
                 self.within_offsets = np.zeros((K, C))
             # 1 for items sharing their leaf's mass (unlabeled; every item if stochastic)
             self._unlabeled_mask = np.ones(n) if self.deterministic else None
