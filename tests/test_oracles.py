@@ -121,10 +121,16 @@ def test_belief_shapes_and_normalisation(n_classes, deterministic):
     if deterministic:  # one label per item
         _, first = np.unique(idx, return_index=True)
         idx, y = idx[first], y[first]
+    before = b.probs
     o.update(idx, y, np.full(idx.size, 1.5))
     b = o.belief()
     assert np.allclose(b.probs.sum(1), 1)
     assert o.stratum_probs.shape == (o.K, n_classes)
+    assert not np.allclose(b.probs, before, atol=1e-3)  # the labels moved the belief
+    unl = np.setdiff1d(np.arange(n), idx)
+    assert np.all(b.probs[unl] > 0)
+    if deterministic:  # labeled items get a point mass on their label
+        assert np.array_equal(b.probs[idx], np.eye(n_classes)[y])
 
 
 @pytest.mark.parametrize("name", ["model", "dirichlet-tree", "calibration"])
