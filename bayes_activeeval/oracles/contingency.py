@@ -108,6 +108,31 @@ def _check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.n
     return idx, np.asarray(y, dtype=np.int64)
 
 
+def _unlabeled_loss_sums(
+    m: Measure, views, p: np.ndarray, group: np.ndarray, n_groups: int, known, y_known, C: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Σ p(x) ℓ(x, c)`` over each group's unlabeled items for every class ``c``, shape
+    ``(n_groups, C, d)``, and ``Σ p(x) ℓ(x, y(x))`` over the labeled (``known``) items, shape
+    ``(d,)``. Chunked over the pool; ``group`` may hold anything for labeled items."""
+    M, d = p.size, m.dim
+    pu_all = p * ~known
+    group = np.maximum(group, 0)
+    Lsum = np.zeros((n_groups, C, d))
+    R_known = np.zeros(d)
+    for start in range(0, M, CHUNK):
+        sl = slice(start, min(start + CHUNK, M))
+        v = views(sl)
+        g, pu = group[sl], pu_all[sl]
+        for c in range(C):
+            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
+            for j in range(d):
+                Lsum[:, c, j] += np.bincount(g, weights=pu * L[:, j], minlength=n_groups)
+            kn = known[sl] & (y_known[sl] == c)
+            if kn.any():
+                R_known += p[sl][kn] @ L[kn]
+    return Lsum, R_known
+
+
 def contingency_table(
     pool,
     measure: str | Measure,
@@ -174,28 +199,18 @@ def contingency_table(
     if finite and idx.size:
         known[idx] = True
         y_known[idx] = y
-    pu_all = p * ~known
-    P_unl = np.bincount(cell, weights=pu_all, minlength=n_cells)
+    P_unl = np.bincount(cell, weights=p * ~known, minlength=n_cells)
     N_unl = np.bincount(cell, weights=(~known).astype(float), minlength=n_cells)
     P_all = np.bincount(cell, weights=p, minlength=n_cells)
-    d = m.dim
-    Lsum = np.zeros((n_cells, C, d))
-    R_known = np.zeros(d)
+    Lsum, R_known = _unlabeled_loss_sums(m, views, p, cell, n_cells, known, y_known, C)
     belief = pool_belief(pool, models).probs if pool.has_probs() else None
     prior = np.zeros((n_cells, C))
     logp = np.zeros((n_cells, C))
-    for start in range(0, M, CHUNK):
-        sl = slice(start, min(start + CHUNK, M))
-        v = views(sl)
-        cs, pu = cell[sl], pu_all[sl]
-        for c in range(C):
-            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
-            for j in range(d):
-                Lsum[:, c, j] += np.bincount(cs, weights=pu * L[:, j], minlength=n_cells)
-            kn = known[sl] & (y_known[sl] == c)
-            if kn.any():
-                R_known += p[sl][kn] @ L[kn]
-            if belief is not None:
+    if belief is not None:  # chunked as the loss sums were (same summation order as before)
+        for start in range(0, M, CHUNK):
+            sl = slice(start, min(start + CHUNK, M))
+            cs = cell[sl]
+            for c in range(C):
                 bc = belief[sl, c]
                 prior[:, c] += np.bincount(cs, weights=p[sl] * bc, minlength=n_cells)
                 lb = np.log(np.clip(bc, 1e-12, 1.0))
@@ -670,22 +685,9 @@ def _calibration_posterior(
     xbar = np.bincount(binv, weights=x[unl], minlength=nb) / np.maximum(N, 1)
     bin_h = (bins // nxb) % H
     bin_key = bins // (nxb * H)
-    Lsum = np.zeros((C, nb, d))
-    R_known = np.zeros(d)
-    for start in range(0, M, CHUNK):
-        sl = slice(start, min(start + CHUNK, M))
-        v = views(sl)
-        ib, u = item_bin[sl], unl[sl]
-        for c in range(C):
-            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
-            if u.any():
-                for j in range(d):
-                    Lsum[c, :, j] += np.bincount(ib[u], weights=p[sl][u] * L[u, j], minlength=nb)
-            kn = known[sl] & (y_known[sl] == c)
-            if kn.any():
-                R_known += p[sl][kn] @ L[kn]
-    base = R_known + Lsum[1 - pos].sum(axis=0)
-    D = Lsum[pos] - Lsum[1 - pos]  # (bin, d)
+    Lsum, R_known = _unlabeled_loss_sums(m, views, p, item_bin, nb, known, y_known, C)
+    base = R_known + Lsum[:, 1 - pos].sum(axis=0)
+    D = Lsum[:, pos] - Lsum[:, 1 - pos]  # (bin, d)
     # parameter draws of the label model
     extra: dict[str, np.ndarray] = {}
     if ui.size == 0:
