@@ -171,10 +171,7 @@ def contingency_table(
         )
     if np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise ValueError("weights must be positive and finite")
-    # prediction key: joint predicted class of the measure's models
-    key = np.zeros(M, dtype=np.int64)
-    for j, name in enumerate(models):
-        key += pool.view(name).pred.astype(np.int64) * C**j
+    key = _prediction_key(pool, models)
     score = _cell_scores(pool, models)
     if strata is None:
         h, _ = score_strata(score, check_count(n_strata, "n_strata"))
@@ -264,6 +261,16 @@ def contingency_table(
         "n_classes": C,
         "deterministic": deterministic,
     }
+
+
+def _prediction_key(pool, models: tuple[str, ...]) -> np.ndarray:
+    """Every item's joint predicted class under ``models``, ``Σ_j pred_j C^j`` (decoded by
+    :func:`_key_names`)."""
+    C = pool.n_classes
+    key = np.zeros(pool.n_items, dtype=np.int64)
+    for j, name in enumerate(models):
+        key += pool.view(name).pred.astype(np.int64) * C**j
+    return key
 
 
 def _key_names(pool, keys: np.ndarray, models: tuple[str, ...]) -> list[str]:
@@ -665,10 +672,7 @@ def _calibration_posterior(
     known[ui] = True
     y_known = np.zeros(M, dtype=np.int64)
     y_known[ui] = yu
-    # prediction key (joint predictions of the measure's models) for grouping
-    key = np.zeros(M, dtype=np.int64)
-    for j, name in enumerate(models):
-        key += pool.view(name).pred.astype(np.int64) * C**j
+    key = _prediction_key(pool, models)  # for grouping
     x, h = oracle.x, oracle.strata
     xb = np.floor((x - x.min()) / bw).astype(np.int64)
     nxb = int(xb.max()) + 1
