@@ -54,7 +54,14 @@ from scipy import optimize, special
 from .._validation import as_1d, check_count, check_finite, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
-from ._common import LabelCache, check_config, check_update, log_odds, prior_probs
+from ._common import (
+    LabelCache,
+    check_update,
+    common_state,
+    log_odds,
+    prior_probs,
+    restore_common_state,
+)
 from .base import OracleModel, register_oracle
 
 __all__ = ["CalibrationOracle", "log_odds"]
@@ -542,34 +549,19 @@ class CalibrationOracle(OracleModel):
 
     def get_state(self) -> dict[str, Any]:
         """Config, the labels (or weighted draws) and the fitted parameters and covariance."""
-        self._check_ready()
-        state: dict[str, Any] = {
-            "oracle": self.name,
-            "config": self._config(),
-            "n_updates": self.n_updates,
-            "params": self.params.copy(),
-            "cov": None if self.cov_ is None else self.cov_.copy(),
-        }
-        if self.deterministic:
-            state.update(self.cache.get_state())
-        else:
-            state.update(
-                {
-                    "draw_items": self._draw_idx.copy(),
-                    "draw_labels": self._draw_y.copy(),
-                    "draw_weights": self._draw_w.copy(),
-                }
-            )
+        state = common_state(self)
+        state["params"] = self.params.copy()
+        state["cov"] = None if self.cov_ is None else self.cov_.copy()
+        if not self.deterministic:
+            state["draw_items"] = self._draw_idx.copy()
+            state["draw_labels"] = self._draw_y.copy()
+            state["draw_weights"] = self._draw_w.copy()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
-        self._check_ready()
-        check_config(state, self._config(), ("n_items", "n_effects", "deterministic", "feature"))
-        self.n_updates = int(state.get("n_updates", 0))
-        if self.deterministic:
-            self.cache.set_state(state)
-        else:
+        restore_common_state(self, state, ("n_items", "n_effects", "deterministic", "feature"))
+        if not self.deterministic:
             self._draw_idx = np.asarray(state["draw_items"], dtype=np.int64).copy()
             self._draw_y = np.asarray(state["draw_labels"], dtype=np.int64).copy()
             self._draw_w = np.asarray(state["draw_weights"], dtype=float).copy()
