@@ -654,6 +654,8 @@ def _calibration_posterior(
     if y.size and (y.min() < 0 or y.max() >= C):
         raise ValueError("labels must be class indices 0..1 when encoded=True")
     ui, first = np.unique(idx, return_index=True)
+    if ui.size == 0:
+        raise ValueError("method='calibration' needs at least one labeled item")
     yu = y[first]
     opts = dict(calibration_options or {})
     S = chains * draws
@@ -666,8 +668,7 @@ def _calibration_posterior(
         # predicts phantom positives in the bulk: use the log-odds at full precision here
         x = log_odds(pool.view(models[0]).prob, pos)
         oracle.initialize_feature(x, oracle.prior_belief, pos, feature="logit")
-    if ui.size:
-        oracle.update(ui, yu)
+    oracle.update(ui, yu)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
     y_known = np.zeros(M, dtype=np.int64)
@@ -694,8 +695,6 @@ def _calibration_posterior(
     D = Lsum[:, pos] - Lsum[:, 1 - pos]  # (bin, d)
     # parameter draws of the label model
     extra: dict[str, np.ndarray] = {}
-    if ui.size == 0:
-        raise ValueError("method='calibration' needs at least one labeled item")
     if fit == "laplace":
         thetas, w = oracle.posterior_samples()
         pick = rng.choice(thetas.shape[0], size=S, p=w)
