@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,24 @@ def balanced_pool():
 @pytest.fixture(scope="session")
 def regression_pool():
     return make_regression_pool(20_000, rng=13)
+
+
+@pytest.fixture(scope="session")
+def json_round_trip():
+    """Serialize a state to JSON text and back: arrays become plain lists, as an oracle model's
+    ``set_state`` must accept."""
+
+    def default(o):
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(type(o))
+
+    def round_trip(state):
+        return json.loads(json.dumps(state, default=default))
+
+    return round_trip
 
 
 @pytest.fixture

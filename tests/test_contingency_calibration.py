@@ -101,7 +101,7 @@ def test_agrees_with_conjugate_under_passive_sampling():
 def test_binned_predictive_matches_item_level(rare):
     """The unlabeled positives drawn bin by bin have the mean of the item-level posterior
     predictive ``Σ_i E[expit(η(x_i))]`` computed item by item from the same label model."""
-    from bayes_activeeval.oracles.calibration import CalibrationOracle
+    from bayes_activeeval.oracles.calibration import CalibrationOracle, log_odds
 
     pool = rare.pool
     rng = np.random.default_rng(5)
@@ -113,13 +113,7 @@ def test_binned_predictive_matches_item_level(rare):
     npos = post.posterior["unlabeled_positives"].sum("prediction").values.ravel()
     o = CalibrationOracle(n_samples=2000)
     o.initialize(pool)
-    p1 = pool.view().prob
-    x = np.log(np.maximum(p1[:, 1], np.finfo(float).tiny)) - np.log(
-        np.maximum(p1[:, 0], np.finfo(float).tiny)
-    )
-    from bayes_activeeval.strata import score_strata
-
-    o._init_arrays(x, o.prior_belief, 1, score_strata(x, o.n_strata)[0], "logit")
+    o.initialize_feature(log_odds(pool.view().prob, 1), o.prior_belief, 1)
     o.update(idx, y)
     th, w = o.posterior_samples()
     unl = np.setdiff1d(np.arange(3000), idx)
@@ -205,3 +199,16 @@ def test_bad_input(rare):
     )
     with pytest.raises(ValueError, match="binary pool"):
         contingency_posterior(multi, "accuracy", [0], [0], method="calibration")
+
+
+@pytest.mark.parametrize("method", ["conjugate", "calibration"])
+def test_labeled_items_are_checked(rare, method):
+    """Both posteriors refuse indices that are not 1-D pool indices and labels of another length."""
+    pool, y = rare.pool, rare.labels
+    kw = {"method": method, "draws": 10, "rng": 0}
+    with pytest.raises(ValueError, match="outside 0"):
+        contingency_posterior(pool, "f1", [0, pool.n_items], y[:2], **kw)
+    with pytest.raises(ValueError, match="1-D array"):
+        contingency_posterior(pool, "f1", np.array([0.5, 1.0]), y[:2], **kw)
+    with pytest.raises(ValueError, match="same length"):
+        contingency_posterior(pool, "f1", np.arange(3), y[:2], **kw)

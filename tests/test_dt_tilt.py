@@ -5,8 +5,6 @@ the Monte Carlo error."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from scipy import special
@@ -15,17 +13,6 @@ import bayes_activeeval as bae
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.oracles import DirichletTreeOracle
 from bayes_activeeval.oracles.dirichlet_tree import tilt_offsets, tilt_offsets_binary
-
-
-def _json_round_trip(state):
-    def default(o):
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, np.generic):
-            return o.item()
-        raise TypeError(type(o))
-
-    return json.loads(json.dumps(state, default=default))
 
 
 @pytest.fixture(scope="module")
@@ -187,13 +174,13 @@ def test_tilt_belief_is_closer_to_the_truth_than_flat():
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_tilt_state_round_trip(cal_pool, deterministic):
+def test_tilt_state_round_trip(cal_pool, deterministic, json_round_trip):
     pool, labels = cal_pool.pool, cal_pool.labels
     rng = np.random.default_rng(8)
     o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o.initialize(pool)
     _labeled_run(o, pool, labels, rng, n=120)
-    state = _json_round_trip(o.get_state())
+    state = json_round_trip(o.get_state())
     assert state["config"]["within_leaf"] == "tilt"
     o2 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic, within_leaf="tilt")
     o2.initialize(pool)

@@ -3,7 +3,6 @@ calibration. Statistical checks use fixed seeds and tolerances from the Monte Ca
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -22,19 +21,6 @@ from bayes_activeeval.oracles.dirichlet_tree import build_tree
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _json_round_trip(state):
-    """Serialize a state to JSON text and back (arrays become lists)."""
-
-    def default(o):
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, np.generic):
-            return o.item()
-        raise TypeError(type(o))
-
-    return json.loads(json.dumps(state, default=default))
 
 
 def _tiny_pool(strata_scores, probs, classes=(0, 1)):
@@ -135,10 +121,22 @@ def test_belief_shapes_and_normalisation(n_classes, deterministic):
     if deterministic:  # one label per item
         _, first = np.unique(idx, return_index=True)
         idx, y = idx[first], y[first]
+    before = b.probs
     o.update(idx, y, np.full(idx.size, 1.5))
     b = o.belief()
     assert np.allclose(b.probs.sum(1), 1)
     assert o.stratum_probs.shape == (o.K, n_classes)
+    assert not np.allclose(b.probs, before, atol=1e-3)  # the labels moved the belief
+    unl = np.setdiff1d(np.arange(n), idx)
+    assert np.all(b.probs[unl] > 0)
+    if deterministic:  # labeled items get a point mass on their label
+        assert np.array_equal(b.probs[idx], np.eye(n_classes)[y])
+
+
+@pytest.mark.parametrize("name", ["model", "dirichlet-tree", "calibration"])
+def test_belief_needs_initialize(name):
+    with pytest.raises(RuntimeError, match="initialize the oracle model"):
+        make_oracle(name).belief()
 
 
 def test_update_validation(svm_pool):
@@ -294,7 +292,7 @@ def test_deterministic_point_masses_and_cache(svm_pool):
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_state_round_trip_is_exact(svm_pool, deterministic):
+def test_state_round_trip_is_exact(svm_pool, deterministic, json_round_trip):
     sp = svm_pool
     rng = np.random.default_rng(5)
     o = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
@@ -302,7 +300,7 @@ def test_state_round_trip_is_exact(svm_pool, deterministic):
     prop = bae.optimal_proposal(sp.pool, "f1", belief=o.belief())
     d = prop.draw(150, rng)
     o.update(d.indices, sp.labels[d.indices], d.weights)
-    state = _json_round_trip(o.get_state())
+    state = json_round_trip(o.get_state())
     o2 = DirichletTreeOracle(n_strata=64, depth=6, deterministic=deterministic)
     o2.initialize(sp.pool)
     o2.set_state(state)
@@ -535,7 +533,7 @@ def test_calibration_stochastic_uses_weights():
 
 
 @pytest.mark.parametrize("predictive", ["map", "mean"])
-def test_calibration_state_round_trip(svm_pool, predictive):
+def test_calibration_state_round_trip(svm_pool, predictive, json_round_trip):
     sp = svm_pool
     for det in (True, False):
         o = CalibrationOracle(deterministic=det, predictive=predictive)
@@ -544,8 +542,31 @@ def test_calibration_state_round_trip(svm_pool, predictive):
         o.update(d.indices, sp.labels[d.indices], d.weights)
         o2 = CalibrationOracle(deterministic=det, predictive=predictive)
         o2.initialize(sp.pool)
-        o2.set_state(_json_round_trip(o.get_state()))
+        o2.set_state(json_round_trip(o.get_state()))
         assert np.array_equal(o2.belief().probs, o.belief().probs)
+
+
+def test_calibration_initialize_feature(svm_pool):
+    """``initialize`` is ``initialize_feature`` on the pool's clipped logit; :func:`log_odds` is
+    the logit at full precision."""
+    from bayes_activeeval.oracles.calibration import log_odds
+
+    sp = svm_pool
+    d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
+    prob = sp.pool.view().prob
+    fits = []
+    for x in (None, special.logit(np.clip(prob[:, 1], 1e-6, 1 - 1e-6))):
+        o = CalibrationOracle()
+        o.initialize(sp.pool)
+        if x is not None:
+            o.initialize_feature(x, o.prior_belief, 1)
+        o.update(d.indices, sp.labels[d.indices], d.weights)
+        fits.append(o)
+    assert np.array_equal(fits[1].strata, fits[0].strata)
+    assert np.array_equal(fits[1].belief().probs, fits[0].belief().probs)
+    assert np.allclose(log_odds(prob, 1), special.logit(prob[:, 1]), atol=1e-6, rtol=1e-6)
+    with pytest.raises(ValueError, match="prior"):
+        fits[0].initialize_feature(np.zeros(5), fits[0].prior_belief, 1)
 
 
 def test_calibration_rejects_multiclass():

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-__all__ = ["LabelCache", "check_update", "prior_probs", "stratification_scores"]
+__all__ = ["LabelCache", "check_update", "log_odds", "prior_probs", "stratification_scores"]
 
 
 def prior_probs(pool, model: str | None) -> np.ndarray:
@@ -32,6 +32,17 @@ def prior_probs(pool, model: str | None) -> np.ndarray:
         "the pool has neither probs nor (binary) scores for model "
         f"{name!r}; an oracle model needs one of them to set its prior"
     )
+
+
+def log_odds(probs: np.ndarray, pos: int) -> np.ndarray:
+    """``log P(pos) − log P(other)`` of binary class probabilities ``(n, 2)`` at full precision.
+
+    Unlike ``logit(clip(p, clip, 1 − clip))`` (the calibration oracle's default covariate) this
+    keeps items below the clip apart; only exact zeros are floored (at the smallest normal float).
+    """
+    probs = np.asarray(probs, dtype=float)
+    tiny = np.finfo(float).tiny
+    return np.log(np.clip(probs[:, pos], tiny, 1.0)) - np.log(np.clip(probs[:, 1 - pos], tiny, 1.0))
 
 
 def stratification_scores(pool, model: str | None) -> np.ndarray:
@@ -104,6 +115,30 @@ def check_config(state: dict[str, Any], mine: dict[str, Any], keys: tuple[str, .
                 f"state has {key}={cfg[key]!r} but this oracle model has {key}={mine[key]!r}; "
                 "initialize it with the same pool and options"
             )
+
+
+def common_state(oracle) -> dict[str, Any]:
+    """The part of a fitted oracle model's state that every model shares: its name, its
+    ``_config()``, the update count and, for a deterministic oracle, the label cache."""
+    oracle._check_ready()
+    state: dict[str, Any] = {
+        "oracle": oracle.name,
+        "config": oracle._config(),
+        "n_updates": oracle.n_updates,
+    }
+    if oracle.deterministic:
+        state.update(oracle.cache.get_state())
+    return state
+
+
+def restore_common_state(oracle, state: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Undo :func:`common_state` after checking the configuration on ``keys``
+    (:func:`check_config`)."""
+    oracle._check_ready()
+    check_config(state, oracle._config(), keys)
+    oracle.n_updates = int(state.get("n_updates", 0))
+    if oracle.deterministic:
+        oracle.cache.set_state(state)
 
 
 class LabelCache:

@@ -43,6 +43,11 @@ class OracleModel(ABC):
 
     deterministic: bool = True
     name: str = "oracle"
+    _ready: bool = False  # set by initialize()
+
+    def _check_ready(self) -> None:
+        if not self._ready:
+            raise RuntimeError("initialize the oracle model with a pool first")
 
     @abstractmethod
     def initialize(self, pool, model: str | None = None) -> None:
@@ -85,6 +90,7 @@ class PluginOracle(OracleModel):
     def initialize(self, pool, model: str | None = None) -> None:
         models = pool.models if model is None else (pool.check_model(model),)
         self._probs = pool_belief(pool, tuple(models)).probs
+        self._ready = True
 
     def update(self, indices, labels, weights) -> None:
         if self.deterministic:
@@ -92,8 +98,7 @@ class PluginOracle(OracleModel):
                 self._known[int(i)] = int(y)
 
     def belief(self) -> CategoricalBelief:
-        if self._probs is None:
-            raise RuntimeError("initialize the oracle model with a pool first")
+        self._check_ready()
         if not self._known:
             return CategoricalBelief(self._probs)
         probs = self._probs.copy()

@@ -51,13 +51,20 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import check_count, check_rng
+from .._validation import as_1d, check_count, check_finite, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
-from ._common import LabelCache, check_config, check_update, prior_probs
+from ._common import (
+    LabelCache,
+    check_update,
+    common_state,
+    log_odds,
+    prior_probs,
+    restore_common_state,
+)
 from .base import OracleModel, register_oracle
 
-__all__ = ["CalibrationOracle"]
+__all__ = ["CalibrationOracle", "log_odds"]
 
 
 class CalibrationOracle(OracleModel):
@@ -147,7 +154,6 @@ class CalibrationOracle(OracleModel):
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.grid_size = int(grid_size)
-        self._ready = False
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
@@ -171,18 +177,32 @@ class CalibrationOracle(OracleModel):
             if view.score is None:
                 raise ValueError("feature='score' needs a pool with scores")
             x = np.asarray(view.score, dtype=float)
-        s = prior_probs(pool, self.model)
+        self.initialize_feature(x, prior_probs(pool, self.model), pool.pos, feature=feature)
+
+    def initialize_feature(
+        self, x: np.ndarray, prior: np.ndarray, pos: int, *, feature: str = "logit"
+    ) -> None:
+        """Set up the model on a given covariate ``x`` (shape ``(n,)``) instead of the pool's.
+
+        :meth:`initialize` calls this with the (clipped) logit or the raw score; a caller that
+        needs another covariate — e.g. the full-precision :func:`log_odds`, which the clipped logit
+        flattens in the far lower tail — passes it here. ``prior`` is the ``(n, 2)`` belief before
+        any label, ``pos`` the positive class and ``feature`` the name recorded in the state. The
+        strata are recomputed from ``x`` (``n_strata`` cumulative-sqrt(F) strata). Any labels are
+        discarded.
+        """
+        x = check_finite(as_1d(x, "x", dtype=float), "x")
+        prior = np.asarray(prior, dtype=float)
+        if prior.shape != (x.size, 2):
+            raise ValueError(f"prior has shape {prior.shape}; expected ({x.size}, 2)")
         strata = None
         if self.n_strata > 0:
             strata, _ = score_strata(x, self.n_strata, method="csf")
-        self._init_arrays(x, s, pool.pos, strata, feature)
-
-    def _init_arrays(self, x, s, pos, strata, feature) -> None:
-        self.x = np.asarray(x, dtype=float)
+        self.x = x
         self.n_items = self.x.size
         self.pos = int(pos)
         self.used_feature = feature
-        self.prior_belief = np.asarray(s, dtype=float)
+        self.prior_belief = prior
         # pivot: the mean feature of the items the model expects to be positive, which is where
         # the labels carry information about the map when positives are rare (it decorrelates
         # c and β and keeps the Laplace approximation good where it matters)
@@ -228,10 +248,6 @@ class CalibrationOracle(OracleModel):
         self._grid_logit = None
         self.predictive_ess_ = None
         self._ready = True
-
-    def _check_ready(self) -> None:
-        if not self._ready:
-            raise RuntimeError("initialize the oracle model with a pool first")
 
     @property
     def n_params(self) -> int:
@@ -478,18 +494,22 @@ class CalibrationOracle(OracleModel):
         probabilities. A deterministic oracle's labeled items get point masses.
         """
         self._check_ready()
-        if self.n_labels == 0:
-            probs = self.prior_belief.copy()
+        if self.n_labels == 0:  # no labeled item to give a point mass either
+            return CategoricalBelief(self.prior_belief.copy())
+        if self.predictive_kind == "map":
+            p1 = special.expit(self.linear_predictor()[0])
         else:
-            if self.predictive_kind == "map":
-                p1 = special.expit(self.linear_predictor()[0])
-            else:
-                flat, t = self._interp
-                g = self._grid_logit.ravel()
-                p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
-            probs = np.empty((self.n_items, 2))
-            probs[:, self.pos] = p1
-            probs[:, 1 - self.pos] = 1.0 - p1
+            flat, t = self._interp
+            g = self._grid_logit.ravel()
+            p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
+        return self._binary_belief(p1)
+
+    def _binary_belief(self, p1: np.ndarray) -> CategoricalBelief:
+        """The two-class belief with ``P(y = pos) = p1``; labeled items of a deterministic oracle
+        get point masses."""
+        probs = np.empty((self.n_items, 2))
+        probs[:, self.pos] = p1
+        probs[:, 1 - self.pos] = 1.0 - p1
         if self.deterministic:
             self.cache.point_masses(probs)
         return CategoricalBelief(probs)
@@ -529,34 +549,19 @@ class CalibrationOracle(OracleModel):
 
     def get_state(self) -> dict[str, Any]:
         """Config, the labels (or weighted draws) and the fitted parameters and covariance."""
-        self._check_ready()
-        state: dict[str, Any] = {
-            "oracle": self.name,
-            "config": self._config(),
-            "n_updates": self.n_updates,
-            "params": self.params.copy(),
-            "cov": None if self.cov_ is None else self.cov_.copy(),
-        }
-        if self.deterministic:
-            state.update(self.cache.get_state())
-        else:
-            state.update(
-                {
-                    "draw_items": self._draw_idx.copy(),
-                    "draw_labels": self._draw_y.copy(),
-                    "draw_weights": self._draw_w.copy(),
-                }
-            )
+        state = common_state(self)
+        state["params"] = self.params.copy()
+        state["cov"] = None if self.cov_ is None else self.cov_.copy()
+        if not self.deterministic:
+            state["draw_items"] = self._draw_idx.copy()
+            state["draw_labels"] = self._draw_y.copy()
+            state["draw_weights"] = self._draw_w.copy()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
-        self._check_ready()
-        check_config(state, self._config(), ("n_items", "n_effects", "deterministic", "feature"))
-        self.n_updates = int(state.get("n_updates", 0))
-        if self.deterministic:
-            self.cache.set_state(state)
-        else:
+        restore_common_state(self, state, ("n_items", "n_effects", "deterministic", "feature"))
+        if not self.deterministic:
             self._draw_idx = np.asarray(state["draw_items"], dtype=np.int64).copy()
             self._draw_y = np.asarray(state["draw_labels"], dtype=np.int64).copy()
             self._draw_w = np.asarray(state["draw_weights"], dtype=float).copy()
@@ -643,12 +648,7 @@ class CalibrationOracle(OracleModel):
             if u is not None:
                 eta = eta + u[:, self.strata[sl]]
             p1[sl] = special.expit(eta).mean(axis=0)
-        probs = np.empty((self.n_items, 2))
-        probs[:, self.pos] = p1
-        probs[:, 1 - self.pos] = 1.0 - p1
-        if self.deterministic:
-            self.cache.point_masses(probs)
-        return CategoricalBelief(probs)
+        return self._binary_belief(p1)
 
     def __repr__(self) -> str:
         kind = "deterministic" if self.deterministic else "stochastic"

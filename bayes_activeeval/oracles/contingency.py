@@ -94,6 +94,45 @@ def _within_cell_bins(cell: np.ndarray, score: np.ndarray, n_bins: int) -> np.nd
     return np.minimum(rank * n_bins // sizes[cell], n_bins - 1)
 
 
+def _check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The labeled items as int64 pool indices (checked) and their labels as encoded int64
+    class indices (``encoded=True``: given so; else encoded by the pool)."""
+    M = pool.n_items
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= M):
+        raise ValueError(f"indices has entries outside 0..{M - 1}")
+    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
+    return idx, np.asarray(y, dtype=np.int64)
+
+
+def _unlabeled_loss_sums(
+    m: Measure, views, p: np.ndarray, group: np.ndarray, n_groups: int, known, y_known, C: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Σ p(x) ℓ(x, c)`` over each group's unlabeled items for every class ``c``, shape
+    ``(n_groups, C, d)``, and ``Σ p(x) ℓ(x, y(x))`` over the labeled (``known``) items, shape
+    ``(d,)``. Chunked over the pool; ``group`` may hold anything for labeled items."""
+    M, d = p.size, m.dim
+    pu_all = p * ~known
+    group = np.maximum(group, 0)
+    Lsum = np.zeros((n_groups, C, d))
+    R_known = np.zeros(d)
+    for start in range(0, M, CHUNK):
+        sl = slice(start, min(start + CHUNK, M))
+        v = views(sl)
+        g, pu = group[sl], pu_all[sl]
+        for c in range(C):
+            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
+            for j in range(d):
+                Lsum[:, c, j] += np.bincount(g, weights=pu * L[:, j], minlength=n_groups)
+            kn = known[sl] & (y_known[sl] == c)
+            if kn.any():
+                R_known += p[sl][kn] @ L[kn]
+    return Lsum, R_known
+
+
 def contingency_table(
     pool,
     measure: str | Measure,
@@ -123,14 +162,7 @@ def contingency_table(
         raise ValueError(f"weighting must be 'design' or 'none', got {weighting!r}")
     n_bins = check_count(n_bins, "n_bins")
     M, C = pool.n_items, pool.n_classes
-    idx = np.asarray(indices)
-    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
-    idx = idx.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= M):
-        raise ValueError(f"indices has entries outside 0..{M - 1}")
-    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
-    y = y.astype(np.int64)
+    idx, y = _check_labeled(pool, indices, labels, encoded)
     w = np.asarray(weights, dtype=float)
     if y.shape != idx.shape or w.shape != idx.shape:
         raise ValueError(
@@ -139,10 +171,7 @@ def contingency_table(
         )
     if np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise ValueError("weights must be positive and finite")
-    # prediction key: joint predicted class of the measure's models
-    key = np.zeros(M, dtype=np.int64)
-    for j, name in enumerate(models):
-        key += pool.view(name).pred.astype(np.int64) * C**j
+    key = _prediction_key(pool, models)
     score = _cell_scores(pool, models)
     if strata is None:
         h, _ = score_strata(score, check_count(n_strata, "n_strata"))
@@ -167,28 +196,18 @@ def contingency_table(
     if finite and idx.size:
         known[idx] = True
         y_known[idx] = y
-    pu_all = p * ~known
-    P_unl = np.bincount(cell, weights=pu_all, minlength=n_cells)
+    P_unl = np.bincount(cell, weights=p * ~known, minlength=n_cells)
     N_unl = np.bincount(cell, weights=(~known).astype(float), minlength=n_cells)
     P_all = np.bincount(cell, weights=p, minlength=n_cells)
-    d = m.dim
-    Lsum = np.zeros((n_cells, C, d))
-    R_known = np.zeros(d)
+    Lsum, R_known = _unlabeled_loss_sums(m, views, p, cell, n_cells, known, y_known, C)
     belief = pool_belief(pool, models).probs if pool.has_probs() else None
     prior = np.zeros((n_cells, C))
     logp = np.zeros((n_cells, C))
-    for start in range(0, M, CHUNK):
-        sl = slice(start, min(start + CHUNK, M))
-        v = views(sl)
-        cs, pu = cell[sl], pu_all[sl]
-        for c in range(C):
-            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
-            for j in range(d):
-                Lsum[:, c, j] += np.bincount(cs, weights=pu * L[:, j], minlength=n_cells)
-            kn = known[sl] & (y_known[sl] == c)
-            if kn.any():
-                R_known += p[sl][kn] @ L[kn]
-            if belief is not None:
+    if belief is not None:  # chunked as the loss sums were (same summation order as before)
+        for start in range(0, M, CHUNK):
+            sl = slice(start, min(start + CHUNK, M))
+            cs = cell[sl]
+            for c in range(C):
                 bc = belief[sl, c]
                 prior[:, c] += np.bincount(cs, weights=p[sl] * bc, minlength=n_cells)
                 lb = np.log(np.clip(bc, 1e-12, 1.0))
@@ -242,6 +261,16 @@ def contingency_table(
         "n_classes": C,
         "deterministic": deterministic,
     }
+
+
+def _prediction_key(pool, models: tuple[str, ...]) -> np.ndarray:
+    """Every item's joint predicted class under ``models``, ``Σ_j pred_j C^j`` (decoded by
+    :func:`_key_names`)."""
+    C = pool.n_classes
+    key = np.zeros(pool.n_items, dtype=np.int64)
+    for j, name in enumerate(models):
+        key += pool.view(name).pred.astype(np.int64) * C**j
+    return key
 
 
 def _key_names(pool, keys: np.ndarray, models: tuple[str, ...]) -> list[str]:
@@ -596,6 +625,7 @@ def _calibration_posterior(
     """
     from scipy import special
 
+    from ._common import log_odds
     from .calibration import CalibrationOracle
 
     if fit not in ("laplace", "nuts"):
@@ -616,14 +646,7 @@ def _calibration_posterior(
             f"(got task={pool.task!r}); use method='conjugate' or 'pymc'"
         )
     M, C, pos = pool.n_items, 2, int(pool.pos)
-    idx = np.asarray(indices)
-    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise ValueError(f"indices must be a 1-D array of item indices, got shape {idx.shape}")
-    idx = idx.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= M):
-        raise ValueError(f"indices has entries outside 0..{M - 1}")
-    y = np.asarray(labels, dtype=np.int64) if encoded else pool.encode_labels(labels)
-    y = np.asarray(y, dtype=np.int64)
+    idx, y = _check_labeled(pool, indices, labels, encoded)
     if y.shape != idx.shape:
         raise ValueError(
             f"indices and labels must have the same length, got {idx.size} and {y.size}"
@@ -631,33 +654,26 @@ def _calibration_posterior(
     if y.size and (y.min() < 0 or y.max() >= C):
         raise ValueError("labels must be class indices 0..1 when encoded=True")
     ui, first = np.unique(idx, return_index=True)
+    if ui.size == 0:
+        raise ValueError("method='calibration' needs at least one labeled item")
     yu = y[first]
     opts = dict(calibration_options or {})
     S = chains * draws
     opts.setdefault("n_samples", max(512, 2 * S))
     oracle = CalibrationOracle(deterministic=True, model=models[0], **opts)
     oracle.initialize(pool, models[0])
-    view = pool.view(models[0])
     if oracle.used_feature == "logit" and "clip" not in opts:
         # the oracle clips probabilities at 1e-6 before the logit; rare-positive pools have most
         # of their items below that, and a label model that sees them all at logit(1e-6)
         # predicts phantom positives in the bulk: use the log-odds at full precision here
-        tiny = np.finfo(float).tiny
-        x = np.log(np.clip(view.prob[:, pos], tiny, 1.0)) - np.log(
-            np.clip(view.prob[:, 1 - pos], tiny, 1.0)
-        )
-        strata = score_strata(x, oracle.n_strata)[0] if oracle.n_strata > 0 else None
-        oracle._init_arrays(x, oracle.prior_belief, pos, strata, "logit")
-    if ui.size:
-        oracle.update(ui, yu)
+        x = log_odds(pool.view(models[0]).prob, pos)
+        oracle.initialize_feature(x, oracle.prior_belief, pos, feature="logit")
+    oracle.update(ui, yu)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
     y_known = np.zeros(M, dtype=np.int64)
     y_known[ui] = yu
-    # prediction key (joint predictions of the measure's models) for grouping
-    key = np.zeros(M, dtype=np.int64)
-    for j, name in enumerate(models):
-        key += pool.view(name).pred.astype(np.int64) * C**j
+    key = _prediction_key(pool, models)  # for grouping
     x, h = oracle.x, oracle.strata
     xb = np.floor((x - x.min()) / bw).astype(np.int64)
     nxb = int(xb.max()) + 1
@@ -674,26 +690,11 @@ def _calibration_posterior(
     xbar = np.bincount(binv, weights=x[unl], minlength=nb) / np.maximum(N, 1)
     bin_h = (bins // nxb) % H
     bin_key = bins // (nxb * H)
-    Lsum = np.zeros((C, nb, d))
-    R_known = np.zeros(d)
-    for start in range(0, M, CHUNK):
-        sl = slice(start, min(start + CHUNK, M))
-        v = views(sl)
-        ib, u = item_bin[sl], unl[sl]
-        for c in range(C):
-            L = m.loss(np.full(sl.stop - sl.start, c, dtype=np.int32), v)
-            if u.any():
-                for j in range(d):
-                    Lsum[c, :, j] += np.bincount(ib[u], weights=p[sl][u] * L[u, j], minlength=nb)
-            kn = known[sl] & (y_known[sl] == c)
-            if kn.any():
-                R_known += p[sl][kn] @ L[kn]
-    base = R_known + Lsum[1 - pos].sum(axis=0)
-    D = Lsum[pos] - Lsum[1 - pos]  # (bin, d)
+    Lsum, R_known = _unlabeled_loss_sums(m, views, p, item_bin, nb, known, y_known, C)
+    base = R_known + Lsum[:, 1 - pos].sum(axis=0)
+    D = Lsum[:, pos] - Lsum[:, 1 - pos]  # (bin, d)
     # parameter draws of the label model
     extra: dict[str, np.ndarray] = {}
-    if ui.size == 0:
-        raise ValueError("method='calibration' needs at least one labeled item")
     if fit == "laplace":
         thetas, w = oracle.posterior_samples()
         pick = rng.choice(thetas.shape[0], size=S, p=w)

@@ -69,9 +69,11 @@ from ..beliefs import CategoricalBelief
 from ..strata import score_strata
 from ._common import (
     LabelCache,
-    check_config,
     check_update,
+    common_state,
+    log_odds,
     prior_probs,
+    restore_common_state,
     stratification_scores,
 )
 from .base import OracleModel, register_oracle
@@ -507,7 +509,6 @@ class DirichletTreeOracle(OracleModel):
         self.em_max_iter = int(em_max_iter)
         self.accelerate = bool(accelerate)
         self.within_leaf = within_leaf
-        self._ready = False
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
@@ -550,15 +551,12 @@ class DirichletTreeOracle(OracleModel):
         self.obs = np.zeros((K, C))  # labeled counts (deterministic) / weighted counts (stochastic)
         self.cache = LabelCache(n)
         if self.within_leaf == "tilt":
-            floor = np.maximum(s, 1e-300)
             if C == 2:
-                self._item_logit = np.clip(
-                    np.log(floor[:, 1]) - np.log(floor[:, 0]), -_LOGIT_CLIP, _LOGIT_CLIP
-                )
+                self._item_logit = np.clip(log_odds(s, 1), -_LOGIT_CLIP, _LOGIT_CLIP)
                 self._logit_min, self._logit_max = _leaf_ranges(strata, self._item_logit, K)
                 self.within_offsets = np.zeros(K)
             else:
-                self._item_log_s = np.maximum(np.log(floor), -2 * _LOGIT_CLIP)
+                self._item_log_s = np.maximum(np.log(np.maximum(s, 1e-300)), -2 * _LOGIT_CLIP)
                 self.within_offsets = np.zeros((K, C))
             # 1 for items sharing their leaf's mass (unlabeled; every item if stochastic)
             self._unlabeled_mask = np.ones(n) if self.deterministic else None
@@ -571,10 +569,6 @@ class DirichletTreeOracle(OracleModel):
             self._run_em()
         else:
             self._stochastic_refresh()
-
-    def _check_ready(self) -> None:
-        if not self._ready:
-            raise RuntimeError("initialize the oracle model with a pool first")
 
     # -- deterministic oracle: EM toward the MAP (App. F) ---------------------------------------
     def _prior_mode(self) -> tuple[np.ndarray, np.ndarray]:
@@ -811,36 +805,26 @@ class DirichletTreeOracle(OracleModel):
 
     def get_state(self) -> dict[str, Any]:
         """Everything :meth:`set_state` needs: config, labels or weighted counts, EM parameters."""
-        self._check_ready()
-        state: dict[str, Any] = {
-            "oracle": self.name,
-            "config": self._config(),
-            "n_updates": self.n_updates,
-            "n_draws": self.n_draws,
-            "em_iterations": self.em_iterations,
-            "log_theta": self.log_theta.copy(),
-            "log_branch": self.log_branch.copy(),
-        }
+        state = common_state(self)
+        state["n_draws"] = self.n_draws
+        state["em_iterations"] = self.em_iterations
+        state["log_theta"] = self.log_theta.copy()
+        state["log_branch"] = self.log_branch.copy()
         if self.within_leaf == "tilt":
             state["within_offsets"] = self.within_offsets.copy()
-        if self.deterministic:
-            state.update(self.cache.get_state())
-        else:
+        if not self.deterministic:
             state["counts"] = self.obs.copy()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
-        self._check_ready()
-        check_config(
-            state, self._config(), ("n_items", "n_leaves", "n_classes", "depth", "deterministic")
+        restore_common_state(
+            self, state, ("n_items", "n_leaves", "n_classes", "depth", "deterministic")
         )
         C = self.n_classes
-        self.n_updates = int(state.get("n_updates", 0))
         self.n_draws = int(state.get("n_draws", 0))
         self.em_iterations = int(state.get("em_iterations", 0))
         if self.deterministic:
-            self.cache.set_state(state)
             items = self.cache.items
             self.obs = (
                 np.bincount(self.strata[items] * C + self.cache.label[items], minlength=self.K * C)
