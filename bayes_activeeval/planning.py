@@ -119,14 +119,6 @@ def expected_labels(q: np.ndarray, n: int) -> float:
     return float(np.sum(-np.expm1(n * np.log1p(-np.clip(q, 0.0, 1.0 - 1e-15)))))
 
 
-def _variance(proposal: Proposal, u: np.ndarray) -> float:
-    p, q = proposal.p, proposal.q
-    need = p * u > 0
-    if np.any(need & (q <= 0)):
-        return np.inf
-    return float(np.sum(np.where(need, p**2 * u / np.where(q > 0, q, 1.0), 0.0)))
-
-
 def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Proposal, np.ndarray]:
     """The proposal for ``design`` and ``u(x)`` under the comparison belief."""
     if design not in DESIGNS:
@@ -211,7 +203,7 @@ def labels_for_power(
     if len(pair) != 2:
         raise ValueError(f"models must name exactly two models, got {models!r}")
     prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
-    var = _variance(prop, u)
+    var = prop.predicted_variance(u)
     if not np.isfinite(var):
         raise ValueError(
             f"the {design!r} proposal gives zero mass where the difference can vary; use mix > 0"
@@ -278,7 +270,7 @@ def labels_for_width(
         opt = optimal_proposal(pool, get_measure(measure), model=model, belief=belief, mix=mix)
         u = opt.info["u"]
         prop = opt if design == "optimal" else passive_proposal(pool)
-    var = _variance(prop, u)
+    var = prop.predicted_variance(u)
     if not np.isfinite(var):
         raise ValueError(f"the {design!r} proposal gives zero mass where it is needed; use mix > 0")
     z = stats.norm.ppf(0.5 + level / 2)

@@ -179,14 +179,15 @@ class Proposal:
         idx = np.searchsorted(self._cdf, u, side="right")
         return np.minimum(idx, self.q.size - 1).astype(np.int64)
 
-    def predicted_variance(self) -> float:
+    def predicted_variance(self, u: np.ndarray | None = None) -> float:
         """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Sec. 1.7 of the
         catalogue; Lemma 3.4), from the belief the proposal was built with.
 
         ``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²``; divide by ``n`` for the variance of an estimate from
-        ``n`` draws. Only available for proposals that computed ``u``.
+        ``n`` draws. Pass ``u`` to evaluate this proposal under another belief or measure (e.g.
+        a passive proposal, which computes none); ``inf`` when ``q = 0`` where ``p u > 0``.
         """
-        u = self.info.get("u")
+        u = self.info.get("u") if u is None else np.asarray(u, dtype=float)
         if u is None:
             raise ValueError(
                 "this proposal has no expected deviations u(x); build it with a measure"

@@ -300,3 +300,15 @@ def test_draws_slice_keeps_indices_weights_and_q_aligned():
     np.testing.assert_array_equal(head.weights, [0.5, 2.0, 0.5])
     np.testing.assert_array_equal(head.q, [0.4, 0.1, 0.4])
     assert d[d.indices == 3].n_distinct == 1
+
+
+def test_predicted_variance_under_another_u(rare_pool):
+    """predicted_variance(u) evaluates Σ p² u / q for any u: the optimal proposal's own u gives its
+    stored value, and a passive proposal (which stores none) gives Σ p² u / p = Σ p u."""
+    pool = rare_pool.pool
+    opt = bae.optimal_proposal(pool, "f1", mix=0.0)
+    u = opt.info["u"]
+    assert opt.predicted_variance(u) == pytest.approx(opt.predicted_variance())
+    passive = bae.passive_proposal(pool)
+    assert passive.predicted_variance(u) == pytest.approx(float(pool.p @ u))
+    assert passive.predicted_variance(u) >= opt.predicted_variance()
