@@ -184,7 +184,7 @@ def test_bad_labels_give_one_line_exit_2_and_leave_session_untouched(labeled_ses
         "label outside classes": (f"id,label\n{ids[4]},{y[4]}\n{ids[5]},yes\n", "not one of the classes"),
         "duplicate ids": (f"id,label\n{ids[4]},{y[4]}\n{ids[4]},{y[4]}\n", "twice"),
         "never drawn": (f"id,label\n{ids[4]},{y[4]}\n{not_drawn},0\n", "was not asked for"),
-        "relabel": (f"id,label\n{ids[0]},{1 - y[0]}\n", "already has label"),
+        "relabel": (f"id,label\n{ids[0]},{1 - y[0]}\n", "already has your label"),
         "missing column": (f"item,label\n{ids[4]},{y[4]}\n", "no column 'id'"),
         "empty": ("", "is empty"),
         "missing label": (f"id,label\n{ids[4]},\n", "empty label"),
