@@ -562,6 +562,45 @@ def _who(annotator: str | None) -> str:
     return annotator or default_annotator()
 
 
+# -- serve ----------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback requires the printed access token.")  # fmt: skip
+@_annotator_option("labels in the browsers (each browser may set its own: /?annotator=NAME)")
+@click.option("--n", "stage_size", type=int, default=20, show_default=True,
+              help="Draws of a new stage.")  # fmt: skip
+@click.option("--batch", type=int, default=5, show_default=True,
+              help="Items leased to one browser at a time.")  # fmt: skip
+@click.option("--lease", "lease_minutes", type=float, default=30.0, show_default=True,
+              help="Minutes a browser's items stay reserved for it.")  # fmt: skip
+@click.option("--level", type=float, default=0.95, show_default=True)
+@_pool_option
+def serve(session, port, host, annotator, stage_size, batch, lease_minutes, level, pool_path):
+    """Serve a local labeling page for SESSION (one browser per annotator, or several)."""
+    from ._validation import check_count, check_level
+    from .serve import ServeConfig
+    from .serve import serve as run_server
+
+    if not (0 <= port < 65536):
+        raise ValueError(f"--port must be in 0..65535, got {port}")
+    if not (lease_minutes > 0):
+        raise ValueError(f"--lease must be positive, got {lease_minutes!r}")
+    cfg = ServeConfig(
+        session=session,
+        pool_path=pool_path,
+        host=host,
+        port=port,
+        annotator=annotator,
+        stage_size=check_count(stage_size, "--n"),
+        batch=check_count(batch, "--batch"),
+        lease=lease_minutes * 60.0,
+        level=check_level(level),
+    )
+    run_server(cfg, echo=lambda m: click.echo(m, err=True))
+
+
 # -- compare --------------------------------------------------------------------------------------
 @main.command()
 @click.argument("session")
