@@ -63,7 +63,9 @@ def main() -> None:
       bae next s.bae --n 20 --out batch.csv      # the items to label
       bae record s.bae labels.csv                # columns id,label
       bae label s.bae                            # or label interactively in the terminal
-      bae status s.bae                           # estimate, interval, budget
+      bae serve s.bae --port 8765                # or in a browser (several at once)
+      bae relabel s.bae ITEM LABEL --reason '…'  # correct a label (audited)
+      bae status s.bae                           # estimate, interval, budget, agreement
       bae report s.bae --out report.html
     """
 
