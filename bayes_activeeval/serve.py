@@ -149,7 +149,8 @@ def create_app(cfg: ServeConfig):
         resp = HTMLResponse(body)
         resp.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
-            "img-src data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+            "img-src data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+            "frame-ancestors 'none'"
         )
         return finish(resp, request, browser, new, name)
 
@@ -385,6 +386,18 @@ document.addEventListener('keydown', (e) => {{
     }}
   }}
 }});
+// the estimate stays live while others label: refresh it every few seconds
+async function refresh() {{
+  try {{
+    const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
+    const parts = st.estimates.map(r => `${{st.measure}} [${{r.model}}] = ${{r.estimate.toFixed(4)}} `
+      + `[${{r.low.toFixed(4)}}, ${{r.high.toFixed(4)}}]`);
+    document.getElementById('live').textContent =
+      `live: ${{st.labels}} labels; ` + (parts.length ? parts.join('; ') : 'no estimate yet');
+  }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
+}}
+refresh();
+setInterval(refresh, 5000);
 </script>"""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -395,7 +408,7 @@ document.addEventListener('keydown', (e) => {{
         f"<div class='bar' title='{esc(progress, quote=True)}'><div style='width:{frac:.1%}'></div>"
         f"</div><p id='progress'>{esc(progress)}; {st['pending']} items of the current stage "
         f"to label</p>{item_html}{undo_form}"
-        f"<div class='side'><div><h2>Estimate</h2>{estimate}</div><div>{_plot_svg(session, cfg.level)}"
+        f"<div class='side'><div><h2>Estimate</h2>{estimate}<p class='note' id='live'></p></div><div>{_plot_svg(session, cfg.level)}"
         f"</div></div>{script}</body></html>"
     )
 

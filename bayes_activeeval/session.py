@@ -1057,13 +1057,11 @@ class Session:
 
             batch = f"{annotator}:{now[:19]}:{secrets.token_hex(3)}"
             expires = _later(seconds)
-            ids = self.pool_file.ids
             con.executemany(
                 "INSERT INTO leases(item, annotator, holder, batch, granted, expires) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(i, annotator, holder, batch, now, expires) for i in free],
             )
-            del ids
         return np.asarray(free, dtype=np.int64)
 
     def _lease(self, n: int, annotator: str, holder: str, seconds: float) -> np.ndarray:

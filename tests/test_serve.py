@@ -194,6 +194,7 @@ def test_two_annotators_and_two_browsers_label_one_session_at_once(team, browser
     disagreement). At the end every annotation is there exactly once and the estimate equals
     that of the same labels recorded by one person."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     d, s, truth = team["dir"], team["session"], team["truth"]
     expected: list[tuple[str, str, str, str]] = []  # (item, annotator, kind, label)
@@ -266,6 +267,8 @@ def test_two_annotators_and_two_browsers_label_one_session_at_once(team, browser
     assert "40 of 40 labels (100%)" in carol.find_element(By.ID, "progress").text
     assert carol.find_elements(By.CSS_SELECTOR, "svg#plot polyline")
     assert "95% interval" in carol.page_source
+    WebDriverWait(carol, 10).until(lambda d: "live: 40 labels; accuracy" in d.find_element(
+        By.ID, "live").text)  # fmt: skip
 
     with Session.open(s, readonly=True) as ss:
         got = sorted((r.id, r.annotator, r.kind, r.label) for r in ss.annotations().itertuples())
