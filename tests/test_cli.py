@@ -72,11 +72,13 @@ def run_rounds(session: Path, sizes, truth, tmp: Path, exact: bool = False) -> i
     some possibly labeled already (free repeats), so up to n are listed; adaptive: exactly n."""
     total = 0
     for k, n in enumerate(sizes):
-        batch = tmp / f"batch{k}.csv"
+        batch = tmp / f"{session.stem}-batch{k}.csv"  # --out never replaces a file silently
         ok("next", session, "--n", n, "--out", batch)
         listed = len(pd.read_csv(batch))
         assert (listed == n) if exact else (0 < listed <= n)
-        res = ok("record", session, label_batch(batch, truth, tmp / f"labels{k}.csv"))
+        res = ok(
+            "record", session, label_batch(batch, truth, tmp / f"{session.stem}-labels{k}.csv")
+        )
         assert f"recorded {listed} labels" in res.stdout
         total += listed
     return total
