@@ -440,12 +440,14 @@ def test_stage_speed_large_pool():
     o.initialize(pool)
     o.update(rng.integers(0, n, 50), (rng.random(50) < 0.3).astype(int), np.ones(50))
     idx = rng.integers(0, n, 50)
-    t = time.perf_counter()
+    # CPU time of this process, not wall time: other jobs on a shared machine do not count
+    t = time.process_time()
     o.update(idx, (rng.random(50) < 0.3).astype(int), np.ones(50))
     o.belief()
-    elapsed = time.perf_counter() - t
-    # target 0.3 s on an idle core; generous bound for a shared CI machine
-    assert elapsed < 1.0, elapsed
+    elapsed = time.process_time() - t
+    # 0.24 s measured on an idle core (benchmarks/results/adaptive_speed_dirichlet-tree.md); the
+    # bound catches a per-item Python loop or a full re-sort, not noise from a loaded machine
+    assert elapsed < 2.0, elapsed
 
 
 # ---------------------------------------------------------------------------------------------
