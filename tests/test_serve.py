@@ -260,10 +260,10 @@ def test_two_annotators_and_two_browsers_label_one_session_at_once(team, browser
     assert recorded_cli and mistyped
     assert len(seen["carol"]) + len(seen["dave"]) == BUDGET - 16
     assert seen["carol"] and seen["dave"]
+    carol.refresh()  # (she may have finished while Dave still held items)
     done = carol.find_element(By.ID, "done").text
     assert "budget of 40 is used up" in done
     # the page shows progress and the live estimate with its interval and plot
-    carol.refresh()
     assert "40 of 40 labels (100%)" in carol.find_element(By.ID, "progress").text
     assert carol.find_elements(By.CSS_SELECTOR, "svg#plot polyline")
     assert "95% interval" in carol.page_source
