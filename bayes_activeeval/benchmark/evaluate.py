@@ -403,6 +403,51 @@ def evaluate(
     """
     lv = check_level(level)
     rng = check_rng(rng)
+    if posterior not in ("conjugate", "pymc", None):
+        raise ValueError(f"posterior must be 'conjugate', 'pymc' or None, got {posterior!r}")
+    lam = float(smoothing)
+    if not (np.isfinite(lam) and lam >= 0):
+        raise ValueError(f"smoothing must be a number >= 0, got {smoothing!r}")
+    sample, y = _labeled_sample(design, indices, benchmark_labels)
+    cs = weighted_cells(sample, y, rule_predictions, pool_margins)
+    est = design_estimate(cs, sample.design, lam, bias_correction)
+    table = interval_table(est, cs, lv)
+    table.attrs.update(
+        {
+            "scheme": sample.design.scheme,
+            "n_labels": len(sample),
+            "pool_size": sample.design.n_items,
+            "smoothing": lam,
+            "bias_correction": int(bool(bias_correction and cs.margins is not None)),
+        }
+    )
+    post = None
+    if posterior is not None:
+        post = cell_posterior(
+            cs.count,
+            cs.weight,
+            cs.weight_sq,
+            cs.margins,
+            sample.design,
+            cs.names,
+            method=posterior,
+            prior=prior,
+            prior_strength=prior_strength,
+            finite_population=finite_population,
+            draws=check_count(draws, "draws"),
+            chains=chains,
+            tune=check_count(tune, "tune", minimum=0),
+            hierarchical=hierarchical,
+            rng=rng,
+        )
+    return BenchmarkEvaluation(table=table, posterior=post, cells=cs.to_dataset(), level=lv)
+
+
+# ------------------------------------------------------------------------------------------------
+# the steps of evaluate: labeled sample -> weighted cells -> estimate and variance -> intervals
+# ------------------------------------------------------------------------------------------------
+def _labeled_sample(design, indices, benchmark_labels) -> tuple[BenchmarkSample, np.ndarray]:
+    """The sample (from a sample, or a design plus ``indices``) and its 0/1 labels."""
     if isinstance(design, BenchmarkSample):
         sample = design
         if indices is not None:
@@ -425,8 +470,7 @@ def evaluate(
             f"design must be a BenchmarkSample (from BenchmarkDesign.sample) or a "
             f"BenchmarkDesign, got {type(design).__name__}"
         )
-    dsg = sample.design
-    N, H, m = dsg.n_items, dsg.n_strata, len(sample)
+    m = len(sample)
     if m == 0:
         raise ValueError("the sample is empty: nothing was labeled")
     if callable(benchmark_labels):
@@ -434,9 +478,50 @@ def evaluate(
     y = as_binary(benchmark_labels, "benchmark_labels")
     if y.size != m:
         raise ValueError(f"benchmark_labels has {y.size} entries but {m} items were sampled")
-    if posterior not in ("conjugate", "pymc", None):
-        raise ValueError(f"posterior must be 'conjugate', 'pymc' or None, got {posterior!r}")
+    return sample, y
 
+
+@dataclass(frozen=True)
+class WeightedCells:
+    """Labeled counts and weight sums per rule x stratum x rule output x label.
+
+    ``count``, ``weight`` (``Σ w``), ``weight_sq`` (``Σ w²``) and ``v`` (``Σ (1 − π) w²``, the
+    Horvitz-Thompson variance factor) are (K, H, 2, 2), indexed ``[rule, stratum, output,
+    label]``; ``margins`` (K, H, 2) the pool counts of each rule output per stratum, or None when
+    the rules are only known on the labeled items; ``n_h`` (H,) labels per stratum.
+    """
+
+    names: list
+    count: np.ndarray
+    weight: np.ndarray
+    weight_sq: np.ndarray
+    v: np.ndarray
+    margins: np.ndarray | None
+    n_h: np.ndarray
+
+    def to_dataset(self) -> xr.Dataset:
+        H = self.count.shape[1]
+        cdims = ("rule", "stratum", "output", "label")
+        ccoords = {"rule": self.names, "stratum": np.arange(H), "output": [0, 1], "label": [0, 1]}
+        cells = xr.Dataset(
+            {
+                "count": (cdims, self.count),
+                "weight": (cdims, self.weight),
+                "weight_sq": (cdims, self.weight_sq),
+            },
+            coords=ccoords,
+        )
+        if self.margins is not None:
+            cells["pool_count"] = (("rule", "stratum", "output"), self.margins)
+        return cells
+
+
+def weighted_cells(
+    sample: BenchmarkSample, y, rule_predictions, pool_margins=None
+) -> WeightedCells:
+    """Step 1 of :func:`evaluate`: the design-weighted cell sums of every rule."""
+    dsg = sample.design
+    N, H, m = dsg.n_items, dsg.n_strata, len(sample)
     names, P = rules_matrix(rule_predictions, N, m)
     Kr = P.shape[0]
     if P.shape[1] == N:
@@ -454,77 +539,105 @@ def evaluate(
             if np.any((pm_ < 0) | (pm_ > dsg.stratum_sizes[None, :])):
                 raise ValueError("pool_margins must be between 0 and the stratum sizes")
             margins = np.stack([dsg.stratum_sizes[None, :] - pm_, pm_], axis=-1)
-
     hs = sample.strata
     w = sample.weights
     n_h = np.bincount(hs, minlength=H)
-    lam = float(smoothing)
-    if not (np.isfinite(lam) and lam >= 0):
-        raise ValueError(f"smoothing must be a number >= 0, got {smoothing!r}")
     # v_j = (1 - pi_j) w_j^2: per-item factor of the Horvitz-Thompson / stratified variance
     v = (1 - sample.inclusion) * w**2
     C = cell_sums(Ps, y, hs, H, np.stack([np.ones(m), w, w**2, v]))
     cnt = np.rint(C[:, 0])  # (K, H, r, y); the r = 0 sums are totals minus r = 1 sums,
     nz = cnt > 0  # so clean the rounding residue of empty cells
     W, W2, V = (np.where(nz, np.maximum(C[:, i], 0.0), 0.0) for i in (1, 2, 3))
+    return WeightedCells(names, cnt, W, W2, V, margins, n_h)
 
+
+@dataclass(frozen=True)
+class DesignEstimate:
+    """Step 2 of :func:`evaluate`: point estimates ``vals`` (K, M), their linearised variance
+    ``var`` and its Satterthwaite denominator ``q2``, the collapsed (empty) cells per rule and the
+    estimator's name."""
+
+    vals: np.ndarray
+    var: np.ndarray
+    q2: np.ndarray
+    collapsed: np.ndarray
+    estimator: str
+
+
+def design_estimate(
+    cs: WeightedCells, dsg: BenchmarkDesign, lam: float, bias_correction: bool
+) -> DesignEstimate:
+    """Step 2 of :func:`evaluate`: the design-weighted estimate and its variance.
+
+    Post-stratified (stratum x rule output) when the rules' pool margins are known, Hajek within
+    strata otherwise; see :func:`evaluate` for the formulas.
+    """
+    W, W2, V, margins = cs.weight, cs.weight_sq, cs.v, cs.margins
+    Kr = W.shape[0]
     Ws = W.sum(axis=(-1, -2))  # (K, H) stratum weight sums (same for every rule)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if margins is not None:
-            estimator = "post-stratified (stratum x rule output)"
-            Wc = W.sum(-1)
-            empty = Wc <= 0
-            poisson = dsg.scheme == "poisson"
-            # the stratum's Hajek positive rate (K, H, 1): the Poisson difference estimator's
-            # working value m_h and the variance estimator's smoothing target
-            m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]
-            ne = np.where(empty, 0.0, Wc**2 / W2.sum(-1))  # Kish size of each cell
-            if poisson:
-                theta, Q = _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam)
-            else:
-                sbar = stratum_guess(dsg)[None, :, None]
-                theta, Q = _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam)
-            TP = (margins[..., 1] * theta[..., 1]).sum(-1)
-            FN = (margins[..., 0] * theta[..., 0]).sum(-1)
-            FP = margins[..., 1].sum(-1) - TP
-            TN = margins[..., 0].sum(-1) - FN
-            vals, G = measures_and_grad(TP, FP, FN, TN)
-            Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
-            var = np.einsum("kmr,khr->km", Gr**2, Q)
-            # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
-            # empty cell's (estimated from its stratum) n_h - 1
-            n_hs = np.broadcast_to(n_h[None, :, None].astype(float), Q.shape)
-            nu = np.maximum(np.where(empty, n_hs, ne) - 1.0, 1.0)
-            q2 = np.einsum("kmr,khr->km", Gr**4, Q**2 / nu)
-            if bias_correction:
-                vals = vals - totals_bias(TP, FN, FP, TN, Q.sum(1))
-                # Poisson: the difference estimator is unbiased because a cell (and, for a rare
-                # rule, a total) may fall below 0; clipping to [0, 1] biases the estimates of
-                # rare rules upwards (random-rule sensitivity at 0.01 / 500: +0.0013 clipped,
-                # +0.0004 unclipped), so only the intervals are clipped
-                if not poisson:
-                    vals = np.clip(vals, 0.0, 1.0)
-            n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
-        else:
-            estimator = "Hajek within strata"
+        if margins is None:
             sizes = dsg.stratum_sizes.astype(float)
             vals, var, q2 = _within_strata(W, W2, V, Ws, sizes, lam)
-            n_collapsed = np.zeros(Kr, dtype=int)
+            return DesignEstimate(vals, var, q2, np.zeros(Kr, dtype=int), "Hajek within strata")
+        Wc = W.sum(-1)
+        empty = Wc <= 0
+        poisson = dsg.scheme == "poisson"
+        # the stratum's Hajek positive rate (K, H, 1): the Poisson difference estimator's
+        # working value m_h and the variance estimator's smoothing target
+        m_h = np.where(Ws > 0, W[..., 1].sum(-1) / Ws, 0.0)[..., None]
+        ne = np.where(empty, 0.0, Wc**2 / W2.sum(-1))  # Kish size of each cell
+        if poisson:
+            theta, Q = _difference_cells(W, V, Ws, margins, m_h, ne, empty, lam)
+        else:
+            sbar = stratum_guess(dsg)[None, :, None]
+            theta, Q = _ratio_cells(W, V, Ws, margins, m_h, ne, empty, sbar, lam)
+        TP = (margins[..., 1] * theta[..., 1]).sum(-1)
+        FN = (margins[..., 0] * theta[..., 0]).sum(-1)
+        FP = margins[..., 1].sum(-1) - TP
+        TN = margins[..., 0].sum(-1) - FN
+        vals, G = measures_and_grad(TP, FP, FN, TN)
+        Gr = np.stack([G[..., 2] - G[..., 3], G[..., 0] - G[..., 1]], axis=-1)  # (K, M, r)
+        var = np.einsum("kmr,khr->km", Gr**2, Q)
+        # Satterthwaite degrees of freedom of var: a cell's term has n_e - 1 d.f.; an
+        # empty cell's (estimated from its stratum) n_h - 1
+        n_hs = np.broadcast_to(cs.n_h[None, :, None].astype(float), Q.shape)
+        nu = np.maximum(np.where(empty, n_hs, ne) - 1.0, 1.0)
+        q2 = np.einsum("kmr,khr->km", Gr**4, Q**2 / nu)
+        if bias_correction:
+            vals = vals - totals_bias(TP, FN, FP, TN, Q.sum(1))
+            # Poisson: the difference estimator is unbiased because a cell (and, for a rare
+            # rule, a total) may fall below 0; clipping to [0, 1] biases the estimates of
+            # rare rules upwards (random-rule sensitivity at 0.01 / 500: +0.0013 clipped,
+            # +0.0004 unclipped), so only the intervals are clipped
+            if not poisson:
+                vals = np.clip(vals, 0.0, 1.0)
+        n_collapsed = (empty & (margins > 0)).sum(axis=(-1, -2))
+    return DesignEstimate(vals, var, q2, n_collapsed, "post-stratified (stratum x rule output)")
 
+
+#: Cells (rule output, label) in each measure's denominator, for its Kish effective size.
+_DENOMINATOR_CELLS = {
+    "sensitivity": [(0, 1), (1, 1)],
+    "specificity": [(0, 0), (1, 0)],
+    "precision": [(1, 1), (1, 0)],
+    "f1": [(1, 1), (1, 0), (0, 1)],
+    "accuracy": [(0, 0), (0, 1), (1, 0), (1, 1)],
+}
+
+
+def interval_table(est: DesignEstimate, cs: WeightedCells, level: float) -> xr.Dataset:
+    """Step 3 of :func:`evaluate`: standard errors, Satterthwaite d.f., effective sizes and the
+    Wald, t and Wilson intervals (rule, measure) at ``level``."""
+    vals, var, q2 = est.vals, est.var, est.q2
+    with np.errstate(divide="ignore", invalid="ignore"):
         # Kish effective sizes of each measure's denominator
-        Wry = W.sum(1)  # (K, r, y)
-        W2ry = W2.sum(1)
-        sel = {
-            "sensitivity": [(0, 1), (1, 1)],
-            "specificity": [(0, 0), (1, 0)],
-            "precision": [(1, 1), (1, 0)],
-            "f1": [(1, 1), (1, 0), (0, 1)],
-            "accuracy": [(0, 0), (0, 1), (1, 0), (1, 1)],
-        }
+        Wry = cs.weight.sum(1)  # (K, r, y)
+        W2ry = cs.weight_sq.sum(1)
         kish = np.stack(
             [
-                sum(Wry[:, r, yy] for r, yy in sel[mm]) ** 2
-                / sum(W2ry[:, r, yy] for r, yy in sel[mm])
+                sum(Wry[:, r, yy] for r, yy in _DENOMINATOR_CELLS[mm]) ** 2
+                / sum(W2ry[:, r, yy] for r, yy in _DENOMINATOR_CELLS[mm])
                 for mm in MEASURES
             ],
             axis=-1,
@@ -539,15 +652,14 @@ def evaluate(
         se = np.where(defined, se, np.nan)
         df = np.where(q2 > 0, var**2 / q2, np.inf)
         df = np.where(defined, np.maximum(df, 1.0), np.nan)
-        z = stats.norm.ppf(0.5 + lv / 2)
+        z = stats.norm.ppf(0.5 + level / 2)
         wl, wh = np.clip(vals - z * se, 0, 1), np.clip(vals + z * se, 0, 1)
-        tq = stats.t.ppf(0.5 + lv / 2, np.where(np.isfinite(df), df, 1e6))
+        tq = stats.t.ppf(0.5 + level / 2, np.where(np.isfinite(df), df, 1e6))
         tl, th = np.clip(vals - tq * se, 0, 1), np.clip(vals + tq * se, 0, 1)
         sl, sh = wilson_interval(vals, n_eff, z)
-
-    coords = {"rule": names, "measure": list(MEASURES)}
+    coords = {"rule": cs.names, "measure": list(MEASURES)}
     dims = ("rule", "measure")
-    table = xr.Dataset(
+    return xr.Dataset(
         {
             "estimate": (dims, vals),
             "stderr": (dims, se),
@@ -559,45 +671,8 @@ def evaluate(
             "t_high": (dims, th),
             "wilson_low": (dims, sl),
             "wilson_high": (dims, sh),
-            "collapsed_cells": (("rule",), n_collapsed),
+            "collapsed_cells": (("rule",), est.collapsed),
         },
         coords=coords,
-        attrs={
-            "estimator": estimator,
-            "level": lv,
-            "scheme": dsg.scheme,
-            "n_labels": m,
-            "pool_size": N,
-            "smoothing": lam,
-            "bias_correction": int(bool(bias_correction and margins is not None)),
-        },
+        attrs={"estimator": est.estimator, "level": level},
     )
-    cdims = ("rule", "stratum", "output", "label")
-    ccoords = {"rule": names, "stratum": np.arange(H), "output": [0, 1], "label": [0, 1]}
-    cells = xr.Dataset(
-        {"count": (cdims, cnt), "weight": (cdims, W), "weight_sq": (cdims, W2)},
-        coords=ccoords,
-    )
-    if margins is not None:
-        cells["pool_count"] = (("rule", "stratum", "output"), margins)
-
-    post = None
-    if posterior is not None:
-        post = cell_posterior(
-            cnt,
-            W,
-            W2,
-            margins,
-            dsg,
-            names,
-            method=posterior,
-            prior=prior,
-            prior_strength=prior_strength,
-            finite_population=finite_population,
-            draws=check_count(draws, "draws"),
-            chains=chains,
-            tune=check_count(tune, "tune", minimum=0),
-            hierarchical=hierarchical,
-            rng=rng,
-        )
-    return BenchmarkEvaluation(table=table, posterior=post, cells=cells, level=lv)
