@@ -874,7 +874,7 @@ class ActiveEvaluator:
     def posterior(self, method: str | None = None, **kwargs: Any):
         """Posterior of the measure on the pool.
 
-        See :func:`bayes_activeeval.oracles.contingency.contingency_posterior`; the labeled draws
+        See :func:`bayes_activeeval.posterior.contingency_posterior`; the labeled draws
         (with their weights) are passed for you.
 
         Parameters
@@ -894,7 +894,7 @@ class ActiveEvaluator:
         -------
         xarray.DataTree
         """
-        from .oracles.contingency import contingency_posterior
+        from .posterior import contingency_posterior
 
         if method is None:
             binary = self.pool.task == "binary" and self.pool.pos is not None

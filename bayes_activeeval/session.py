@@ -956,7 +956,7 @@ class Session:
     def posterior(self, method: str = "conjugate", draws: int = 1000, **kwargs: Any):
         """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
         contingency-table model fitted to the labeled draws of the completed stages with their
-        design weights (:func:`~bayes_activeeval.oracles.contingency.contingency_posterior`);
+        design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`);
         ``None`` before any stage completes or for regression pools.
 
         Several models: the stacked measure, one output per model.
@@ -964,7 +964,7 @@ class Session:
         d, labels = self.labeled_draws()
         if len(d) == 0 or self.pool.task == "regression":
             return None
-        from .oracles.contingency import contingency_posterior
+        from .posterior import contingency_posterior
 
         models = self.design.models
         measure = self.design.measure if len(models) == 1 else stack(self.design.measure, models)
