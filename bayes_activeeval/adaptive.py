@@ -34,19 +34,19 @@ import pandas as pd
 from ._validation import check_count, check_fraction, check_rng
 from .beliefs import Belief, CategoricalBelief, as_belief
 from .estimators import Estimate, weighted_estimate
+from .kernel import (
+    DEFAULT_BELIEF_FLOOR,
+    class_deviation_norms,
+    intrinsic_risk,
+    label_costs,
+    proposal_from_scores,
+)
 from .measures import Measure
 from .measures import difference as _difference
 from .measures import get as get_measure
 from .measures import stack as _stack
 from .oracles.base import OracleModel, make_oracle
-from .proposals import (
-    DEFAULT_BELIEF_FLOOR,
-    Proposal,
-    _costs,
-    _mix,
-    class_deviation_norms,
-    intrinsic_risk,
-)
+from .proposals import Proposal, ProposalInfo
 
 __all__ = ["ActiveEvaluator", "adaptive_proposal", "epsilon_schedule"]
 
@@ -200,23 +200,18 @@ def adaptive_proposal(
             floored = np.where(nz, floored, norms)
         a = _row_dot(probs, floored)
         base = a if power == 1 else np.sqrt(a)
-    s = p * base
-    c = _costs(pool, costs)
-    if c is not None:
-        s = s / np.sqrt(c)
-    if s.sum() <= 0:  # every label is known: nothing to learn, sample passively
-        s = p.copy()
-    q = _mix(s, p, mix)
-    info = {
-        "risk": R,
-        "jacobian": J,
-        "a": a,
-        "epsilon": eps,
-        "epsilon_abs": eps_abs,
-        "mix": mix,
-        "deterministic": bool(deterministic),
-        "measure": m.name,
-    }
+    # every label known (no mass): the kernel samples passively
+    q = proposal_from_scores(base, p, label_costs(pool, costs), mix)
+    info = ProposalInfo(
+        risk=R,
+        jacobian=J,
+        a=a,
+        epsilon=eps,
+        epsilon_abs=eps_abs,
+        mix=mix,
+        deterministic=bool(deterministic),
+        measure=m.name,
+    )
     return Proposal(q, p, "adaptive", info)
 
 
@@ -949,8 +944,8 @@ class ActiveEvaluator:
             "requested": np.flatnonzero(self._requested),
             "proposal_q": self._proposal.q.copy(),
             "proposal_info": {
-                "risk": np.asarray(self._proposal.info["risk"]),
-                "epsilon_abs": float(self._proposal.info["epsilon_abs"]),
+                "risk": np.asarray(self._proposal.info.risk),
+                "epsilon_abs": float(self._proposal.info.epsilon_abs),
             },
             "oracle_state": self.oracle.get_state(),
             "history": list(self._history),
@@ -1039,18 +1034,20 @@ class ActiveEvaluator:
         self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)
         self._requested[np.asarray(state["requested"], dtype=np.int64)] = True
         q = np.asarray(state["proposal_q"], dtype=float)
-        prop = Proposal(q, self.pool.p, "adaptive")
-        prop.q = q  # exactly the saved probabilities (no renormalization)
         info = state.get("proposal_info", {})
-        prop.info.update(
-            {
-                "risk": np.asarray(info.get("risk", [])),
-                "epsilon": self._epsilon_t,
-                "epsilon_abs": info.get("epsilon_abs", 0.0),
-                "mix": self.mix,
-                "deterministic": self.deterministic,
-            }
+        prop = Proposal(
+            q,
+            self.pool.p,
+            "adaptive",
+            ProposalInfo(
+                risk=np.asarray(info.get("risk", [])),
+                epsilon=self._epsilon_t,
+                epsilon_abs=info.get("epsilon_abs", 0.0),
+                mix=self.mix,
+                deterministic=self.deterministic,
+            ),
         )
+        prop.q = q  # exactly the saved probabilities (no renormalization)
         self._proposal = prop
         self._history = [dict(h) for h in state["history"]]
 

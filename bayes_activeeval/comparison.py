@@ -31,18 +31,18 @@ from scipy import optimize, stats
 from ._validation import check_count, check_fraction, check_level, check_model_names, check_rng
 from .beliefs import as_belief, pool_belief
 from .estimators import ConfidenceInterval, Estimate, draw_labels, weighted_estimate
-from .measures import Measure, difference, stack
-from .measures import get as get_measure
-from .proposals import (
+from .kernel import (
     CHUNK,
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
-    Draws,
-    Proposal,
-    _costs,
-    _mix,
-    optimal_proposal,
+    deviation_integrand,
+    label_costs,
+    mix_proposal,
+    proposal_scores,
 )
+from .measures import Measure, difference, stack
+from .measures import get as get_measure
+from .proposals import Draws, Proposal, ProposalInfo, optimal_proposal
 
 __all__ = [
     "BestModel",
@@ -463,19 +463,11 @@ def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> Non
 def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
     """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair."""
     p = pool.p
-    c = _costs(pool, costs)
+    c = label_costs(pool, costs)
     if kind == "optimal":
-        # Sawade (2012), Thm. 5.1 through the general proposal (mix=1 only skips the mixing and
-        # support check here; the integrand u(x) is what we need)
-        prop = optimal_proposal(
-            pool,
-            difference(base, a, b),
-            belief=belief,
-            costs=False,
-            belief_floor=floor,
-            mix=1.0,
-        )
-        s = p * np.sqrt(np.maximum(prop.info["u"], 0.0))
+        # Sawade (2012), Thm. 5.1: the general integrand of the difference measure
+        u = deviation_integrand(pool, difference(base, a, b), belief=belief, belief_floor=floor).u
+        scores = np.sqrt(np.maximum(u, 0.0))
     elif kind in ("active_0", "active_inf"):
         if pool.task != "regression":
             raise ValueError(
@@ -483,15 +475,12 @@ def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
                 "use 'active_neq' for classification"
             )
         gap = np.abs(pool.view(a).pred - pool.view(b).pred)
-        s = p * (gap**2 if kind == "active_0" else gap)
+        scores = gap**2 if kind == "active_0" else gap
     elif kind == "active_neq":
-        mask = disagreement(pool, base, a, b)
-        s = np.where(mask, p, 0.0)
+        scores = disagreement(pool, base, a, b).astype(float)
     else:  # pragma: no cover - guarded by the caller
         raise AssertionError(kind)
-    if c is not None:
-        s = s / np.sqrt(c)
-    return s
+    return proposal_scores(scores, p, c)
 
 
 def comparison_proposal(
@@ -566,7 +555,7 @@ def comparison_proposal(
     mix = check_fraction(mix, "mix", allow_one=True)
     p = pool.p
     k = len(models)
-    info: dict[str, Any] = {"comparison": kind, "models": models, "mix": mix}
+    info = {"comparison": kind, "models": models, "mix": mix}
 
     if kind == "passive":
         q = p.copy()
@@ -579,27 +568,25 @@ def comparison_proposal(
             belief_floor=floor,
             mix=mix,
         )
-        prop.info.update(info)
         m = pool.resolve(difference(base, *models))[0]
-        R = prop.info["risk"]
+        R = prop.info.risk
         d = R.size // 2
-        prop.info["intrinsic_difference"] = float(m.g(R)[0])
-        prop.info["estimates_under_belief"] = {
-            models[0]: float(base.resolve(pool.n_classes).g(R[:d])[0]),
-            models[1]: float(base.resolve(pool.n_classes).g(R[d:])[0]),
-        }
-        prop.info["support_mass"] = _support_mass(prop)
+        prop.info = prop.info.replace(
+            **info,
+            intrinsic_difference=float(m.g(R)[0]),
+            estimates_under_belief={
+                models[0]: float(base.resolve(pool.n_classes).g(R[:d])[0]),
+                models[1]: float(base.resolve(pool.n_classes).g(R[d:])[0]),
+            },
+        )
+        prop.info = prop.info.replace(support_mass=_support_mass(prop))
         return prop
     elif kind == "active_risk":
         q = np.zeros(pool.n_items)
+        c = label_costs(pool, costs)
         for mod in models:
-            own = optimal_proposal(
-                pool, base, model=mod, costs=costs, belief_floor=floor, mix=1.0
-            ).info["u"]
-            s = p * np.sqrt(np.maximum(own, 0.0))
-            c = _costs(pool, costs)
-            if c is not None:
-                s = s / np.sqrt(c)
+            own = deviation_integrand(pool, base, model=mod, belief_floor=floor).u
+            s = proposal_scores(np.sqrt(np.maximum(own, 0.0)), p, c)
             q += s / s.sum() if s.sum() > 0 else p
         q /= k
     else:
@@ -621,9 +608,9 @@ def comparison_proposal(
                 f"the models {list(models)} agree on every item; there is nothing to compare"
             )
         q /= n_pairs
-    q = _mix(q, p, mix)
-    out = Proposal(q, p, kind, info)
-    out.info["support_mass"] = _support_mass(out)
+    q = mix_proposal(q, p, mix)
+    out = Proposal(q, p, kind, ProposalInfo(**info))
+    out.info = out.info.replace(support_mass=_support_mass(out))
     return out
 
 

@@ -124,7 +124,7 @@ def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Propos
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
     opt = comparison_proposal(pool, measure, models, kind="optimal", mix=mix, belief=belief)
-    u = opt.info.get("u")
+    u = opt.info.u
     if u is None:
         raise ValueError("planning for more than two models is not supported; give two models")
     if design == "optimal":
@@ -268,7 +268,7 @@ def labels_for_width(
         if design not in ("optimal", "passive"):
             raise ValueError(f"design must be 'optimal' or 'passive' for one model, got {design!r}")
         opt = optimal_proposal(pool, get_measure(measure), model=model, belief=belief, mix=mix)
-        u = opt.info["u"]
+        u = opt.info.u
         prop = opt if design == "optimal" else passive_proposal(pool)
     var = prop.predicted_variance(u)
     if not np.isfinite(var):
