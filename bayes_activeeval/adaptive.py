@@ -46,7 +46,7 @@ from .measures import difference as _difference
 from .measures import get as get_measure
 from .measures import stack as _stack
 from .oracles.base import OracleModel, make_oracle
-from .proposals import Proposal, ProposalInfo
+from .proposals import Draws, Proposal, ProposalInfo
 
 __all__ = ["ActiveEvaluator", "adaptive_proposal", "epsilon_schedule"]
 
@@ -450,6 +450,17 @@ class ActiveEvaluator:
     def proposal(self) -> Proposal:
         """The current proposal ``q_t``."""
         return self._proposal
+
+    @property
+    def pending_draws(self) -> Draws:
+        """The draws of the open stage (queried, not yet all labeled): indices, weights ``p/q``
+        and ``q``, in draw order (copies)."""
+        P = self._pending
+        return Draws(
+            np.asarray(P["idx"], dtype=np.int64).copy(),
+            np.asarray(P["w"], dtype=float).copy(),
+            np.asarray(P["q"], dtype=float).copy(),
+        )
 
     @property
     def known(self) -> np.ndarray:

@@ -49,7 +49,7 @@ def models_arg(
 
 def is_linear(measure: Measure) -> bool:
     """``g`` is the identity (a plain risk such as the error rate or MSE)."""
-    return measure._g is None and measure.models is None
+    return measure.plain_risk
 
 
 def check_inputs(draws: Draws, oracle: str, variance: str) -> None:
