@@ -133,7 +133,7 @@ def adaptive_proposal(
 
     ``q(x) ∝ p(x) c(x)^(-1/2) E_π max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}`` (``deterministic=True``) or
     ``p(x) c(x)^(-1/2) [E_π max{‖Dg(R)(ℓ − R)‖², ε'² 1[ℓ ≠ 0]}]^(1/2)`` (stochastic), with ``R``
-    the plug-in risk under ``π`` (Sawade (2012), Eq. 4.21; catalogue gotcha 2), then the defensive
+    the plug-in risk under ``π`` (Sawade (2012), Eq. 4.21: the plug-in under the belief, not the importance-weighted estimate), then the defensive
     mixture ``(1 − δ) q + δ p`` (Sec. 3.3.1). ``ε' = ε · Σ_x p(x) a(x)`` is ``ε`` in units of the
     mean unfloored integrand ``a``. Label costs follow Sawade (2012), Thm. 4.2.
 

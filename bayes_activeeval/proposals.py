@@ -291,8 +291,7 @@ class Proposal:
         return np.minimum(idx, self.q.size - 1).astype(np.int64)
 
     def predicted_variance(self, u: np.ndarray | None = None) -> float:
-        """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Sec. 1.7 of the
-        catalogue; Lemma 3.4), from the belief the proposal was built with.
+        """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Lemma 3.4, Eq. 4.4), from the belief the proposal was built with.
 
         ``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²``; divide by ``n`` for the variance of an estimate from
         ``n`` draws. Pass ``u`` to evaluate this proposal under another belief or measure (e.g.

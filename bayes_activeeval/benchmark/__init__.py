@@ -12,14 +12,13 @@ not exist yet can later be estimated well? This module answers in three parts.
   ``alpha = p/pi`` (:func:`paper_alpha`, Eq. 3.24), the number of labeled positives that achieves
   it (:func:`positives_needed`, Eq. 3.23), the budget at which that saturates
   (:func:`saturation_budget`) and the bounds themselves (:func:`error_bound`, Eqs. 3.19-3.21);
-- the design-based square-root ("Neyman") rules derived in the project catalogue
-  (``unknown-predictors-catalogue.md`` Sec. 2.4 and 3.2): the minority share of the labels that
-  minimises a weighted sum of the variances (:func:`minority_share`, D4-D9), with an imperfect
-  class guess entering through its recall and precision (D-G1), and the variance ratio against
+- the design-based square-root ("Neyman") rules (Cochran (1977), Sec. 5.5; derived in ``docs/benchmark.md``, Sec. 2): the minority share of the labels that
+  minimises a weighted sum of the variances (:func:`minority_share`), with an imperfect
+  class guess entering through its recall and precision, and the variance ratio against
   simple random sampling (:func:`variance_ratio`).
 
 **Design**: :func:`design` turns a class guess for every pool item (probabilities or scores)
-into strata and an allocation (``"sqrt"`` = the catalogue's D10 rule averaged over unknown
+into strata and an allocation (``"sqrt"`` = the square-root rule averaged over unknown
 rules, ``"paper"`` = oversample the guessed minority up to Eq. 3.23, ``"proportional"``,
 ``"equal"``), realised as stratified simple random sampling without replacement or as Poisson
 sampling, so every item's inclusion probability is known. :meth:`BenchmarkDesign.sample` draws the
@@ -30,12 +29,12 @@ items to label.
 Hajek, post-stratified by stratum x rule output) estimates of sensitivity, specificity, precision,
 F1 and accuracy with Wald and Wilson intervals, plus a Bayesian posterior per rule: an exact
 conjugate Beta model per stratum x rule-output cell (NumPy draws) or a hierarchical PyMC
-contingency model (catalogue Sec. 6.1-6.2), post-stratified to the pool, as an
+contingency model, post-stratified to the pool, as an
 ``xarray.DataTree``.
 
 Why design weights instead of the paper's estimators: the paper's imputation estimator assumes
 the rule is uninformative on the unlabeled items and its "blind labeling" shortcut is strongly
-biased for informative rules once the labeled set is enriched with positives (catalogue G2, G6).
+biased for informative rules once the labeled set is enriched with positives (measured in ``docs/benchmark.md``).
 Design-weighted estimators are unbiased (ratio estimators up to O(1/n)) whatever the rule and
 whatever the quality of the class guess; a poor guess only costs efficiency.
 

@@ -262,7 +262,7 @@ def element_variance(shares, v_shares, target, n_eff, values, smoothing):
     SRS).
 
     ``smoothing = 0`` is the textbook unbiased sample variance ``s^2 = n/(n-1) sum_c p_c (g_c -
-    gbar)^2`` (for a 0/1 label ``n/(n-1) p(1-p)``, catalogue Sec. 6.4); groups with
+    gbar)^2`` (for a 0/1 label ``n/(n-1) p(1-p)``); groups with
     ``n_eff <= 1`` (no degree of freedom) use ``target`` instead. ``smoothing = lam > 0``
     shrinks the shares by ``lam`` pseudo-items towards ``target`` and rescales::
 
@@ -272,7 +272,7 @@ def element_variance(shares, v_shares, target, n_eff, values, smoothing):
     ``E p~ = q`` and ``Var(sum p~ g) = n S^2/(n + lam)^2``), reduces to ``s^2`` as ``n`` grows,
     and is defined for every group, including groups whose labels are all 0 or all 1 (where
     ``s^2 = 0`` although the rate is not known to be 0: unbiased on average, but a Wald
-    interval built on it collapses in most samples; catalogue G11).
+    interval built on it collapses in most samples).
 
     Shapes: ``shares``, ``v_shares``, ``target`` (..., C); ``n_eff`` (...); ``values``
     broadcastable to (..., C). Returns (...).

@@ -48,7 +48,7 @@ class BenchmarkSample:
         return len(self.indices)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per item: index, stratum, inclusion probability, weight (catalogue G16 log)."""
+        """One row per item: index, stratum, inclusion probability, weight (the sampling log to keep beside the labels)."""
         return pd.DataFrame(
             {
                 "item": self.indices,
@@ -153,7 +153,7 @@ class BenchmarkDesign:
     def predicted_variance_ratio(self) -> dict[str, float]:
         """Predicted variance / that of simple random sampling, per target, for a random rule.
 
-        Uses the per-item influence variances of the D10 rule (catalogue Sec. 2.4) averaged over
+        Uses the per-item influence variances of the ``"sqrt"`` allocation (see :func:`design`) averaged over
         uninformative rules of rate ``rule_rate``; ignores finite-population corrections.
         """
         a = self._influence  # (T, N)
@@ -339,7 +339,7 @@ def design(
 
     Allocation methods:
 
-    - ``"sqrt"`` (default): the catalogue's D10 rule. Averaging an item's squared influence over
+    - ``"sqrt"`` (default): a square-root (Neyman) rule for rules not known yet (Cochran (1977), Sec. 5.5). Averaging an item's squared influence over
       uninformative rules of rate ``rbar`` gives::
 
           a_i = w_Se rbar(1-rbar) s_i / pi^2 + w_Sp rbar(1-rbar)(1-s_i)/(1-pi)^2
@@ -347,7 +347,7 @@ def design(
 
       and the variance-optimal design samples ``pi_i ∝ sqrt(a_i)`` (Poisson) or
       ``n_h ∝ N_h sqrt(mean_h a)`` (stratified, Neyman). With a perfect guess this reproduces the
-      ~50/50 split of D9 — not the paper's "only positives".
+      ~50/50 split of the uninformative-rule case — not the paper's "only positives".
     - ``"paper"``: the paper's guideline as stated: the target number of positives from Eq. 3.23
       with ``p`` from Eq. 3.29 (``rule_rate=None``), Eq. 3.22 (precision and specificity
       targeted) or Eq. 3.25 (sensitivity and specificity), sought in the strata with the highest
@@ -359,7 +359,7 @@ def design(
     - ``"equal"``: the same number of labels per stratum.
 
     ``defensive`` mixes the allocation with the proportional one, ``(1-λ) opt + λ prop``
-    (catalogue Sec. 1.4: keeps weights bounded when the guess is wrong). Every non-empty stratum
+    (a defensive mixture, as Marchant & Rubinstein (2021), Sec. 3.3.1: keeps weights bounded when the guess is wrong). Every non-empty stratum
     gets at least ``min(N_h, min_per_stratum)`` labels so its variance can be estimated.
 
     Parameters
@@ -445,7 +445,7 @@ def design(
     H = int(h.max()) + 1
     sizes = np.bincount(h, minlength=H)
 
-    # per-item squared influence averaged over random rules (catalogue D10)
+    # per-item squared influence averaged over random rules (the "sqrt" rule)
     names = list(tw)
     rr = rbar * (1 - rbar)
     rows = []

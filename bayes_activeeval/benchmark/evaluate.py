@@ -259,7 +259,7 @@ def evaluate(
 ) -> BenchmarkEvaluation:
     """Design-weighted estimates and Bayesian posteriors for any number of rules at once.
 
-    **Frequentist** (catalogue Sec. 1.4, 6.4). Cells are stratum ``h`` x rule output ``r`` x
+    **Frequentist** (design-based, post-stratified: Sarndal, Swensson & Wretman (1992), Sec. 7.6). Cells are stratum ``h`` x rule output ``r`` x
     label. When the rule's output is known on the whole pool (``rule_predictions`` over all
     ``N`` items, or ``pool_margins``), the estimator is *post-stratified*: the positive rate of
     each cell is the Hajek ratio ``theta_hr = sum w y / sum w`` over its labeled items and::
@@ -287,8 +287,7 @@ def evaluate(
     synthetic rate. (Treating the realised sample of a stratum as a simple random sample,
     weights ``N_h / n_h``, is not an option here: it ignores the unequal inclusion
     probabilities inside the stratum and biases precision by +0.004 for random and +0.07 for
-    informative rules in that setting.) Otherwise (the rule
-    was only run on the labeled items, catalogue G4) the four cells are estimated per stratum,
+    informative rules in that setting.) Otherwise (the rule was only run on the labeled items) the four cells are estimated per stratum,
     ``T_c = sum_h (N_h / sum_{j in h} w_j) sum_{j in h, c} w_j`` (Hajek within strata, which
     equals Horvitz-Thompson under stratified sampling). The measures are ratios of these totals:
     sensitivity ``TP/(TP+FN)``, specificity ``TN/(TN+FP)``, precision ``TP/(TP+FP)``, F1
@@ -303,7 +302,7 @@ def evaluate(
     ``W_g = sum_{j in g} w_j``; ``S~^2_g`` estimates the element variance of the group's
     linearised variable (the label, or the item's cell gradient ``G_c``). Under stratified SRS
     this is the conditional variance of the post-stratified estimator, ``sum_h N_hr^2 (1 -
-    f_h) s^2_hr / n_hr`` — the catalogue's Sec. 6.4 formula ``V(TP) = sum_h N_h+^2 (1 -
+    f_h) s^2_hr / n_hr`` — for a 0/1 label ``V(TP) = sum_h N_h+^2 (1 -
     n_h+/N_h+) p_h+(1 - p_h+)/(n_h+ - 1)``, with the design stratum's finite-population
     correction (conditional post-stratification variance, Sarndal, Swensson & Wretman (1992),
     Sec. 7.6). Under Poisson sampling the cell term is the Horvitz-Thompson variance of the
@@ -331,7 +330,7 @@ def evaluate(
     interval computed with an effective sample size ``n_eff = p(1-p)/Var`` (the design-effect
     adjustment of Korn & Graubard, 1998); when the estimated variance is zero (``p`` of 0 or 1)
     ``n_eff`` falls back to Kish's ``(sum w)^2 / sum w^2`` over the labeled items in the
-    measure's denominator. Wilson keeps width where Wald collapses (catalogue G11). All are
+    measure's denominator. Wilson keeps width where Wald collapses. All are
     clipped to [0, 1].
 
     Point estimates: the post-stratified ratio above, with (``bias_correction=True``) the
@@ -343,7 +342,7 @@ def evaluate(
     clipping biased random-rule sensitivity by +0.0013 (+0.0004 unclipped) at prevalence
     0.01 / 500 labels; the intervals are clipped (Wilson's uses the clipped estimate).
 
-    **Bayesian** (catalogue Sec. 6.1-6.2). ``posterior="conjugate"``: per rule, cell
+    **Bayesian**. ``posterior="conjugate"``: per rule, cell
     ``theta_hr ~ Beta(a_h + k_hr, b_h + n_hr - k_hr)`` drawn with NumPy (exact), with prior
     ``prior="guess"`` (mean = the stratum's mean guess, strength ``prior_strength``: shrinks
     sparse cells towards the guess — the paper's base-rate imputation as a prior mean rather
@@ -351,8 +350,7 @@ def evaluate(
     ``finite_population=True`` the unlabeled part of each cell is drawn as
     ``Binomial(N_hr - n_hr, theta_hr)`` and added to the labeled counts (the paper's finite-pool
     targets, Eqs. 3.1-3.3); otherwise ``N_hr theta_hr``. Without pool margins the model is a
-    Dirichlet over the four cells per stratum, weighted by ``N_h``. ``posterior="pymc"``: the
-    hierarchical model of catalogue Sec. 6.2 (``logit theta_hr = o_h + b0 + s_h +
+    Dirichlet over the four cells per stratum, weighted by ``N_h``. ``posterior="pymc"``: the hierarchical logit model (``logit theta_hr = o_h + b0 + s_h +
     (gamma + d_h)[r=+]``, ``o_h`` = logit of the stratum's mean guess; partial pooling across
     strata through ``sigma_s``, ``sigma_d``) sampled by NUTS, for a handful of rules;
     ``hierarchical=False`` gives the conjugate model in PyMC (a cross-check). Under Poisson

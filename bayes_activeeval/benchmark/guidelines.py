@@ -74,7 +74,7 @@ def equalizing_rate(
 
     Trade-off: ``p < pi`` (``alpha < 1``, see :func:`paper_alpha`) says "label more positives than
     random sampling would". Read it as a *direction*, not an amount: the bounds equalised here
-    are not minimised (catalogue Sec. 2.3 G-b: for ``p < 1/3`` all three bounds shrink together
+    are not minimised (Eqs. 3.19-3.21: ``p²(1 − p)`` and ``p(1 − p)²`` both grow on ``p < 1/3``, so all three bounds shrink together
     as ``p`` falls) and at realistic budgets the target saturates to "label only positives"
     (:func:`saturation_budget`). For the amount use :func:`minority_share`.
 
@@ -135,7 +135,7 @@ def positives_needed(prevalence: Any, pool_size: int, budget: int, unlabeled_rat
 
     Trade-off: the smaller the target ``p`` (a stronger guideline), the more positives; with
     ``|L| << |S|`` the count reaches ``|L|`` (label only positives) for every guideline of
-    the paper (catalogue Sec. 2.3 G-a), so the equation then says nothing about the amount.
+    the paper (see :func:`saturation_budget`), so the equation then says nothing about the amount.
 
     Parameters
     ----------
@@ -162,7 +162,7 @@ def positives_needed(prevalence: Any, pool_size: int, budget: int, unlabeled_rat
 
 
 def saturation_budget(prevalence: Any, pool_size: int, unlabeled_rate: Any) -> Any:
-    """Largest budget at which Eq. 3.23 asks for positives only (catalogue Sec. 2.3 G-a).
+    """Largest budget at which Eq. 3.23 asks for positives only (Eq. 3.23 solved for ``|L_O^+| = |L|``).
 
     ``|L_O^+| = |L|`` whenever ``|L| <= N pi (1 - alpha) / (1 - alpha pi)`` with
     ``alpha = p/pi``. Covtype (``N = 581,012``, ``pi = 0.04``) with Eq. 3.29 saturates up to about
@@ -198,9 +198,9 @@ def error_bound(
     These hold for the paper's imputation estimator under its model (labels in ``U`` i.i.d.
     Bernoulli(``p``) and independent of the rule) and Prop. 3.4's approximations of
     ``|U_R^+|``, ``|U_R^-|``. Trade-off: all three shrink as ``p`` falls below 1/3 (label
-    positives), so equalising them is a direction rule, not an optimum (catalogue G-b, G7). They
-    are loose (about 3.84 sigma at ``delta = 0.05``) and are *not* confidence intervals (G9); for
-    informative rules the relevant label probability is the rule's precision, not ``p`` (G-e).
+    positives), so equalising them is a direction rule, not an optimum (Eqs. 3.19-3.21 all grow with ``p`` on ``[0, 1/3]``). They
+    are loose (about 3.84 sigma at ``delta = 0.05``) and are *not* confidence intervals; for
+    informative rules the relevant label probability is the rule's precision, not ``p``.
 
     Parameters
     ----------
@@ -276,7 +276,7 @@ def parse_targets(targets: Any) -> dict[str, float]:
 
 
 def _guess_strata(prevalence: float, guess_recall: float, guess_precision: float):
-    """Weights and positive rates of the strata P (guessed minority) and Q (catalogue Sec. 3.2)."""
+    """Weights and positive rates of the strata P (guessed minority) and Q of the paper's class guess (Sec. 4), ``W_P = c pi / g``."""
     c, g = guess_recall, guess_precision
     W_P = c * prevalence / g
     if not 0 < W_P <= 1:
@@ -297,7 +297,7 @@ def _influence_variances(u, prevalence, se, sp, targets):
     specificity ``sp``) in a stratum whose positive rate is ``u``. Influence functions
     (per item, times the pool size): ``Se: y (R - Se)/pi``, ``Sp: (1-y)((1-R) - Sp)/(1-pi)``,
     ``Pr: R (y - Pr)/r`` with ``r = pi Se + (1-pi)(1-Sp)``. Returns the variances, shape
-    ``(len(targets), len(u))`` (catalogue Sec. 2.4 D1-D3 and Sec. 3.2 D-G1).
+    ``(len(targets), len(u))`` (delta method; the derivation is in ``docs/benchmark.md``, Sec. 2).
     """
     u = np.asarray(u, dtype=float)
     pi = prevalence
@@ -322,7 +322,7 @@ def _rule_args(prevalence, sensitivity, specificity, rule_rate):
     pi = float(check_rate(prevalence, "prevalence"))
     if sensitivity is None and specificity is None:
         r = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
-        return pi, r, 1 - r  # uninformative rule with positive rate r (catalogue D9)
+        return pi, r, 1 - r  # uninformative rule with positive rate r (Se = 1 - Sp = r)
     if sensitivity is None or specificity is None:
         raise ValueError("give both sensitivity and specificity, or neither (uninformative rule)")
     se = float(check_rate(sensitivity, "sensitivity"))
@@ -348,7 +348,7 @@ def _planning_inputs(
 
 
 def _sum_share(W, S2, weights):
-    """Closed-form share of stratum P minimising the weighted sum of variances (D4)."""
+    """Closed-form share of stratum P minimising the weighted sum of variances."""
     A, B = (weights[:, None] * S2 * W**2).sum(axis=0)
     if A + B <= 0:
         return 0.5
@@ -376,32 +376,32 @@ def minority_share(
 ) -> float:
     """Variance-optimal share of the labels to take from the guessed minority class.
 
-    The square-root (Neyman) rule derived in the catalogue (Sec. 2.4, D4-D9; Sec. 3.2, D-G1) for
+    The square-root (Neyman) rule (Cochran (1977), Sec. 5.5; derived in ``docs/benchmark.md``, Sec. 2) for
     two strata — ``P`` (guessed positive) and ``Q`` (the rest) — sampled by simple random
     sampling and analysed with design weights. With ``n_P = f n`` labels in ``P``, every target's
     variance has the form ``A/n_P + B/n_Q``; the weighted sum is minimised at::
 
-        f* = sqrt(A) / (sqrt(A) + sqrt(B))                                              (D4)
+        f* = sqrt(A) / (sqrt(A) + sqrt(B))
 
     Special cases with a perfect guess (``guess_recall = guess_precision = 1``):
 
-    - precision only: ``n+/n- = sqrt((1-Se)(1-Sp)/(Se Sp))`` (D5) — a high-specificity rule's
+    - precision only: ``n+/n- = sqrt((1-Se)(1-Sp)/(Se Sp))`` — a high-specificity rule's
       precision error is driven by its false positives among the huge negative class, so
       precision wants *negatives*;
-    - sensitivity + specificity: ``n+/n- = sqrt(Se(1-Se)/(Sp(1-Sp)))`` (D6);
+    - sensitivity + specificity: ``n+/n- = sqrt(Se(1-Se)/(Sp(1-Sp)))``;
     - ``criterion="minimax"`` on sensitivity and specificity (equalise them, as the paper does):
-      ``n+/n- = Se(1-Se)/(Sp(1-Sp))`` (D7);
+      ``n+/n- = Se(1-Se)/(Sp(1-Sp))``;
     - an uninformative rule (``Se = 1 - Sp = r``, the default when neither is given): every
-      criterion gives ``f* = 1/2`` (D9), with variance ratio ``4 pi (1-pi)`` against random
+      criterion gives ``f* = 1/2``, with variance ratio ``4 pi (1-pi)`` against random
       sampling (:func:`variance_ratio`).
 
     Trade-off: the paper's "sample the minority" is right for sensitivity and for uninformative
     rules up to parity; past 1/2 it starves specificity and the precision of good rules, so cap
-    the share near 1/2 unless sensitivity is the only target (catalogue Sec. 7). An imperfect
+    the share near 1/2 unless sensitivity is the only target (``docs/benchmark.md``, Sec. 2). An imperfect
     guess of recall ``c`` and precision ``g`` changes the strata to
     ``W_P = c pi / g`` with positive rate ``g`` and ``W_Q = 1 - W_P`` with rate
     ``(1-c) pi / W_Q``; the missed positives then live in the large, sparsely sampled ``Q``
-    stratum and set a floor of about ``1 - c`` on the variance ratio (D-G1).
+    stratum and set a floor of about ``1 - c`` on the variance ratio.
 
     Parameters
     ----------
@@ -455,12 +455,12 @@ def variance_ratio(
     """Variance of the two-stratum design over that of simple random sampling, same budget.
 
     ``sum_t w_t Var_t(share) / sum_t w_t Var_t(SRS)`` for the targets of :func:`minority_share`
-    (catalogue Sec. 2.4 D9 and Sec. 3.2 D-G1), ignoring finite-population corrections. Random
+    (``docs/benchmark.md``, Sec. 2), ignoring finite-population corrections. Random
     sampling is taken with the same (class-post-stratified) estimator, i.e. the share ``W_P``
-    that proportional allocation gives, as in the catalogue's tables. At the
+    that proportional allocation gives. At the
     optimal share (``share=None``) and a perfect guess an uninformative rule gets
     ``4 pi (1-pi)`` (0.154 at ``pi = 0.04``: an 85% label saving); with guess recall ``c`` the
-    saving for sensitivity is ``[c sqrt(pi/g) + sqrt((1-c)(1 - c pi/g))]^2`` (D-G1), so recall
+    saving for sensitivity is ``[c sqrt(pi/g) + sqrt((1-c)(1 - c pi/g))]^2``, so recall
     matters far more than precision.
 
     Parameters

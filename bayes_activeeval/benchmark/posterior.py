@@ -120,7 +120,7 @@ def cell_posterior(
     S = n_chain * draws
     out = np.empty((S, Kr, len(MEASURES)))
     if margins is not None:
-        attrs["model"] = "Beta-binomial per stratum x rule-output cell (catalogue Sec. 6.1)"
+        attrs["model"] = "Beta-binomial per stratum x rule-output cell"
         block = max(1, int(4_000_000 // max(S * H * 2, 1)))
         for lo in range(0, Kr, block):
             sl = slice(lo, lo + block)
@@ -129,7 +129,7 @@ def cell_posterior(
             theta = rng.beta(a, b, size=(S, *a.shape))
             out[:, sl] = _cells_to_measures(theta, cnt[sl], margins[sl], finite_population, rng)
     else:
-        attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum (catalogue Sec. 6.2 alt.)"
+        attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum"
         sg = np.clip(stratum_guess(dsg), 1e-6, 1 - 1e-6) if prior == "guess" else None
         # the cells' (pseudo-)counts of label 0 and 1, the same as the Beta model's
         obs = np.stack([n - k, k], axis=-1).reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
@@ -167,7 +167,7 @@ def _posterior_pymc(
     seed = int(rng.integers(2**31 - 1))
     with pm.Model(coords=coords):
         if hierarchical:
-            attrs["model"] = "hierarchical logit contingency model (catalogue Sec. 6.2)"
+            attrs["model"] = "hierarchical logit contingency model"
             sg = np.clip(stratum_guess(dsg), 1e-4, 1 - 1e-4)
             offset = special.logit(sg)
             b0_ = pm.Normal("b0", 0.0, 1.5, dims="rule")

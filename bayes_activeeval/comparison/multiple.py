@@ -57,7 +57,7 @@ def multiple_comparison(
       intervals use its ``level`` quantile. Valid for any (estimated) covariance.
     - ``"studentized_range"`` — classical Tukey HSD: pooled ``SE² = mean_ij SE_ij²`` (the thesis'
       ``S_k²``) and ``scipy.stats.studentized_range`` with ``k`` and ``df`` (default ``∞``, the
-      asymptotic Wald view; corrected as ``Q = √2 |Δ̂_ij| / SE``, see the catalogue's gotcha 11).
+      asymptotic Wald view; corrected as ``Q = √2 |Δ̂_ij| / SE``: Sawade (2012), Sec. 3.2.3 prints it without Tukey's ``√2``).
       Exact only when the estimates are independent with equal variances (or the covariance is
       exchangeable); a warning is given when the pairwise variances differ by more than 2×.
     - ``"dunnett"`` — every model against ``baseline``, single-step max-|z| over the ``k − 1``

@@ -100,7 +100,7 @@ def _z(estimate: float, stderr: float) -> float:
         return np.nan
     if stderr > 0:
         return estimate / stderr
-    # degenerate sample (all paired differences equal): no evidence if Δ̂ = 0 (gotcha D.4)
+    # degenerate sample (all paired differences equal): no evidence if Δ̂ = 0 (Sawade (2012), Eq. 3.22 is 0)
     return 0.0 if estimate == 0 else np.copysign(np.inf, estimate)
 
 
@@ -285,7 +285,7 @@ def compare(
 
 def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> None:
     """A proposal with zero mass somewhere is only valid for a plain risk and only where the
-    paired loss difference is identically zero (Sawade et al. (2012), gotcha D.3)."""
+    paired loss difference is identically zero (Sawade (2012), Sec. 5.2.2, ``active_≠``, with the variance of Eq. 3.22)."""
     if not is_linear(base):
         raise ValueError(
             f"the proposal gives zero mass to {int(np.sum(proposal.q <= 0))} items; for the "
