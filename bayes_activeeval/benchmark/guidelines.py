@@ -26,6 +26,8 @@ _TARGET_ALIASES = {
     "ppv": "precision",
 }
 _PAIRS = ("precision-specificity", "sensitivity-specificity", "uninformative")
+#: The package's measure names (``"recall"``) are accepted in pair names too.
+_PAIR_ALIASES = {"recall-specificity": "sensitivity-specificity"}
 
 
 # ================================================================================================
@@ -63,7 +65,7 @@ def equalizing_rate(
 
           p = (1-r) r pi / ((1-pi)^3 + (1-r) r pi),   i.e. odds(p) = pi r (1-r) / (1-pi)^3
 
-    - ``pair="sensitivity-specificity"`` (Eq. 3.25)::
+    - ``pair="sensitivity-specificity"`` (or ``"recall-specificity"``; Eq. 3.25)::
 
           p = pi^3 (1-r) / (pi^3 (1-r) + (1-pi)^3 r),  i.e. odds(p) = odds(pi)^3 / odds(r)
 
@@ -92,6 +94,7 @@ def equalizing_rate(
         ``p`` (broadcast over the inputs).
     """
     pi = check_rate(prevalence, "prevalence")
+    pair = _PAIR_ALIASES.get(pair, pair)
     if pair not in _PAIRS:
         raise ValueError(f"pair must be one of {_PAIRS}, got {pair!r}")
     if rule_rate is None or pair == "uninformative":
