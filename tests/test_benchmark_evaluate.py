@@ -97,7 +97,7 @@ def _two_strata_case(scheme="stratified", seed=0):
 
 
 def _hand_post_stratified(d, smp, y_pool, rule):
-    """TP, FN and their variances by the catalogue's Sec. 6.4 formulas, loops over cells."""
+    """TP, FN and their variances by the stratified-sampling formulas, loops over cells."""
     y = y_pool[smp.indices]
     r = rule[smp.indices]
     tot = {1: [0.0, 0.0], 0: [0.0, 0.0]}  # output -> [estimate, variance]
@@ -125,7 +125,7 @@ def _hand_post_stratified(d, smp, y_pool, rule):
 
 @pytest.mark.parametrize("scheme", ["stratified", "poisson"])
 def test_variance_matches_hand_computed_stratified_ratio_variance(scheme):
-    """smoothing=0: the textbook per-cell variance (catalogue Sec. 6.4), by hand with loops."""
+    """smoothing=0: the textbook per-cell variance, by hand with loops."""
     d, smp, y_pool, rule = _two_strata_case(scheme)
     ev = bm.evaluate(
         y_pool[smp.indices], rule, smp, posterior=None, bias_correction=False, smoothing=0.0

@@ -8,7 +8,7 @@ import pytest
 from bayes_activeeval import benchmark as bm
 
 # ------------------------------------------------------------------------------------------------
-# guideline functions against the catalogue's hand-computed numbers
+# guideline functions against hand-computed numbers
 # ------------------------------------------------------------------------------------------------
 
 
@@ -27,7 +27,7 @@ from bayes_activeeval import benchmark as bm
     ],
 )
 def test_paper_alpha_table(pi, r, a322, a325):
-    """Catalogue Sec. 2.2 table of alpha from Eq. 3.22 / Eq. 3.25 (3 significant digits)."""
+    """alpha from Eq. 3.22 / Eq. 3.25 against a hand-computed table (3 significant digits)."""
     got322 = bm.paper_alpha(pi, r, pair="precision-specificity")
     got325 = bm.paper_alpha(pi, r, pair="sensitivity-specificity")
     assert got322 == pytest.approx(a322, rel=0.006, abs=1e-5)
@@ -36,7 +36,7 @@ def test_paper_alpha_table(pi, r, a322, a325):
 
 @pytest.mark.parametrize(("pi", "alpha"), [(0.01, 0.0102), (0.04, 0.0433), (0.0955, 0.115)])
 def test_odds_squared_rule(pi, alpha):
-    """Eq. 3.29: odds(p) = odds(pi)^2; the catalogue's alpha values."""
+    """Eq. 3.29: odds(p) = odds(pi)^2; hand-computed alpha values."""
     p = bm.equalizing_rate(pi)
     assert p / (1 - p) == pytest.approx((pi / (1 - pi)) ** 2, rel=1e-12)
     assert bm.paper_alpha(pi) == pytest.approx(alpha, rel=0.006)
@@ -65,7 +65,7 @@ def test_equalized_bounds_are_equal():
 
 
 def test_positives_needed_and_saturation():
-    """Eq. 3.23 and the saturation budget of catalogue Sec. 2.3 G-a (covtype: ~22,287)."""
+    """Eq. 3.23 and the saturation budget (Eq. 3.23 at |L_O^+| = |L|; covtype: ~22,287)."""
     assert bm.positives_needed(0.3, 1000, 100, 0.25) == pytest.approx(75.0)
     assert bm.positives_needed(0.3, 1000, 100, 0.4) == 0.0
     N, Np = 581_012, 23_257
@@ -89,7 +89,8 @@ def test_positives_needed_and_saturation():
     ],
 )
 def test_minority_share_table(pi, se, sp, f_pr, f_sesp, f_all, f_eq, ratio):
-    """Catalogue Sec. 2.4 table: D5, D6, D8, D7 shares and the D8 variance ratio."""
+    """Square-root shares (precision only, Se + Sp, all three, minimax) and the variance ratio,
+    against a hand-computed table (docs/benchmark.md, Sec. 2)."""
     kw = {"sensitivity": se, "specificity": sp}
     assert bm.minority_share(pi, "precision", **kw) == pytest.approx(f_pr, abs=0.006)
     assert bm.minority_share(pi, ("sensitivity", "specificity"), **kw) == pytest.approx(
@@ -153,5 +154,5 @@ def test_d10_perfect_guess_share():
     a_pos = rr / pi**2 + (1 - pi) ** 2 / rb
     a_neg = rr / (1 - pi) ** 2 + pi**2 / rb
     hand = pi * np.sqrt(a_pos) / (pi * np.sqrt(a_pos) + (1 - pi) * np.sqrt(a_neg))
-    assert hand == pytest.approx(0.5, abs=0.001)  # the catalogue rounds this to 0.51
+    assert hand == pytest.approx(0.5, abs=0.001)  # a hand computation rounded this to 0.51
     assert share == pytest.approx(hand, abs=0.0011)

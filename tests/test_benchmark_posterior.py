@@ -103,7 +103,7 @@ def test_conjugate_vs_pymc_posterior(pymc_case):
 
 
 def test_hierarchical_pymc_posterior(pymc_case):
-    """The hierarchical contingency model (catalogue Sec. 6.2) agrees with the conjugate one
+    """The hierarchical contingency model agrees with the conjugate one
     where cells are well filled, and returns ArviZ-ready diagnostics."""
     lab, rule, smp = pymc_case
     conj = bm.evaluate(lab, rule, smp, draws=4000, rng=0)

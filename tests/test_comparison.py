@@ -210,7 +210,7 @@ def test_passive_compare_is_the_paired_z_test(two):
 def test_type_one_error_swap_protocol(two, kind, variance):
     """H0 enforced by swapping the models' predictions with prob. 1/2 per draw; the calibrated
     (thesis Eq. 3.22) variance keeps the rejection rate near α for every design (the printed
-    NIPS form rejects about half the time under active_≠, catalogue gotcha D.3)."""
+    NIPS form rejects about half the time under active_≠, Sawade (2012), Eq. 3.22 vs Sawade et al. (2012), Eq. 4)."""
     pool, y = two
     # active_neq without mixing (never draws agreement items, rescaled by |D≠|/|D|); the optimal
     # proposal with the default defensive mixture (without it, rare agreement items with huge
