@@ -288,10 +288,10 @@ def _text_frame(s, text_cols):
         return s.pool_file.text
     from pathlib import Path
 
-    from .io import _detect_format, _read_frame  # same file, extra columns
+    from .io import read_pool_frame  # same file, extra columns
 
     p = Path(s.pool_file.path)
-    frame = _read_frame(p, _detect_format(p, s.pool_file.spec.format), s.pool_file.spec.id_col)
+    frame = read_pool_frame(p, s.pool_file.spec.format, s.pool_file.spec.id_col)
     missing = [c for c in text_cols if c not in frame.columns]
     if missing:
         raise ValueError(

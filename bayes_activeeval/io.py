@@ -255,6 +255,14 @@ def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
     return frame
 
 
+def read_pool_frame(
+    path: str | Path, fmt: str | None = None, id_col: str | None = None
+) -> pd.DataFrame:
+    """The pool file as a DataFrame, all columns (format from ``fmt`` or the file suffix)."""
+    path = Path(path)
+    return _read_frame(path, _detect_format(path, fmt), id_col)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

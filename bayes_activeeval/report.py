@@ -75,7 +75,7 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     """The estimate after each completed stage: one row per (stage, model) with the labels spent
     so far, the estimate, its standard error and interval (the data of the first figure)."""
-    from .session import _per_model_estimates
+    from .session import per_model_estimates
 
     draws, labels = session.labeled_draws()
     done = _completed(session)  # in stage order
@@ -85,7 +85,7 @@ def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     for s in done:
         upto = stage <= s
         sub = draws[upto]
-        per_model = _per_model_estimates(session.pool, session.design, sub, labels[upto])
+        per_model = per_model_estimates(session.pool, session.design, sub, labels[upto])
         for m, est in per_model.items():
             low, high = est.confidence_interval(level)
             rows.append(

@@ -403,7 +403,7 @@ class _StaticDesign:
         return self.proposal.q
 
     def estimates(self, session, n_done: int, draws: Draws, labels) -> dict[str, Estimate]:
-        return _per_model_estimates(self.pool, self.design, draws, labels)
+        return per_model_estimates(self.pool, self.design, draws, labels)
 
 
 class _AdaptiveDesign:
@@ -485,7 +485,7 @@ class _AdaptiveDesign:
             n_req, items, info = stages[s]
             try:
                 ev.query(n_req, max_cost=info.get("max_cost"))  # as drawn: cut at the budget
-                got = np.asarray(ev.get_state()["pending"]["idx"], dtype=np.int64)
+                got = ev.pending_draws.indices
             except ValueError:
                 if not corrected:
                     raise
@@ -512,12 +512,7 @@ class _AdaptiveDesign:
         n = min(n, avail)
         max_cost = left if (left is not None and self.pool.costs is not None) else None
         ev.query(n, max_cost=max_cost)  # the evaluator's own cost-budget cut
-        pend = ev.get_state()["pending"]
-        draws = Draws(
-            np.asarray(pend["idx"], dtype=np.int64),
-            np.asarray(pend["w"], dtype=float),
-            np.asarray(pend["q"], dtype=float),
-        )
+        draws = ev.pending_draws
         return draws, {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost}, snapshot
 
     def current_q(self, session, n_done: int) -> np.ndarray:
@@ -528,7 +523,7 @@ class _AdaptiveDesign:
         variance = self.design.options.get("variance", "martingale")
         if len(self.design.models) == 1:
             return {self.design.models[0]: ev.estimate(variance=variance)}
-        out = _per_model_estimates(self.pool, self.design, draws, labels)
+        out = per_model_estimates(self.pool, self.design, draws, labels)
         out[ev.measure.name] = ev.estimate(variance=variance)
         return out
 
@@ -589,7 +584,7 @@ def _target_measure(design: Design):
     return design.measure
 
 
-def _per_model_estimates(pool, design: Design, draws: Draws, labels) -> dict[str, Estimate]:
+def per_model_estimates(pool, design: Design, draws: Draws, labels) -> dict[str, Estimate]:
     out: dict[str, Estimate] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedEstimateWarning)
@@ -1570,7 +1565,7 @@ class Session:
     def posterior(self, method: str = "conjugate", draws: int = 1000, **kwargs: Any):
         """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
         contingency-table model fitted to the labeled draws of the completed stages with their
-        design weights (:func:`~bayes_activeeval.oracles.contingency.contingency_posterior`);
+        design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`);
         ``None`` before any stage completes or for regression pools.
 
         Several models: the stacked measure, one output per model.
@@ -1578,7 +1573,7 @@ class Session:
         d, labels = self.labeled_draws()
         if len(d) == 0 or self.pool.task == "regression":
             return None
-        from .oracles.contingency import contingency_posterior
+        from .posterior import contingency_posterior
 
         models = self.design.models
         measure = self.design.measure if len(models) == 1 else stack(self.design.measure, models)
