@@ -626,7 +626,7 @@ class DirichletTreeOracle(OracleModel):
         ``k``: the density (in ``ψ``-space, Minka's Dirichlet-tree density) whose mode EM finds
         (Marchant & Rubinstein (2021), App. F).
         """
-        self._check_ready()
+        self.check_ready()
         lt = self.log_theta if log_theta is None else np.asarray(log_theta, dtype=float)
         lb = self.log_branch if log_branch is None else np.asarray(log_branch, dtype=float)
         lj = self._log_joint(lt, lb)
@@ -743,7 +743,7 @@ class DirichletTreeOracle(OracleModel):
         Stochastic oracle: every draw adds its importance weight ``p/q`` to the counts of its
         label along its path (App. H, bias-corrected Eq. 15).
         """
-        self._check_ready()
+        self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, self.n_classes)
         self.n_updates += 1
         self.n_draws += int(idx.size)
@@ -768,7 +768,7 @@ class DirichletTreeOracle(OracleModel):
         """The item beliefs: ``π(y | k_x)`` (Eq. 13/14) for ``within_leaf="flat"``, the tilted
         ``π_i(y) ∝ s_i(y) exp(c_{k_x y})`` (same leaf totals) for ``"tilt"``; point masses on
         labeled items (deterministic oracle)."""
-        self._check_ready()
+        self.check_ready()
         probs = self._item_probs()
         if self.deterministic:
             self.cache.point_masses(probs)
@@ -782,13 +782,13 @@ class DirichletTreeOracle(OracleModel):
     def epsilon_factor(self) -> float:
         """The ``ε_t/ε_0`` of Marchant & Rubinstein (2021): the unlabeled fraction (Prop. 3) for a
         deterministic oracle, ``1/(t + 1)`` after ``t`` updates (Prop. 5) for a stochastic one."""
-        self._check_ready()
+        self.check_ready()
         if self.deterministic:
             return 1.0 - self.cache.n_labeled / self.n_items
         return 1.0 / (self.n_updates + 1)
 
     # -- state ------------------------------------------------------------------------------------
-    def _config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, Any]:
         return {
             "n_strata": self.n_strata,
             "depth": self.depth,
@@ -865,7 +865,7 @@ class DirichletTreeOracle(OracleModel):
         Σ_k u_k log Σ_y θ_y ψ_{yk}`` (the unobserved labels summed out). Stochastic oracle: the
         importance-weighted counts ``Σ w_{ky} log θ_y ψ_{yk}`` (App. H), which is conjugate.
         """
-        self._check_ready()
+        self.check_ready()
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -943,7 +943,7 @@ class DirichletTreeOracle(OracleModel):
             Group ``posterior`` with ``theta`` (class), ``branch`` (node, class) and ``pi``
             (stratum, class); ``arviz.summary`` works on it.
         """
-        self._check_ready()
+        self.check_ready()
         if method not in ("auto", "nuts", "exact"):
             raise ValueError(f"method must be 'auto', 'nuts' or 'exact', got {method!r}")
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
@@ -1008,7 +1008,7 @@ class DirichletTreeOracle(OracleModel):
         """Closed-form posterior quantities (stochastic oracle; conjugate): the means of ``θ`` and
         of the branch probabilities, and the posterior predictive ``p(y | k, L) ∝ E[θ_y ψ_{yk}] =
         E[θ_y] Π_c E[b_{yc}]^{δ_c(k)}`` (App. H, Eq. 14), which is what :meth:`belief` returns."""
-        self._check_ready()
+        self.check_ready()
         if self.deterministic:
             raise ValueError("closed-form posterior means exist for the stochastic oracle only")
         at = self.alpha + self.obs.sum(axis=0)
