@@ -383,7 +383,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
             for k, it in enumerate(items.tolist()):
                 if max_labels is not None and done >= max_labels:
                     break
-                if it in s._label_map():  # someone else labeled it meanwhile
+                if it in s.label_map():  # someone else labeled it meanwhile
                     others += 1
                     continue
                 item_id = str(s.pool_file.ids[it])

@@ -105,7 +105,7 @@ def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
 
 
 def _completed(session) -> list[int]:
-    done, _ = session._complete()
+    done, _ = session.stage_progress()
     return done
 
 

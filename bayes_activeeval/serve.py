@@ -235,7 +235,7 @@ def _current_item(session, cfg: ServeConfig, state: _State, browser: str, name: 
     if browser in state.undo:
         iid = state.undo[browser]
         it = int(session.pool_file.index_of([iid])[0])
-        mine = session._annotator_labels(name).get(it)
+        mine = session.annotator_labels(name).get(it)
         return it, f"You answered {mine!r} for this item; your new answer replaces it (audited)."
     try:
         items = session.next(

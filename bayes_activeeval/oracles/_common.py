@@ -119,11 +119,11 @@ def check_config(state: dict[str, Any], mine: dict[str, Any], keys: tuple[str, .
 
 def common_state(oracle) -> dict[str, Any]:
     """The part of a fitted oracle model's state that every model shares: its name, its
-    ``_config()``, the update count and, for a deterministic oracle, the label cache."""
-    oracle._check_ready()
+    ``config()``, the update count and, for a deterministic oracle, the label cache."""
+    oracle.check_ready()
     state: dict[str, Any] = {
         "oracle": oracle.name,
-        "config": oracle._config(),
+        "config": oracle.config(),
         "n_updates": oracle.n_updates,
     }
     if oracle.deterministic:
@@ -134,8 +134,8 @@ def common_state(oracle) -> dict[str, Any]:
 def restore_common_state(oracle, state: dict[str, Any], keys: tuple[str, ...]) -> None:
     """Undo :func:`common_state` after checking the configuration on ``keys``
     (:func:`check_config`)."""
-    oracle._check_ready()
-    check_config(state, oracle._config(), keys)
+    oracle.check_ready()
+    check_config(state, oracle.config(), keys)
     oracle.n_updates = int(state.get("n_updates", 0))
     if oracle.deterministic:
         oracle.cache.set_state(state)

@@ -45,9 +45,15 @@ class OracleModel(ABC):
     name: str = "oracle"
     _ready: bool = False  # set by initialize()
 
-    def _check_ready(self) -> None:
+    def check_ready(self) -> None:
+        """Raise :class:`RuntimeError` unless :meth:`initialize` has run."""
         if not self._ready:
             raise RuntimeError("initialize the oracle model with a pool first")
+
+    def config(self) -> dict[str, Any]:
+        """The options and pool dimensions a saved state must match (stored by
+        :meth:`get_state`, checked by :meth:`set_state`); models with a state override it."""
+        raise NotImplementedError(f"oracle model {self.name!r} has no configuration to check")
 
     @abstractmethod
     def initialize(self, pool, model: str | None = None) -> None:
@@ -98,7 +104,7 @@ class PluginOracle(OracleModel):
                 self._known[int(i)] = int(y)
 
     def belief(self) -> CategoricalBelief:
-        self._check_ready()
+        self.check_ready()
         if not self._known:
             return CategoricalBelief(self._probs)
         probs = self._probs.copy()

@@ -325,7 +325,7 @@ class CalibrationOracle(OracleModel):
     def log_posterior(self, theta=None) -> float:
         """Log posterior density of the unconstrained parameters ``(c, β, log σ, z)`` (with the
         Jacobian of ``log σ``), up to a constant."""
-        self._check_ready()
+        self.check_ready()
         th = self.params if theta is None else np.asarray(theta, dtype=float)
         return -self._objective(th, *self._data())[0]
 
@@ -365,7 +365,7 @@ class CalibrationOracle(OracleModel):
         (ignorable selection). Stochastic oracle: every draw enters the pseudo-likelihood with its
         normalized importance weight (Marchant & Rubinstein (2021), App. H).
         """
-        self._check_ready()
+        self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, 2)
         self.n_updates += 1
         if self.deterministic:
@@ -412,7 +412,7 @@ class CalibrationOracle(OracleModel):
         state (fixed standard draws from ``seed``); the effective sample size is stored in
         ``predictive_ess_``.
         """
-        self._check_ready()
+        self.check_ready()
         if self.cov_ is None:
             raise ValueError("no labels yet: the calibration has not been fitted")
         P = self.n_params
@@ -458,7 +458,7 @@ class CalibrationOracle(OracleModel):
         ``v = g(x)ᵀ Σ g(x)`` with ``g = ∂η/∂θ = (1, b x̃, σ z_h, σ e_h)``; computed per stratum and
         expanded as ``A_h + 2 x̃ B_h + x̃² D`` (vectorised over the pool).
         """
-        self._check_ready()
+        self.check_ready()
         th = self.params
         b = np.exp(th[1])
         m = th[0] + b * self.xt
@@ -493,7 +493,7 @@ class CalibrationOracle(OracleModel):
         plug-in ``expit(η̂(x))`` at the posterior mode. Before any label: the model's own
         probabilities. A deterministic oracle's labeled items get point masses.
         """
-        self._check_ready()
+        self.check_ready()
         if self.n_labels == 0:  # no labeled item to give a point mass either
             return CategoricalBelief(self.prior_belief.copy())
         if self.predictive_kind == "map":
@@ -517,7 +517,7 @@ class CalibrationOracle(OracleModel):
     @property
     def coef_(self) -> dict[str, float]:
         """MAP of the calibration map ``η = a + b x (+ σ z_h)`` on the raw feature."""
-        self._check_ready()
+        self.check_ready()
         b = float(np.exp(self.params[1]))
         out = {"a": float(self.params[0] - b * self.x_center), "b": b}
         if self.H:
@@ -526,7 +526,7 @@ class CalibrationOracle(OracleModel):
 
     def coef_stderr(self) -> dict[str, float]:
         """Laplace (delta-method) standard errors of ``a`` and ``b``."""
-        self._check_ready()
+        self.check_ready()
         if self.cov_ is None:
             raise ValueError("no labels yet: the calibration has not been fitted")
         b = float(np.exp(self.params[1]))
@@ -537,7 +537,7 @@ class CalibrationOracle(OracleModel):
         return {"a": float(np.sqrt(ga @ S @ ga)), "b": float(np.sqrt(gb @ S @ gb))}
 
     # -- state --------------------------------------------------------------------------------------
-    def _config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, Any]:
         return {
             "deterministic": self.deterministic,
             "model": self.model,
@@ -577,7 +577,7 @@ class CalibrationOracle(OracleModel):
         """The calibration model in PyMC (non-centred stratum effects), with the labeled items as
         a Bernoulli likelihood (deterministic oracle) or the importance-weighted pseudo-likelihood
         as a ``pm.Potential`` (stochastic oracle, App. H)."""
-        self._check_ready()
+        self.check_ready()
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -609,7 +609,7 @@ class CalibrationOracle(OracleModel):
         """NUTS posterior of the calibration model (:meth:`pymc_model`) as an ``xarray.DataTree``
         with variables ``a``, ``b``, ``c``, ``log_slope`` and, with strata, ``sigma``, ``z`` and
         ``stratum_effect`` (dim ``stratum``)."""
-        self._check_ready()
+        self.check_ready()
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
             raise ValueError(f"draws must be a positive integer, got {draws!r}")
         if self.n_labels == 0:
@@ -631,7 +631,7 @@ class CalibrationOracle(OracleModel):
     def predictive(self, idata, *, max_draws: int = 400, chunk: int = 1 << 16) -> CategoricalBelief:
         """Posterior predictive ``E[expit(η(x))]`` for every pool item from posterior draws
         (e.g. :meth:`posterior`), averaging over at most ``max_draws`` draws."""
-        self._check_ready()
+        self.check_ready()
         post = idata["posterior"] if "posterior" in idata.children else idata
         c = np.asarray(post["c"]).reshape(-1)
         b = np.asarray(post["b"]).reshape(-1)

@@ -15,7 +15,8 @@ import pytest
 import bayes_activeeval as bae
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.io import PoolSpec
-from bayes_activeeval.session import Design, Session, SessionError, _cohen_kappa
+from bayes_activeeval.session import Design, Session, SessionError
+from bayes_activeeval.session.annotations import cohen_kappa
 
 SPEC = PoolSpec(pred="pred", prob="p", score="score", id_col="id", text_cols=("text",))
 
@@ -174,8 +175,8 @@ def test_second_annotation_is_kept_and_agreement_is_reported(pool_csv, tmp_path)
 
 
 def test_cohen_kappa_edge_cases():
-    assert _cohen_kappa([("a", "a"), ("b", "b")]) == 1.0
-    assert np.isnan(_cohen_kappa([("a", "a"), ("a", "a")]))
+    assert cohen_kappa([("a", "a"), ("b", "b")]) == 1.0
+    assert np.isnan(cohen_kappa([("a", "a"), ("a", "a")]))
 
 
 @pytest.mark.parametrize("kind", ["static", "adaptive"])
@@ -215,14 +216,14 @@ def test_relabel_supersedes_and_the_estimate_follows(pool_csv, tmp_path, kind):
             assert ev.get_state()["known"]["y"][list(ev.get_state()["known"]["idx"]).index(it)] \
                 == wrong  # fmt: skip
             # the same as an evaluator fed the stored draws with the corrected labels
-            from bayes_activeeval.session import _with_pending
+            from bayes_activeeval.session.designs import with_pending
 
             ref_ev = bae.ActiveEvaluator(sp.pool, "f1", oracle="dirichlet-tree", rng=5, mix=0.05)
-            lab = s._label_map()
+            lab = s.label_map()
             for st in range(3):
                 ref_ev.query(1)
-                ref_ev = _with_pending(ref_ev, s._stage_draws(st), sp.pool)
-                new = [int(i) for i in dict.fromkeys(s._stage_draws(st).indices.tolist())
+                ref_ev = with_pending(ref_ev, s.stage_draws(st), sp.pool)
+                new = [int(i) for i in dict.fromkeys(s.stage_draws(st).indices.tolist())
                        if not ref_ev.known[i]]  # fmt: skip
                 ref_ev.update(np.asarray(new), [int(lab[i]) for i in new])
             np.testing.assert_allclose(ev.proposal.q, ref_ev.proposal.q, rtol=1e-12)

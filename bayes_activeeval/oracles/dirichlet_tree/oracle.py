@@ -1,73 +1,21 @@
-"""The Dirichlet-tree oracle model of Marchant & Rubinstein (2021), Sec. 4 and App. F-I.
+"""The Dirichlet-tree oracle model: priors, EM toward the MAP, stochastic updates, state.
 
-The pool is cut into score strata (cumulative-sqrt(F) rule, 256 strata by default) that become the
-leaves of a tree (a complete binary tree of depth 8 by default), ordered by score so that
-neighbouring strata share a parent. The generative model (Sec. 4.1) is::
-
-    θ ~ Dirichlet(α)                       global label distribution
-    y_i | θ ~ Categorical(θ)               every pool item i
-    ψ_y ~ DirichletTree(β_y; T)            a distribution over leaves for every class y
-    k_i | y_i ~ Categorical(ψ_{y_i})       the stratum of item i
-
-so that ``π(y | k) ∝ θ_y ψ_{yk}`` (Eq. 13). A Dirichlet-tree puts independent Dirichlet
-distributions on the branch probabilities ``b_{yc}`` of every internal node; ``ψ_{yk}`` is the
-product of the ``b`` along the path to leaf ``k`` (Eq. 10).
-
-Priors (Sec. 5.2 with the reference code's +1 per leaf): with ``s(y|k)`` the
-mean model probability of class ``y`` over stratum ``k`` and ``κ = prior_strength / K``,
-
-- leaf pseudo-counts ``c_{yk} = κ s(y|k) + 1``;
-- ``α_y = 1 + Σ_k (c_{yk} − 1)``;
-- ``β_{yc} = λ level(c)² + Σ_{k under c} c_{yk}`` for every non-root node ``c`` (``λ`` the tree
-  smoothing, 1 in the paper).
-
-Deterministic oracle (App. F): EM toward the MAP of ``(θ, ψ)`` given the observed labels and the
-strata of *all* pool items. E-step (Eq. 12): an unlabeled item of stratum ``k`` has expected label
-``π(y|k)``; M-step: ``θ_y ∝ α̃_y − 1`` and ``b_{yc} ∝ β̃_{yc} − #leaves(c)`` (Eq. 11), which with the
-+1 per leaf is ``λ level(c)² + κ Σ_{k under c} s(y|k) + counts`` — always positive. Labeled items
-get a point mass in the belief. Inference conditions on the labels actually observed, and the
-selection of items depends only on the strata and on labels already observed, so it is ignorable
-(Sec. 4.2): the importance weights are not needed.
-
-Stochastic oracle (App. H, Eq. 14-15): each draw carries a fresh label, the pool items are not the
-units; the posterior predictive ``p(y | k, L) ∝ α̃_y Π_c (β̃_{yc} / Σ_{c'} β̃_{yc'})^{δ_c(k)}`` uses
-importance-weighted counts ``α̃_y = α_y + Σ w 1[y' = y]``, ``β̃_{yc} = β_{yc} + Σ w 1[y' = y] δ_c(k')``,
-so that ``α̃/N`` and ``β̃/N`` converge to the pool quantities ``E_p[1{Y = y}]`` and
-``E_p[1{Y = y} δ_c(k_X)]`` although the draws come from ``q``.
-
-Within-leaf belief (``within_leaf``). The model above is about leaves: every item of leaf ``k``
-has the same predictive ``π(y | k)`` (``within_leaf="flat"``, the paper's Eq. 13), which throws
-away the evaluated model's ordering of the items *inside* a leaf. ``within_leaf="tilt"`` (the
-default) keeps the leaf-level model, its priors, its EM/MAP and stochastic updates and its full
-posterior unchanged, and only redistributes each leaf's predictive mass among the leaf's unlabeled
-items in proportion to the model's own probabilities ``s_i``: an exponential tilt
-
-    π_i(y) ∝ s_i(y) exp(c_{ky}),   with   Σ_{i ∈ U_k} π_i(y) = |U_k| π(y | k)
-
-(binary: ``π_i(1) = σ(c_k + logit s_i)``, ``c_k`` by safeguarded Newton over all leaves at
-once; multiclass: per-class offsets by iterative proportional fitting). ``U_k`` is the leaf's
-unlabeled items (all its items for a stochastic oracle). Leaf totals, hence the E-step of the EM
-(Eq. 12, which only uses ``u_k π(y | k)``), the MAP and the posterior are exactly those of the flat
-model; the tilt is the minimum-KL redistribution of each leaf's mass relative to ``s``. Whatever
-the belief, the importance weights ``p/q`` keep the estimator consistent (Marchant & Rubinstein
-(2021), Thm. 1), so the tilt can only change the variance.
-
-Every per-stage operation is on stratum-level arrays (``K × C``) plus a few gathers and
-``bincount`` reductions over the pool; no Python loop runs over pool items.
+The model, its priors and the within-leaf tilt are described in
+:mod:`bayes_activeeval.oracles.dirichlet_tree`; the tree is built in :mod:`.tree`, the tilt solved
+in :mod:`.tilt` and the full posteriors computed in :mod:`.posterior`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import sparse, special
+from scipy import special
 
-from .._validation import check_rng
-from ..beliefs import CategoricalBelief
-from ..strata import score_strata
-from ._common import (
+from ..._validation import check_rng
+from ...beliefs import CategoricalBelief
+from ...strata import score_strata
+from .._common import (
     LabelCache,
     check_update,
     common_state,
@@ -76,331 +24,12 @@ from ._common import (
     restore_common_state,
     stratification_scores,
 )
-from .base import OracleModel, register_oracle
+from ..base import OracleModel, register_oracle
+from . import posterior as dt_posterior
+from .tilt import LOGIT_CLIP, WITHIN_LEAF, leaf_ranges, tilt_offsets, tilt_offsets_binary
+from .tree import TreeOps, build_tree, log_normalize_siblings, lse, lse_rows
 
-__all__ = ["DirichletTreeOracle", "Tree", "build_tree", "tilt_offsets", "tilt_offsets_binary"]
-
-
-@dataclass(frozen=True)
-class Tree:
-    """A rooted tree over ``K`` ordered leaves (the strata).
-
-    Nodes are numbered in breadth-first order (root ``0``), so siblings are contiguous.
-
-    Attributes
-    ----------
-    parent : ndarray (n_nodes,)
-        Parent of each node (``-1`` for the root).
-    level : ndarray (n_nodes,)
-        Depth of each node (root ``0``).
-    leaf : ndarray (n_nodes,)
-        Stratum held by each leaf node, ``-1`` for internal nodes.
-    path : scipy.sparse.csr_matrix (n_nodes - 1, K)
-        ``δ_c(k)`` of Marchant & Rubinstein (2021), Eq. 16, for every non-root node ``c``.
-    siblings : scipy.sparse.csr_matrix (n_nodes - 1, n_nodes - 1)
-        ``1`` where two non-root nodes share a parent (sums over sibling groups).
-    """
-
-    parent: np.ndarray
-    level: np.ndarray
-    leaf: np.ndarray
-    path: sparse.csr_matrix
-    siblings: sparse.csr_matrix
-
-    @property
-    def n_nodes(self) -> int:
-        return int(self.parent.size)
-
-    @property
-    def n_leaves(self) -> int:
-        return int(self.path.shape[1])
-
-    @property
-    def leaves_under(self) -> np.ndarray:
-        """Number of leaves under every non-root node, ``Σ_k δ_c(k)``."""
-        return np.asarray(self.path.sum(axis=1)).ravel()
-
-    @property
-    def n_children(self) -> np.ndarray:
-        """Number of children of every node."""
-        return np.bincount(self.parent[1:], minlength=self.n_nodes)
-
-
-def build_tree(n_leaves: int, depth: int = 8) -> Tree:
-    """A balanced tree of (at most) the given depth over ``n_leaves`` ordered leaves.
-
-    Each node's leaves (a contiguous range of strata) are split into ``m = ⌈n^{1/r}⌉`` near-equal
-    contiguous parts, ``r`` being the levels left, so ``n_leaves = 256, depth = 8`` gives the
-    complete binary tree of Marchant & Rubinstein (2021), Sec. 5.2 ("Ours-8") and ``depth = 1`` the
-    flat partition ("Ours-1"). Nodes with one child never arise (they are "linked past", as in the
-    reference code).
-
-    Parameters
-    ----------
-    n_leaves : int
-        Number of leaves ``K >= 1``.
-    depth : int
-        Maximum depth ``>= 1``.
-    """
-    if isinstance(n_leaves, bool) or not isinstance(n_leaves, (int, np.integer)) or n_leaves < 1:
-        raise ValueError(f"n_leaves must be a positive integer, got {n_leaves!r}")
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    parent, level, lo, hi = [-1], [0], [0], [int(n_leaves)]
-    i = 0
-    while i < len(parent):  # breadth-first over at most 2K - 1 nodes (not over pool items)
-        a, b = lo[i], hi[i]
-        size = b - a
-        if size > 1:
-            rem = max(int(depth) - level[i], 1)
-            m = size if rem == 1 else min(size, max(2, int(np.ceil(size ** (1.0 / rem) - 1e-9))))
-            cuts = np.rint(np.linspace(a, b, m + 1)).astype(int)
-            for j in range(m):
-                parent.append(i)
-                level.append(level[i] + 1)
-                lo.append(int(cuts[j]))
-                hi.append(int(cuts[j + 1]))
-        i += 1
-    parent_a = np.asarray(parent, dtype=np.int64)
-    lo_a, hi_a = np.asarray(lo), np.asarray(hi)
-    n_nodes = parent_a.size
-    # path[c - 1, k] = 1 if node c (non-root) covers leaf k: leaves of c are lo[c]..hi[c]-1
-    rows = np.repeat(np.arange(1, n_nodes) - 1, hi_a[1:] - lo_a[1:])
-    cols = np.concatenate([np.arange(lo_a[c], hi_a[c]) for c in range(1, n_nodes)] or [[]])
-    path = sparse.csr_matrix(
-        (np.ones(rows.size), (rows, cols.astype(np.int64))), shape=(n_nodes - 1, n_leaves)
-    )
-    # siblings (contiguous in BFS order): every pair within a parent's group of children
-    par = parent_a[1:]
-    n_nr = par.size
-    first = np.searchsorted(par, par, side="left")  # par is non-decreasing in BFS order
-    size = np.searchsorted(par, par, side="right") - first
-    srows = np.repeat(np.arange(n_nr), size)
-    scols = np.repeat(first, size) + (
-        np.arange(srows.size) - np.repeat(np.cumsum(size) - size, size)
-    )
-    siblings = sparse.csr_matrix((np.ones(srows.size), (srows, scols)), shape=(n_nr, n_nr))
-    leaf = np.where(hi_a - lo_a == 1, lo_a, -1)
-    return Tree(parent_a, np.asarray(level, dtype=np.int64), leaf, path, siblings)
-
-
-def _lse(x: np.ndarray, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
-    """``log Σ exp x`` for small finite arrays (faster than scipy's for the EM inner loop)."""
-    m = np.max(x, axis=axis, keepdims=True)
-    out = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
-    if not keepdims:
-        out = np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
-    return out
-
-
-#: Within-leaf beliefs: ``"flat"`` (the paper's ``π(y | k_x)``) or ``"tilt"`` (the leaf's mass
-#: redistributed among its unlabeled items in proportion to the model's probabilities).
-WITHIN_LEAF = ("tilt", "flat")
-_LOGIT_CLIP = 35.0  # |logit s| beyond this is numerically 0 or 1 in float64
-
-
-def _leaf_ranges(strata: np.ndarray, values: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-leaf minimum and maximum of ``values`` (one stable sort, then ``reduceat``)."""
-    order = np.argsort(strata, kind="stable")
-    counts = np.bincount(strata, minlength=K)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    v = values[order]
-    nonempty = counts > 0
-    lo = np.zeros(K)
-    hi = np.zeros(K)
-    if v.size:
-        s = starts[nonempty]
-        lo[nonempty] = np.minimum.reduceat(v, s)
-        hi[nonempty] = np.maximum.reduceat(v, s)
-    return lo, hi
-
-
-def tilt_offsets_binary(
-    logit: np.ndarray,
-    strata: np.ndarray,
-    unlabeled: np.ndarray | None,
-    target: np.ndarray,
-    lmin: np.ndarray,
-    lmax: np.ndarray,
-    start: np.ndarray | None = None,
-    *,
-    tol: float = 1e-11,
-    max_iter: int = 200,
-) -> np.ndarray:
-    """Per-leaf logit offsets ``c_k`` with ``Σ_{i ∈ U_k} σ(c_k + logit_i) = |U_k| target_k``.
-
-    The within-leaf exponential tilt of the Dirichlet-tree belief (module docstring): the
-    minimum-KL redistribution, relative to the model's probabilities ``s_i = σ(logit_i)``, of the
-    leaf's predictive mass ``|U_k| π(1 | k)`` (Marchant & Rubinstein (2021), Eq. 13) among its
-    unlabeled items ``U_k``. Safeguarded Newton (bisection whenever a Newton step leaves the
-    bracket), vectorised over all leaves; ``Σ σ(c + logit_i)`` is increasing in ``c``, and
-    ``[logit t_k − max logit, logit t_k − min logit]`` brackets the root.
-
-    Parameters
-    ----------
-    logit : ndarray (n,)
-        ``logit s_i`` (clipped to ``±35``).
-    strata : ndarray of int (n,)
-        Leaf of every item.
-    unlabeled : ndarray (n,) of 0/1 floats, or None
-        Which items share the leaf's mass (None: all).
-    target : ndarray (K,)
-        ``π(1 | k)`` in ``(0, 1)``.
-    lmin, lmax : ndarray (K,)
-        Per-leaf bounds of ``logit`` (over any superset of ``U_k``).
-    start : ndarray (K,), optional
-        Warm start (clipped into the bracket).
-    tol : float
-        Stop when every leaf's total is within ``tol · |U_k| t_k (1 − t_k)`` of its target.
-    max_iter : int
-        Iteration cap.
-
-    Returns
-    -------
-    ndarray (K,)
-        ``c_k`` (leaves without unlabeled items keep their start value).
-    """
-    K = target.size
-    w = None if unlabeled is None else unlabeled
-    u = np.bincount(strata, weights=w, minlength=K).astype(float)
-    t = np.clip(target, 1e-300, 1.0 - 1e-16)
-    lt = np.log(t) - np.log1p(-t)
-    lo = lt - lmax
-    hi = lt - lmin
-    c = np.zeros(K) if start is None else np.asarray(start, dtype=float).copy()
-    c = np.clip(c, lo, hi)
-    goal = u * t
-    scale = tol * np.maximum(u * t * (1.0 - t), 1e-300)
-    active = u > 0
-    for _ in range(max_iter):
-        sig = special.expit(c[strata] + logit)
-        if w is not None:
-            sig = sig * w
-        F = np.bincount(strata, weights=sig, minlength=K) - goal
-        todo = active & (np.abs(F) > scale) & (hi - lo > 1e-13 * (1.0 + np.abs(c)))
-        if not todo.any():
-            break
-        # masked items have sig = 0, so sig (1 − sig) is the masked derivative too
-        dF = np.bincount(strata, weights=sig * (1.0 - sig), minlength=K)
-        hi = np.where(todo & (F > 0), c, hi)
-        lo = np.where(todo & (F < 0), c, lo)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            newton = c - F / dF
-        ok = np.isfinite(newton) & (newton > lo) & (newton < hi)
-        c = np.where(todo, np.where(ok, newton, 0.5 * (lo + hi)), c)
-    return c
-
-
-def tilt_offsets(
-    log_s: np.ndarray,
-    strata: np.ndarray,
-    unlabeled: np.ndarray | None,
-    target: np.ndarray,
-    start: np.ndarray | None = None,
-    *,
-    tol: float = 1e-10,
-    max_iter: int = 1000,
-) -> np.ndarray:
-    """Per-leaf, per-class log offsets ``c_{ky}`` with ``π_i(y) ∝ s_i(y) exp(c_{ky})`` and
-    ``Σ_{i ∈ U_k} π_i(y) = |U_k| target_{ky}`` (multiclass within-leaf tilt).
-
-    Iterative proportional fitting (raking): each sweep multiplies ``exp(c_{ky})`` by the ratio
-    of the target to the current leaf total; the fixed point is the minimum-KL redistribution of
-    the leaf's predictive mass ``|U_k| π(y | k)`` (Marchant & Rubinstein (2021), Eq. 13) relative
-    to the model's probabilities.
-
-    Parameters
-    ----------
-    log_s : ndarray (n, C)
-        ``log s_i(y)`` (floored).
-    strata, unlabeled
-        As :func:`tilt_offsets_binary`.
-    target : ndarray (K, C)
-        ``π(y | k)``, rows summing to 1.
-    start : ndarray (K, C), optional
-        Warm start.
-    tol : float
-        Stop when every leaf total is within a relative ``tol`` of its target.
-    max_iter : int
-        Sweep cap.
-
-    Returns
-    -------
-    ndarray (K, C)
-    """
-    K, C = target.shape
-    flat = (strata[:, None] * C + np.arange(C)[None, :]).ravel()
-    w = None if unlabeled is None else unlabeled
-    u = np.bincount(strata, weights=w, minlength=K).astype(float)
-    goal = u[:, None] * target
-    c = np.zeros((K, C)) if start is None else np.asarray(start, dtype=float).copy()
-    active = u > 0
-    for _ in range(max_iter):
-        z = log_s + c[strata]
-        z -= z.max(axis=1, keepdims=True)
-        P = np.exp(z)
-        P /= P.sum(axis=1, keepdims=True)
-        if w is not None:
-            P *= w[:, None]
-        S = np.bincount(flat, weights=P.ravel(), minlength=K * C).reshape(K, C)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.log(goal) - np.log(S)
-        step[~active] = 0.0
-        if np.max(np.abs(step), initial=0.0) <= tol:
-            break
-        c += step
-        c -= c[:, :1]  # offsets are defined up to a constant per leaf
-    return c
-
-
-class _Ops:
-    """What the EM inner loop needs of the tree: the CSR path matrix (``log ψ = δᵀ log b``) and,
-    since every node covers a contiguous range ``[lo, hi)`` of leaves, node counts as differences
-    of cumulative sums (no sparse product in the M-step)."""
-
-    def __init__(self, tree: Tree) -> None:
-        P = tree.path.tocsr()
-        P.sort_indices()
-        self.path = P  # (n_nr, K)
-        self.path_t = P.T.tocsr()  # (K, n_nr)
-        K = P.shape[1]
-        n_nr = P.shape[0]
-        par = tree.parent[1:]
-        if n_nr:
-            self.lo = P.indices[P.indptr[:-1]]
-            self.hi = P.indices[P.indptr[1:] - 1] + 1
-            self.plo = np.where(par == 0, 0, self.lo[np.maximum(par - 1, 0)])
-            self.phi = np.where(par == 0, K, self.hi[np.maximum(par - 1, 0)])
-            starts = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
-            self.starts = starts
-            self.lengths = np.diff(np.r_[starts, par.size])
-        else:
-            self.lo = self.hi = self.plo = self.phi = np.zeros(0, dtype=np.int64)
-            self.starts = self.lengths = np.zeros(0, dtype=np.int64)
-
-    def cumulative(self, N: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.zeros((1, N.shape[1])), np.cumsum(N, axis=0)])
-
-    def sibling_sum(self, w: np.ndarray) -> np.ndarray:
-        """``Σ_{c' sibling of c} w_{c'}`` for every non-root node (siblings are contiguous)."""
-        if w.shape[0] == 0:
-            return w
-        return np.repeat(np.add.reduceat(w, self.starts, axis=0), self.lengths, axis=0)
-
-
-def _lse_rows(x: np.ndarray) -> np.ndarray:
-    """``log Σ_y exp x[k, y]`` per row, shape (K, 1); one ufunc call for two classes."""
-    if x.shape[1] == 2:
-        return np.logaddexp(x[:, :1], x[:, 1:])
-    return _lse(x, axis=1, keepdims=True)
-
-
-def _log_normalize_siblings(ops: _Ops, log_b: np.ndarray) -> np.ndarray:
-    if log_b.shape[0] == 0:
-        return log_b
-    mx = log_b.max()
-    s = ops.sibling_sum(np.exp(log_b - mx))
-    return log_b - mx - np.log(s)
+__all__ = ["DirichletTreeOracle"]
 
 
 class DirichletTreeOracle(OracleModel):
@@ -529,7 +158,7 @@ class DirichletTreeOracle(OracleModel):
         self.n_items, self.n_classes, self.K = n, C, K
         self.classes = np.arange(C) if classes is None else np.asarray(classes)
         self.tree = build_tree(K, self.depth)
-        self._ops = _Ops(self.tree)
+        self._ops = TreeOps(self.tree)
         self.sizes = np.bincount(strata, minlength=K).astype(float)
         # s(y|k): mean model probability per stratum
         flat = strata[:, None] * C + np.arange(C)[None, :]
@@ -552,11 +181,11 @@ class DirichletTreeOracle(OracleModel):
         self.cache = LabelCache(n)
         if self.within_leaf == "tilt":
             if C == 2:
-                self._item_logit = np.clip(log_odds(s, 1), -_LOGIT_CLIP, _LOGIT_CLIP)
-                self._logit_min, self._logit_max = _leaf_ranges(strata, self._item_logit, K)
+                self._item_logit = np.clip(log_odds(s, 1), -LOGIT_CLIP, LOGIT_CLIP)
+                self._logit_min, self._logit_max = leaf_ranges(strata, self._item_logit, K)
                 self.within_offsets = np.zeros(K)
             else:
-                self._item_log_s = np.maximum(np.log(np.maximum(s, 1e-300)), -2 * _LOGIT_CLIP)
+                self._item_log_s = np.maximum(np.log(np.maximum(s, 1e-300)), -2 * LOGIT_CLIP)
                 self.within_offsets = np.zeros((K, C))
             # 1 for items sharing their leaf's mass (unlabeled; every item if stochastic)
             self._unlabeled_mask = np.ones(n) if self.deterministic else None
@@ -573,8 +202,8 @@ class DirichletTreeOracle(OracleModel):
     # -- deterministic oracle: EM toward the MAP (App. F) ---------------------------------------
     def _prior_mode(self) -> tuple[np.ndarray, np.ndarray]:
         log_theta = np.log(self.alpha - 1.0 + 1e-300)
-        log_theta -= _lse(log_theta)
-        log_b = _log_normalize_siblings(self._ops, np.log(self.a_map + 1e-300))
+        log_theta -= lse(log_theta)
+        log_b = log_normalize_siblings(self._ops, np.log(self.a_map + 1e-300))
         return log_theta, log_b
 
     def _log_joint(self, log_theta, log_b) -> np.ndarray:
@@ -590,7 +219,7 @@ class DirichletTreeOracle(OracleModel):
         """One EM iteration (App. F: E-step Eq. 12, M-step Eq. 10-11) from normalized
         parameters; also returns the log posterior at the input (it shares the E-step's work)."""
         lj = self._log_joint(lt, lb)
-        lse = _lse_rows(lj)
+        lse = lse_rows(lj)
         f = (
             float(
                 np.sum(self.obs * lj)
@@ -626,12 +255,12 @@ class DirichletTreeOracle(OracleModel):
         ``k``: the density (in ``ψ``-space, Minka's Dirichlet-tree density) whose mode EM finds
         (Marchant & Rubinstein (2021), App. F).
         """
-        self._check_ready()
+        self.check_ready()
         lt = self.log_theta if log_theta is None else np.asarray(log_theta, dtype=float)
         lb = self.log_branch if log_branch is None else np.asarray(log_branch, dtype=float)
         lj = self._log_joint(lt, lb)
         val = float(np.sum(self.obs * lj))
-        val += float(np.sum(self._unlabeled() * _lse(lj, axis=1)))
+        val += float(np.sum(self._unlabeled() * lse(lj, axis=1)))
         val += float(np.sum((self.alpha - 1.0) * lt)) + float(np.sum(self.a_map * lb))
         return val
 
@@ -665,8 +294,8 @@ class DirichletTreeOracle(OracleModel):
                 alpha = min(-np.linalg.norm(r) / nv, -1.0) if nv > 0 else -1.0
                 x0 = np.concatenate([lt, lb.ravel()])
                 xs = x0 - 2 * alpha * r + alpha**2 * v
-                ts = xs[:C] - _lse(xs[:C])
-                bs = _log_normalize_siblings(self._ops, xs[C:].reshape(-1, C))
+                ts = xs[:C] - lse(xs[:C])
+                bs = log_normalize_siblings(self._ops, xs[C:].reshape(-1, C))
                 tn, bn, fs = self._em_map(ts, bs, u)
                 it += 1
                 if not np.isfinite(fs) or fs < f0:
@@ -678,7 +307,7 @@ class DirichletTreeOracle(OracleModel):
         self.log_theta, self.log_branch = lt, lb
         self.em_iterations = it
         lj = self._log_joint(lt, lb)
-        self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        self.stratum_probs = np.exp(lj - lse(lj, axis=1, keepdims=True))
         self._fit_within()
 
     # -- stochastic oracle: weighted posterior predictive (App. H) -------------------------------
@@ -693,7 +322,7 @@ class DirichletTreeOracle(OracleModel):
         self.log_theta = np.log(at) - np.log(at.sum())
         self.log_branch = log_b
         lj = self._log_joint(self.log_theta, log_b)
-        self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        self.stratum_probs = np.exp(lj - lse(lj, axis=1, keepdims=True))
         self._fit_within()
 
     # -- within-leaf belief ------------------------------------------------------------------------
@@ -743,7 +372,7 @@ class DirichletTreeOracle(OracleModel):
         Stochastic oracle: every draw adds its importance weight ``p/q`` to the counts of its
         label along its path (App. H, bias-corrected Eq. 15).
         """
-        self._check_ready()
+        self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, self.n_classes)
         self.n_updates += 1
         self.n_draws += int(idx.size)
@@ -768,7 +397,7 @@ class DirichletTreeOracle(OracleModel):
         """The item beliefs: ``π(y | k_x)`` (Eq. 13/14) for ``within_leaf="flat"``, the tilted
         ``π_i(y) ∝ s_i(y) exp(c_{k_x y})`` (same leaf totals) for ``"tilt"``; point masses on
         labeled items (deterministic oracle)."""
-        self._check_ready()
+        self.check_ready()
         probs = self._item_probs()
         if self.deterministic:
             self.cache.point_masses(probs)
@@ -782,13 +411,13 @@ class DirichletTreeOracle(OracleModel):
     def epsilon_factor(self) -> float:
         """The ``ε_t/ε_0`` of Marchant & Rubinstein (2021): the unlabeled fraction (Prop. 3) for a
         deterministic oracle, ``1/(t + 1)`` after ``t`` updates (Prop. 5) for a stochastic one."""
-        self._check_ready()
+        self.check_ready()
         if self.deterministic:
             return 1.0 - self.cache.n_labeled / self.n_items
         return 1.0 / (self.n_updates + 1)
 
     # -- state ------------------------------------------------------------------------------------
-    def _config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, Any]:
         return {
             "n_strata": self.n_strata,
             "depth": self.depth,
@@ -836,7 +465,7 @@ class DirichletTreeOracle(OracleModel):
         self.log_theta = np.asarray(state["log_theta"], dtype=float).copy()
         self.log_branch = np.asarray(state["log_branch"], dtype=float).reshape(-1, C).copy()
         lj = self._log_joint(self.log_theta, self.log_branch)
-        self.stratum_probs = np.exp(lj - _lse(lj, axis=1, keepdims=True))
+        self.stratum_probs = np.exp(lj - lse(lj, axis=1, keepdims=True))
         if self.within_leaf == "tilt":
             if self.deterministic:
                 self._unlabeled_mask = np.ones(self.n_items)
@@ -850,13 +479,6 @@ class DirichletTreeOracle(OracleModel):
                 self._fit_within()
 
     # -- full posteriors --------------------------------------------------------------------------
-    def _coords(self) -> dict[str, Any]:
-        return {
-            "class": [str(c) for c in self.classes],
-            "node": np.arange(1, self.tree.n_nodes),
-            "stratum": np.arange(self.K),
-        }
-
     def pymc_model(self):
         """The same model in PyMC: ``θ ~ Dirichlet(α)``, a Dirichlet per internal node and class
         on the branch probabilities (the Dirichlet-tree, Eq. 10), and the data as a potential.
@@ -865,47 +487,15 @@ class DirichletTreeOracle(OracleModel):
         Σ_k u_k log Σ_y θ_y ψ_{yk}`` (the unobserved labels summed out). Stochastic oracle: the
         importance-weighted counts ``Σ w_{ky} log θ_y ψ_{yk}`` (App. H), which is conjugate.
         """
-        self._check_ready()
-        import pymc as pm
-        import pytensor.tensor as pt
-
-        tree, C = self.tree, self.n_classes
-        coords = self._coords()
-        nonroot_parent = tree.parent[1:]
-        counts = np.bincount(nonroot_parent, minlength=tree.n_nodes)
-        internal = np.flatnonzero(counts > 0)
-        with pm.Model(coords=coords) as m:
-            theta = pm.Dirichlet("theta", a=self.alpha, dims="class")
-            log_theta = pt.log(theta)
-            if tree.n_nodes > 1:
-                pieces, order = [], []
-                for mchild in np.unique(counts[internal]):
-                    nodes = internal[counts[internal] == mchild]
-                    # children of each node are contiguous (BFS numbering)
-                    first = np.array([np.flatnonzero(nonroot_parent == v)[0] for v in nodes])
-                    kids = first[:, None] + np.arange(mchild)[None, :]  # non-root row indices
-                    conc = self.beta[kids].transpose(0, 2, 1)  # (n_nodes_m, C, mchild)
-                    b = pm.Dirichlet(f"branch_{mchild}", a=conc, shape=conc.shape)
-                    pieces.append(pt.log(b).transpose(0, 2, 1).reshape((-1, C)))
-                    order.append(kids.ravel())
-                perm = np.argsort(np.concatenate(order))
-                log_b = pt.concatenate(pieces, axis=0)[perm]
-                path = tree.path.T.toarray()
-                log_joint = pt.dot(path, log_b) + log_theta[None, :]
-                pm.Deterministic("branch", pt.exp(log_b), dims=("node", "class"))
-            else:
-                log_joint = pt.zeros((self.K, C)) + log_theta[None, :]
-            lse = pm.math.logsumexp(log_joint, axis=1, keepdims=True)
-            pm.Deterministic("pi", pt.exp(log_joint - lse), dims=("stratum", "class"))
-            # the counts as data containers: models of the same tree share one compiled graph
-            counts = pm.Data("counts", self.obs, dims=("stratum", "class"))
-            if self.deterministic:
-                unlabeled = pm.Data("unlabeled", self._unlabeled(), dims="stratum")
-                loglik = pt.sum(counts * log_joint) + pt.sum(unlabeled * lse[:, 0])
-            else:
-                loglik = pt.sum(counts * log_joint)
-            pm.Potential("labels", loglik)
-        return m
+        self.check_ready()
+        return dt_posterior.pymc_model(
+            self.tree,
+            self.alpha,
+            self.beta,
+            self.obs,
+            self.classes,
+            unlabeled=self._unlabeled() if self.deterministic else None,
+        )
 
     def posterior(
         self,
@@ -943,7 +533,7 @@ class DirichletTreeOracle(OracleModel):
             Group ``posterior`` with ``theta`` (class), ``branch`` (node, class) and ``pi``
             (stratum, class); ``arviz.summary`` works on it.
         """
-        self._check_ready()
+        self.check_ready()
         if method not in ("auto", "nuts", "exact"):
             raise ValueError(f"method must be 'auto', 'nuts' or 'exact', got {method!r}")
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
@@ -957,7 +547,16 @@ class DirichletTreeOracle(OracleModel):
                     "the deterministic-oracle posterior is not conjugate (unlabeled items are a "
                     "mixture); use method='nuts'"
                 )
-            return self._exact_posterior(int(draws), int(chains), gen)
+            return dt_posterior.exact_posterior(
+                self.tree,
+                self.alpha,
+                self.beta,
+                self.obs,
+                self.classes,
+                int(draws),
+                int(chains),
+                gen,
+            )
         import pymc as pm
 
         seed = int(gen.integers(2**31 - 1))
@@ -972,43 +571,11 @@ class DirichletTreeOracle(OracleModel):
                 compute_convergence_checks=False,
             )
 
-    def _exact_posterior(self, draws: int, chains: int, gen: np.random.Generator):
-        from arviz_base import from_dict
-
-        C, S = self.n_classes, draws * chains
-        at = self.alpha + self.obs.sum(axis=0)
-        g = gen.gamma(np.broadcast_to(at, (S, C)))
-        theta = g / g.sum(axis=1, keepdims=True)
-        data: dict[str, Any] = {}
-        log_theta = np.log(theta)
-        if self.tree.n_nodes > 1:
-            bt = self.beta + self.tree.path @ self.obs  # (n_nr, C)
-            gb = gen.gamma(np.broadcast_to(bt, (S, *bt.shape)))
-            sums = np.einsum("ij,sjc->sic", self.tree.siblings.toarray(), gb)
-            branch = gb / sums
-            log_joint = np.einsum("ki,sic->skc", self.tree.path.T.toarray(), np.log(branch))
-            data["branch"] = branch.reshape(chains, draws, *bt.shape)
-        else:
-            log_joint = np.zeros((S, self.K, C))
-        log_joint = log_joint + log_theta[:, None, :]
-        pi = np.exp(log_joint - _lse(log_joint, axis=2, keepdims=True))
-        data["theta"] = theta.reshape(chains, draws, C)
-        data["pi"] = pi.reshape(chains, draws, self.K, C)
-        dims = {"theta": ["class"], "branch": ["node", "class"], "pi": ["stratum", "class"]}
-        return from_dict(
-            {"posterior": data},
-            coords=self._coords(),
-            dims={k: v for k, v in dims.items() if k in data},
-            attrs={
-                "posterior": {"inference": "exact conjugate (Marchant & Rubinstein (2021), App. H)"}
-            },
-        )
-
     def exact_posterior_mean(self) -> dict[str, np.ndarray]:
         """Closed-form posterior quantities (stochastic oracle; conjugate): the means of ``θ`` and
         of the branch probabilities, and the posterior predictive ``p(y | k, L) ∝ E[θ_y ψ_{yk}] =
         E[θ_y] Π_c E[b_{yc}]^{δ_c(k)}`` (App. H, Eq. 14), which is what :meth:`belief` returns."""
-        self._check_ready()
+        self.check_ready()
         if self.deterministic:
             raise ValueError("closed-form posterior means exist for the stochastic oracle only")
         at = self.alpha + self.obs.sum(axis=0)
