@@ -291,7 +291,7 @@ def study_covtype(quick, reps=None):
     rule_sets = {}
     for r in sizes:
         rule_sets[f"random r={r:.3f}"] = (rng.random((n_per, N)) < r).astype(np.int8)
-    # informative rules: a noisy oracle with Se .8 / Sp .99 (catalogue G6) and thresholded noisy
+    # informative rules: a noisy oracle with Se .8 / Sp .99 (Valizadegan et al., Sec. 5) and thresholded noisy
     # scores sharing the guesser's features
     no = np.where(y[None, :] == 1, rng.random((n_per, N)) < 0.8, rng.random((n_per, N)) < 0.01)
     rule_sets["noisy oracle Se .8 / Sp .99"] = no.astype(np.int8)
@@ -326,7 +326,7 @@ def study_covtype(quick, reps=None):
             # random sampling
             L_rand = rng.choice(N, n, replace=False)
             # the paper's active sampler with a fixed guesser: 100 random, then random
-            # predicted positives (catalogue Sec. 4.2; a retrained tree is emulated by a guess)
+            # predicted positives (Valizadegan et al., Sec. 5 protocol; a retrained tree is emulated by a guess)
             n0 = min(100, n)
             first = rng.choice(N, n0, replace=False)
             cand = np.setdiff1d(np.flatnonzero(guessed), first)

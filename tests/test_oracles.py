@@ -79,7 +79,7 @@ def test_tree_bad_input():
 # Dirichlet-tree: priors, belief shapes
 
 
-def test_priors_follow_catalogue_2_3():
+def test_priors_follow_marchant_rubinstein_sec_4():
     # 4 strata of 2 items each, depth 2 (binary): hand-computed α and β with the +1 per leaf
     p1 = np.array([0.1, 0.3, 0.2, 0.4, 0.5, 0.7, 0.8, 1.0])
     probs = np.c_[1 - p1, p1]
@@ -97,7 +97,7 @@ def test_priors_follow_catalogue_2_3():
         [1 + (s[0:2] + 1).sum(0), 1 + (s[2:4] + 1).sum(0)] + [4 + (s[k] + 1) for k in range(4)]
     )
     assert np.allclose(o.beta, expect)
-    # the MAP weights drop the +1 per leaf (catalogue Sec. 2.3 / Eq. 11)
+    # the MAP weights drop the +1 per leaf (Marchant & Rubinstein (2021), Eq. 11)
     assert np.allclose(o.a_map, expect - np.array([2, 2, 1, 1, 1, 1])[:, None])
 
 
