@@ -585,3 +585,32 @@ def test_score_sums_agree_between_two_and_k_models(two):
     np.testing.assert_allclose(
         [lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95)), rtol=1e-9
     )
+
+
+def test_multiple_comparison_resolves_variance_as_compare(two):
+    """Issue 13, item 4: one resolution of ``variance`` for compare and multiple_comparison —
+    checked through the variance each actually used (its statistic), not only the label."""
+    pool, y = two
+    d = bae.comparison_proposal(pool, "error_rate", mix=0.1).draw(300, rng=2)
+    lab = y[d.indices]
+    for measure, auto in (("error_rate", "score"), ("accuracy", "score"), ("f1", "wald")):
+        for variance in ("auto", "wald"):
+            c = bae.compare(pool, measure, d, lab, models=("m0", "m1"), variance=variance)
+            mc = bae.multiple_comparison(
+                pool, measure, d, lab, models=("m0", "m1"), variance=variance, rng=0
+            )
+            used = auto if variance == "auto" else variance
+            assert c.variance == mc.variance == used
+            # k = 2: the pair's statistic is compare's (the score form Σvδ/sqrt(Σv²δ²) or the
+            # Wald Δ̂/SE), so the two functions used the same variance
+            assert mc.statistic[0, 1] == pytest.approx(c.statistic, rel=1e-10)
+            assert mc.raw_pvalue[0, 1] == pytest.approx(c.pvalue, rel=1e-8)
+    # the score and the Wald forms differ on this sample (so the check above can tell them apart)
+    s = bae.multiple_comparison(pool, "error_rate", d, lab, models=("m0", "m1"), rng=0)
+    w = bae.multiple_comparison(
+        pool, "error_rate", d, lab, models=("m0", "m1"), variance="wald", rng=0
+    )
+    assert abs(s.statistic[0, 1] - w.statistic[0, 1]) > 1e-3
+    for fn in (bae.compare, bae.multiple_comparison):
+        with pytest.raises(ValueError, match=r"variance='score' needs a plain risk.*'f1'"):
+            fn(pool, "f1", d, lab, models=("m0", "m1"), variance="score")
