@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_METHOD",
     "METHODS",
     "carrying_kish",
+    "carrying_sizes",
     "clopper_pearson",
     "effective_size",
     "interval",
@@ -185,7 +186,14 @@ def _snap(x: np.ndarray) -> np.ndarray:
 
 
 def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
-    """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure.
+    """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure
+    (see :func:`carrying_sizes`, which also gives their weight degrees of freedom)."""
+    return carrying_sizes(weights, losses, jacobian)[0]
+
+
+def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure, and
+    the degrees of freedom ``(Σ v²)²/Σ v⁴`` of their squared weights.
 
     An output that reads one loss component (a plain risk: accuracy, error rate) is carried by
     every draw. One that reads several (a ratio ``R1/R2`` such as precision, recall or F1) is
@@ -200,23 +208,34 @@ def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
     jacobian : ndarray (m, d)
         ``Dg(R̂)``; the components output ``j`` reads are the nonzero entries of row ``j``.
 
+    The second is the Satterthwaite degrees of freedom of a variance ``Σ v_i² r_i²`` whose
+    residuals ``r_i`` were all alike: it counts how many draws the *weights* let carry the
+    variance. It is ``n`` for equal weights, however rare the errors (the score interval's
+    null variance already accounts for those), and small when a few heavily weighted draws carry
+    the variance (false negatives of recall under extreme class skew) — the design-effect
+    uncertainty that Korn & Graubard's (1998) ``n*(z/t)²`` adjustment is for.
+
     Returns
     -------
-    ndarray (m,)
+    kish, weight_df : ndarray (m,)
     """
     v = np.asarray(weights, dtype=float)
     L = np.asarray(losses, dtype=float)
     J = np.atleast_2d(np.asarray(jacobian, dtype=float))
-    out = np.empty(J.shape[0])
+    kish = np.empty(J.shape[0])
+    wdf = np.empty(J.shape[0])
     for j, row in enumerate(J):
         reads = np.flatnonzero(np.nan_to_num(row, nan=1.0) != 0)
-        if reads.size <= 1:
+        if reads.size <= 1 or L.ndim != 2:
             w = v
         else:
             w = v[np.any(L[:, reads] != 0, axis=1)]
-        s2 = float(np.sum(w * w))
-        out[j] = float(np.sum(w)) ** 2 / s2 if s2 > 0 else 0.0
-    return out
+        w2 = w * w
+        s2 = float(np.sum(w2))
+        kish[j] = float(np.sum(w)) ** 2 / s2 if s2 > 0 else 0.0
+        s4 = float(np.sum(w2 * w2))
+        wdf[j] = s2 * s2 / s4 if s4 > 0 else 0.0
+    return kish, wdf
 
 
 def effective_size(

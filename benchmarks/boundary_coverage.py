@@ -39,6 +39,9 @@ BELIEFS = ("calibrated", "underconfident")
 #: sizes at which the posterior is fitted (each repetition is one fit)
 POSTERIOR_SIZES = (50, 200, 1000)
 LEVEL = 0.95
+#: The column that is the package's default: ``Estimate.confidence_interval()`` applies the
+#: modified Wilson interval with the weight-df adjustment (``n_df`` = weight df − 1)
+DEFAULT_COL = "modified_wilson_wdf"
 #: (column, method, options) of every interval compared
 METHODS = (
     ("wald", "wald", {}),
@@ -50,6 +53,7 @@ METHODS = (
     ("modified_wilson", "modified_wilson", {}),
     ("modified_wilson_df", "modified_wilson", {"n_df": "design"}),
     ("modified_wilson_cap", "modified_wilson", {"n_max": True}),
+    ("modified_wilson_wdf", "modified_wilson", {"n_df": "weights"}),
     ("jeffreys", "jeffreys", {}),
     ("clopper_pearson", "clopper_pearson", {}),
 )
@@ -95,7 +99,8 @@ def simulate(q, p, correct, n, reps, rng):
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(den > 0, a.sum(axis=1) ** 2 / den, np.inf)
     kish = W**2 / (v * v).sum(axis=1)
-    return idx, v, R, np.sqrt(var), df, kish
+    wdf = (v * v).sum(axis=1) ** 2 / (v**4).sum(axis=1)
+    return idx, v, R, np.sqrt(var), df, kish, wdf
 
 
 def check_against_package(pool, y, idx, v, R, se, df):
@@ -108,7 +113,7 @@ def check_against_package(pool, y, idx, v, R, se, df):
             assert np.isclose(est.effective_df[0], df[i], rtol=1e-6)
 
 
-def intervals_for(R, se, df, kish, n):
+def intervals_for(R, se, df, kish, wdf, n):
     out = {}
     for col, method, opt in METHODS:
         n_df = None
@@ -116,6 +121,8 @@ def intervals_for(R, se, df, kish, n):
             n_df = np.full(R.shape, n - 1.0)
         elif opt.get("n_df") == "satterthwaite":
             n_df = np.maximum(df - 1.0, 1.0)
+        elif opt.get("n_df") == "weights":
+            n_df = np.maximum(wdf - 1.0, 1.0)
         n_max = float(n) if opt.get("n_max") else None
         out[col] = iv.interval(
             R, se, (0.0, 1.0), LEVEL, method, df=df, kish=kish, n_df=n_df, n_max=n_max
@@ -185,7 +192,7 @@ def main(argv=None):
             for d_i, (design, q) in enumerate(designs.items()):
                 for n in sizes:
                     rng = np.random.default_rng([b_i, t_i, d_i, n])
-                    idx, v, R, se, df, kish = simulate(q, p, correct, n, reps, rng)
+                    idx, v, R, se, df, kish, wdf = simulate(q, p, correct, n, reps, rng)
                     check_against_package(pool, y, idx, v, R, se, df)
                     row = {
                         "belief": belief,
@@ -195,13 +202,13 @@ def main(argv=None):
                         "reps": reps,
                         "share_at_bound": float(np.mean(R >= 1.0 - 1e-12)),
                     }
-                    ints = intervals_for(R, se, df, kish, n)
+                    ints = intervals_for(R, se, df, kish, wdf, n)
                     for col, (lo, hi) in ints.items():
                         row[f"cov_{col}"] = float(np.mean((lo <= truth) & (truth <= hi)))
                         row[f"width_{col}"] = float(np.mean(hi - lo))
                         row[f"zero_{col}"] = float(np.mean(hi - lo <= 0))
                     if post_reps and (args.quick or n in POSTERIOR_SIZES):
-                        ci = ints[iv.DEFAULT_METHOD]
+                        ci = ints[DEFAULT_COL]
                         row.update(credible(pool, idx, v, y, truth, post_reps, rng, ci))
                         row["post_reps"] = post_reps
                     rows.append(row)
@@ -254,6 +261,14 @@ def render(rows) -> str:
         "(mean error probability 0.1 whatever the truth). `at 1`: share of samples without a "
         "single error.",
         "",
+        "Methods (`bayes_activeeval.intervals.interval`): `wald`; `t` (Satterthwaite df of the "
+        "variance); `logit`; `wilson`: Wilson with the effective size n* = x̂(1−x̂)/SE² (Kish size "
+        "of the draws at a bound); `_df`: Korn & Graubard's n*(z/t)² with the design df n − 1; "
+        "`_satt`: the same with the Satterthwaite df of the variance; `modified_wilson`: one-sided "
+        "Poisson bounds next to the boundary (Brown, Cai & DasGupta 2001); `_cap`: n* capped at "
+        "n; `_wdf`: n*(z/t)² with the df of the carrying draws' squared weights — the package "
+        "default, `Estimate.confidence_interval()`; `jeffreys`, `clopper_pearson` on n*.",
+        "",
         "## Summary per method",
         "",
         "| method | min coverage, n >= 50 | cells < 0.93, n >= 50 | min coverage, all n | "
@@ -262,7 +277,8 @@ def render(rows) -> str:
     ]
     for s in summary(rows):
         lines.append(
-            f"| {s['method']} | {s['min_cov_n50']:.3f} | {s['cells_below_093_n50']} | "
+            f"| {s['method'] + (' (default)' if s['method'] == DEFAULT_COL else '')} | "
+            f"{s['min_cov_n50']:.3f} | {s['cells_below_093_n50']} | "
             f"{s['min_cov_all']:.3f} | {s['zero_width']:.3f} | "
             f"{s['max_width_ratio_where_wald_covers']:.2f} |"
         )
@@ -281,7 +297,7 @@ def render(rows) -> str:
         )
     post = [r for r in rows if "post_reps" in r]
     if post:
-        d = iv.DEFAULT_METHOD
+        d = DEFAULT_COL
         lines += [
             "",
             f"## Credible intervals ({post[0]['post_reps']} repetitions per cell)",
