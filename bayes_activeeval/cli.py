@@ -466,10 +466,11 @@ def status(session, level, as_json, pool_path):
             return
         click.echo(format_status(s, st))
         if post is not None:
-            from .report import posterior_conflicts
+            from .report import POSTERIOR_NOTE, posterior_conflicts
 
             click.echo("\nposterior of the measure (contingency-table model; ArviZ summary):")
             click.echo(post.to_string())
+            click.echo(POSTERIOR_NOTE)
             for line in posterior_conflicts(st["estimates"], post, st["measure"]):
                 click.echo(line)
 

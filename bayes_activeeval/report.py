@@ -74,24 +74,33 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
     return pd.DataFrame(summary(posterior, var_names=var_names))
 
 
+#: What ``bae status`` and the report say about the posterior beside the confidence interval.
+POSTERIOR_NOTE = (
+    "The posterior is model-based: where labels are few it follows the model's own probabilities "
+    "(the prior of its contingency cells), so its credible interval is only as calibrated as "
+    "they are; the confidence interval is design-based and does not depend on them."
+)
+
+
 def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure: str) -> list[str]:
-    """One sentence for every model whose posterior interval and confidence interval do not
-    overlap (the issue-13 case: 219 of 219 labels correct, a confidence interval reaching 1 and a
-    posterior 89% interval of [0.932, 0.975]).
+    """One sentence for every model whose design-based estimate lies outside the posterior's
+    interval — the issue-13 case: 219 of 219 labels correct, the estimate 1 and its confidence
+    interval reaching 1, the posterior 89% interval [0.932, 0.975].
 
     The two answers are not the same kind of statement. The confidence interval is design-based:
     it uses the model's probabilities only through the proposal, and covers at its level whatever
     they are (``benchmarks/results/boundary_coverage.md``). The posterior is model-based: its
     contingency cells take the model's mean probability as their prior (``prior_strength=0.5``
     pseudo-labels per cell, about 80 in all), so where few labels fall it reports the model's own
-    belief; when that belief is miscalibrated its credible intervals miss (coverage 0 for
-    underconfident models in the same benchmark), and disjoint intervals are the visible sign.
+    belief; when that belief is miscalibrated its credible intervals miss (coverage 0-0.4 for an
+    underconfident model near accuracy 1 in the same benchmark). An estimate outside the credible
+    interval is the visible sign of that prior-data conflict.
 
     Parameters
     ----------
     rows : list of dict
-        ``Session.status()["estimates"]``: ``model``, ``low``, ``high`` per model (in the order of
-        the posterior's outputs).
+        ``Session.status()["estimates"]``: ``model``, ``estimate``, ``low``, ``high`` per model
+        (in the order of the posterior's outputs).
     summary : pandas.DataFrame or None
         :func:`posterior_summary` (rows ``measure[...]`` with ``eti89_lb``/``eti89_ub``).
     measure : str
@@ -107,15 +116,21 @@ def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure:
     out = []
     for r, (_, p) in zip(rows, post.iterrows(), strict=False):
         plo, phi = float(p[lo_col]), float(p[hi_col])
-        if phi < r["low"] or plo > r["high"]:
-            out.append(
-                f"note: for {measure} [{r['model']}] the posterior's {pct}% interval "
-                f"[{plo:.4f}, {phi:.4f}] and the confidence interval [{r['low']:.4f}, "
-                f"{r['high']:.4f}] do not overlap. They answer differently: the confidence "
-                "interval is design-based and holds whatever the model's probabilities are; the "
-                "posterior takes the model's probabilities as its prior where labels are few, "
-                "and these look miscalibrated here. Trust the confidence interval."
-            )
+        est = float(r["estimate"])
+        if not np.isfinite(est) or plo <= est <= phi:
+            continue
+        how = (
+            "do not overlap"
+            if phi < r["low"] or plo > r["high"]
+            else f"overlap, but the estimate {est:.4f} lies outside the posterior's interval"
+        )
+        out.append(
+            f"note: for {measure} [{r['model']}] the posterior's {pct}% interval "
+            f"[{plo:.4f}, {phi:.4f}] and the confidence interval [{r['low']:.4f}, "
+            f"{r['high']:.4f}] {how}. The labels disagree with the model's own probabilities, "
+            "which the posterior takes as its prior where labels are few: they look "
+            "miscalibrated. Trust the confidence interval; it does not depend on them."
+        )
     return out
 
 
@@ -410,7 +425,7 @@ def render_html(session, level: float = 0.95) -> str:
             + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
             "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
             "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
-            "draws can be trusted.</p>"
+            f"draws can be trusted. {html.escape(POSTERIOR_NOTE)}</p>"
         )
     else:
         bayes = "<p class='note'>No posterior yet (no completed stage, or a regression pool).</p>"

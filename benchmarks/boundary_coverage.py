@@ -130,14 +130,15 @@ def intervals_for(R, se, df, kish, wdf, n):
     return out
 
 
-def credible(pool, idx, v, y, truth, reps, rng, ci):
+def credible(pool, idx, v, y, truth, reps, rng, ci, est):
     """The 95% equal-tailed interval of Session.posterior's model (the conjugate contingency
     table, design-weighted counts, ``prior_strength=0.5`` per cell) on the first ``reps``
     repetitions: coverage, mean width, the share of repetitions where it is disjoint from the
-    confidence interval ``ci`` (what ``bae status`` flags) and the coverage among the others."""
+    confidence interval ``ci``, the share where the importance-weighted estimate ``est`` lies
+    outside it, and the posterior's coverage among the repetitions not flagged by either."""
     from bayes_activeeval.oracles.contingency import contingency_posterior
 
-    hit, width, apart = [], [], []
+    hit, width, apart, outside, mutual = [], [], [], [], []
     for i in range(reps):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -156,12 +157,19 @@ def credible(pool, idx, v, y, truth, reps, rng, ci):
         hit.append(lo <= truth <= hi)
         width.append(hi - lo)
         apart.append(hi < ci[0][i] or lo > ci[1][i])
-    hit, apart = np.array(hit), np.array(apart)
+        outside.append(not (lo <= est[i] <= hi))
+        mean = float(g.mean())
+        mutual.append(outside[-1] and not (ci[0][i] <= mean <= ci[1][i]))
+    hit, apart, outside, mutual = (np.array(a) for a in (hit, apart, outside, mutual))
     return {
         "cov_posterior": float(hit.mean()),
         "width_posterior": float(np.mean(width)),
         "disjoint_posterior": float(apart.mean()),
         "cov_posterior_not_disjoint": float(hit[~apart].mean()) if (~apart).any() else np.nan,
+        "outside_posterior": float(outside.mean()),
+        "cov_posterior_not_outside": float(hit[~outside].mean()) if (~outside).any() else np.nan,
+        "mutual_posterior": float(mutual.mean()),
+        "cov_posterior_not_mutual": float(hit[~mutual].mean()) if (~mutual).any() else np.nan,
     }
 
 
@@ -209,7 +217,7 @@ def main(argv=None):
                         row[f"zero_{col}"] = float(np.mean(hi - lo <= 0))
                     if post_reps and (args.quick or n in POSTERIOR_SIZES):
                         ci = ints[DEFAULT_COL]
-                        row.update(credible(pool, idx, v, y, truth, post_reps, rng, ci))
+                        row.update(credible(pool, idx, v, y, truth, post_reps, rng, ci, R))
                         row["post_reps"] = post_reps
                     rows.append(row)
                     print(
@@ -305,20 +313,28 @@ def render(rows) -> str:
             "The 95% equal-tailed interval of `Session.posterior()` (what `bae status` prints: the "
             "conjugate contingency-table model, design-weighted counts, `prior_strength=0.5` per "
             f"cell) beside the default confidence interval ({d}); `disjoint`: share of samples "
-            "where the two intervals do not overlap (flagged by `bae status`), `cov. if not "
-            "disjoint`: the posterior's coverage in the others. A posterior with a density never "
+            "where the two intervals do not overlap, `estimate outside`: share where the "
+            "importance-weighted estimate lies outside the credible interval, `flagged`: share "
+            "where moreover the posterior mean lies outside the confidence interval (what `bae "
+            "status` flags), `cov. if …`: the posterior's coverage in the samples not flagged. A "
+            "posterior with a density never "
             "puts an equal-tailed interval on the bound itself: at truth 1.0 its coverage is 0 "
             "by construction.",
             "",
-            f"| belief | truth | design | n | {d} | posterior | disjoint | cov. if not disjoint |",
-            "|---|---|---|---|---|---|---|---|",
+            f"| belief | truth | design | n | {d} | posterior | disjoint | cov. if not disjoint "
+            "| estimate outside | cov. if inside | flagged | cov. if not flagged |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in post:
             lines.append(
                 f"| {r['belief']} | {r['truth']} | {r['design']} | {r['n']} | "
                 f"{r['cov_' + d]:.3f} ({r['width_' + d]:.3g}) | "
                 f"{r['cov_posterior']:.2f} ({r['width_posterior']:.3g}) | "
-                f"{r['disjoint_posterior']:.2f} | {r['cov_posterior_not_disjoint']:.2f} |"
+                f"{r['disjoint_posterior']:.2f} | {r['cov_posterior_not_disjoint']:.2f} | "
+                f"{r.get('outside_posterior', np.nan):.2f} | "
+                f"{r.get('cov_posterior_not_outside', np.nan):.2f} | "
+                f"{r.get('mutual_posterior', np.nan):.2f} | "
+                f"{r.get('cov_posterior_not_mutual', np.nan):.2f} |"
             )
     return "\n".join(lines) + "\n"
 

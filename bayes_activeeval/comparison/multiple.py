@@ -255,4 +255,5 @@ def multiple_comparison(
         variance=variance,
         critical=crit,
         sums=None if score is None else ScoreSums(**score, B=W**2 * np.clip(var, 0.0, None)),
+        bounds=base.bounds,
     )
