@@ -252,7 +252,8 @@ def effective_size(
     ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale ``x = (G − lo)/(hi − lo)``; ``kish`` where
     ``x̂`` is at a bound or ``SE = 0`` (see :func:`carrying_kish`). With ``df`` (degrees of freedom
     of the variance estimate), the Korn & Graubard (1998) adjustment ``n* (z/t_df)²`` shrinks it
-    so that the interval widens as a t interval would.
+    so that the interval widens as a t interval would — where ``n*`` comes from the variance; the
+    Kish size at a bound is a known function of the weights and is not adjusted.
     """
     lo, hi = bounds
     width = hi - lo
@@ -262,9 +263,11 @@ def effective_size(
     with np.errstate(divide="ignore", invalid="ignore"):
         n = np.where(inside, x * (1 - x) / (se * se), np.asarray(kish, dtype=float))
     if df is not None:
+        # only where n* was estimated from the variance: at a bound it is the Kish size, a known
+        # function of the weights, and has no estimation error to widen for
         d = np.maximum(np.asarray(df, dtype=float), 1.0)
         ratio = np.where(np.isfinite(d), _z(level) / stats.t.ppf(0.5 + level / 2, d), 1.0)
-        n = n * ratio**2
+        n = np.where(inside, n * ratio**2, n)
     return n
 
 
