@@ -180,9 +180,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="boundary_coverage")
     ap.add_argument("--render", action="store_true", help="Only rewrite the .md from the .json.")
+    ap.add_argument("--docs", action="store_true", help="Print the table of docs/estimation.md.")
     args = ap.parse_args(argv)
-    if args.render:
+    if args.render or args.docs:
         rows = json.loads((OUT / f"{args.out}.json").read_text())
+        if args.docs:
+            print(docs_table(rows))
+            return
         (OUT / f"{args.out}.md").write_text(render(rows))
         return
     sizes = (50, 200) if args.quick else SIZES
@@ -255,6 +259,27 @@ def summary(rows) -> list[dict]:
             }
         )
     return out
+
+
+def docs_table(rows) -> str:
+    """The compact table of ``docs/estimation.md``: calibrated model probabilities, coverage of
+    Wald, t, the default (with its mean width), Clopper-Pearson and the posterior."""
+    d = DEFAULT_COL
+    lines = [
+        "| true accuracy | design | n | no error | Wald | t | default (mean width) | "
+        "Clopper-Pearson | posterior |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["belief"] != "calibrated" or r["n"] not in (20, 50, 200, 1000, 2000):
+            continue
+        post = f"{r['cov_posterior']:.2f}" if "cov_posterior" in r else ""
+        lines.append(
+            f"| {r['truth']} | {r['design']} | {r['n']} | {r['share_at_bound']:.2f} | "
+            f"{r['cov_wald']:.3f} | {r['cov_t']:.3f} | **{r['cov_' + d]:.3f}** "
+            f"({r['width_' + d]:.3g}) | {r['cov_clopper_pearson']:.3f} | {post} |"
+        )
+    return "\n".join(lines)
 
 
 def render(rows) -> str:
