@@ -78,7 +78,7 @@ class Estimate:
         The measure's range (``Measure.bounds``); every interval lies inside it.
     kish, weight_df : ndarray (m,), optional
         Kish effective size of the draws that carry each output and the degrees of freedom of
-        their squared weights (:func:`~bayes_activeeval.intervals.carrying_sizes`), used by the
+        their weights' heterogeneity (:func:`~bayes_activeeval.intervals.carrying_sizes`), used by the
         score-type intervals.
     """
 
@@ -143,8 +143,10 @@ class Estimate:
             - ``"modified_wilson"``: the score interval for a proportion with the effective
               sample size ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale of the range (Korn &
               Graubard (1998); the Kish size of the carrying draws where ``x̂`` sits at a bound
-              or ``SE = 0``), shrunk by ``(z/t_ν)²`` with ``ν + 1`` the weight degrees of freedom
-              of the carrying draws, with the one-sided Poisson bound next to the boundary
+              or ``SE = 0``), where it comes from the variance shrunk by ``(z/t_ν)²`` with
+              ``ν + 1`` the degrees of freedom of the carrying draws' weight heterogeneity
+              (:func:`~bayes_activeeval.intervals.carrying_sizes`; ``∞`` for equal weights), with
+              the one-sided Poisson bound next to the boundary
               (Brown, Cai & DasGupta (2001), Sec. 4.1.1). It never has zero width; for passive
               sampling of a proportion it is the modified Wilson interval with ``n`` trials.
               ``benchmarks/results/boundary_coverage.md``: coverage at least 0.93 for true
@@ -177,7 +179,7 @@ class Estimate:
                 f"method='logit' needs a measure with a bounded range; {self.measure!r} is unbounded"
             )
         kish = self.kish if self.kish is not None else np.full(self.values.shape, self.n_draws)
-        wdf = self.weight_df if self.weight_df is not None else kish
+        wdf = self.weight_df if self.weight_df is not None else np.full(kish.shape, np.inf)
         low, high = intervals.interval(
             self.values,
             self.stderrs,

@@ -187,13 +187,14 @@ def _snap(x: np.ndarray) -> np.ndarray:
 
 def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
     """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure
-    (see :func:`carrying_sizes`, which also gives their weight degrees of freedom)."""
+    (see :func:`carrying_sizes`, which also gives the degrees of freedom of their weights)."""
     return carrying_sizes(weights, losses, jacobian)[0]
 
 
 def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray, np.ndarray]:
     """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure, and
-    the degrees of freedom ``(Σ v²)²/Σ v⁴`` of their squared weights.
+    the degrees of freedom ``ν`` of their weights' heterogeneity, ``1/ν = Σ v⁴/(Σ v²)² − 1/m``
+    (``m`` carrying draws).
 
     An output that reads one loss component (a plain risk: accuracy, error rate) is carried by
     every draw. One that reads several (a ratio ``R1/R2`` such as precision, recall or F1) is
@@ -208,12 +209,14 @@ def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray
     jacobian : ndarray (m, d)
         ``Dg(R̂)``; the components output ``j`` reads are the nonzero entries of row ``j``.
 
-    The second is the Satterthwaite degrees of freedom of a variance ``Σ v_i² r_i²`` whose
-    residuals ``r_i`` were all alike: it counts how many draws the *weights* let carry the
-    variance. It is ``n`` for equal weights, however rare the errors (the score interval's
-    null variance already accounts for those), and small when a few heavily weighted draws carry
-    the variance (false negatives of recall under extreme class skew) — the design-effect
-    uncertainty that Korn & Graubard's (1998) ``n*(z/t)²`` adjustment is for.
+    ``(Σ v²)²/Σ v⁴`` is the Satterthwaite degrees of freedom of a variance ``Σ v_i² r_i²`` whose
+    residuals ``r_i`` were all alike: how many draws the *weights* let carry the variance — small
+    when a few heavily weighted draws do (false negatives of recall under extreme class skew). The
+    design effect ``n*`` is then uncertain, which Korn & Graubard's (1998) ``n*(z/t_ν)²``
+    adjustment is for. With equal weights (passive sampling) there is nothing to estimate —
+    ``n* = n`` exactly, however rare the errors, and the score interval's null variance accounts
+    for the rarity — so ``ν`` counts only the excess over equal weights: ``ν = ∞`` for equal
+    weights, ``ν ≈ (Σ v²)²/Σ v⁴`` when a few weights dominate.
 
     Returns
     -------
@@ -234,7 +237,8 @@ def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray
         s2 = float(np.sum(w2))
         kish[j] = float(np.sum(w)) ** 2 / s2 if s2 > 0 else 0.0
         s4 = float(np.sum(w2 * w2))
-        wdf[j] = s2 * s2 / s4 if s4 > 0 else 0.0
+        excess = s4 / (s2 * s2) - 1.0 / w.size if s4 > 0 else 0.0
+        wdf[j] = 1.0 / excess if excess > 1e-12 else np.inf
     return kish, wdf
 
 

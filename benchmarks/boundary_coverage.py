@@ -41,7 +41,7 @@ POSTERIOR_SIZES = (50, 200, 1000)
 LEVEL = 0.95
 #: The column that is the package's default: ``Estimate.confidence_interval()`` applies the
 #: modified Wilson interval with the weight-df adjustment (``n_df`` = weight df − 1)
-DEFAULT_COL = "modified_wilson_wdf"
+DEFAULT_COL = "modified_wilson_hdf"
 #: (column, method, options) of every interval compared
 METHODS = (
     ("wald", "wald", {}),
@@ -54,6 +54,7 @@ METHODS = (
     ("modified_wilson_df", "modified_wilson", {"n_df": "design"}),
     ("modified_wilson_cap", "modified_wilson", {"n_max": True}),
     ("modified_wilson_wdf", "modified_wilson", {"n_df": "weights"}),
+    ("modified_wilson_hdf", "modified_wilson", {"n_df": "heterogeneity"}),
     ("jeffreys", "jeffreys", {}),
     ("clopper_pearson", "clopper_pearson", {}),
 )
@@ -103,17 +104,23 @@ def simulate(q, p, correct, n, reps, rng):
     return idx, v, R, np.sqrt(var), df, kish, wdf
 
 
-def check_against_package(pool, y, idx, v, R, se, df):
-    """The vectorised closed forms equal weighted_estimate on a few repetitions."""
+def check_against_package(pool, y, idx, v, R, se, df, default):
+    """The vectorised closed forms equal weighted_estimate, and the default column equals
+    ``Estimate.confidence_interval()``, on a few repetitions."""
     m, views = pool.resolve("accuracy")
     for i in range(3):
         est = bae.weighted_estimate(m.loss(y[idx[i]], views(idx[i])), v[i], m)
         assert np.isclose(est.value, R[i]) and np.isclose(est.stderr, se[i], atol=1e-12)
         if se[i] > 1e-9:
             assert np.isclose(est.effective_df[0], df[i], rtol=1e-6)
+        lo, hi = est.confidence_interval(LEVEL)
+        assert np.isclose(lo, default[0][i], rtol=1e-9) and np.isclose(hi, default[1][i])
 
 
 def intervals_for(R, se, df, kish, wdf, n):
+    with np.errstate(divide="ignore"):
+        excess = 1.0 / wdf - 1.0 / n
+        hdf = np.where(excess > 1e-12, 1.0 / np.maximum(excess, 1e-300), np.inf)
     out = {}
     for col, method, opt in METHODS:
         n_df = None
@@ -123,6 +130,8 @@ def intervals_for(R, se, df, kish, wdf, n):
             n_df = np.maximum(df - 1.0, 1.0)
         elif opt.get("n_df") == "weights":
             n_df = np.maximum(wdf - 1.0, 1.0)
+        elif opt.get("n_df") == "heterogeneity":
+            n_df = np.maximum(hdf - 1.0, 1.0)
         n_max = float(n) if opt.get("n_max") else None
         out[col] = iv.interval(
             R, se, (0.0, 1.0), LEVEL, method, df=df, kish=kish, n_df=n_df, n_max=n_max
@@ -205,7 +214,6 @@ def main(argv=None):
                 for n in sizes:
                     rng = np.random.default_rng([b_i, t_i, d_i, n])
                     idx, v, R, se, df, kish, wdf = simulate(q, p, correct, n, reps, rng)
-                    check_against_package(pool, y, idx, v, R, se, df)
                     row = {
                         "belief": belief,
                         "truth": truth,
@@ -215,6 +223,7 @@ def main(argv=None):
                         "share_at_bound": float(np.mean(R >= 1.0 - 1e-12)),
                     }
                     ints = intervals_for(R, se, df, kish, wdf, n)
+                    check_against_package(pool, y, idx, v, R, se, df, ints[DEFAULT_COL])
                     for col, (lo, hi) in ints.items():
                         row[f"cov_{col}"] = float(np.mean((lo <= truth) & (truth <= hi)))
                         row[f"width_{col}"] = float(np.mean(hi - lo))
@@ -299,8 +308,10 @@ def render(rows) -> str:
         "of the draws at a bound); `_df`: Korn & Graubard's n*(z/t)² with the design df n − 1; "
         "`_satt`: the same with the Satterthwaite df of the variance; `modified_wilson`: one-sided "
         "Poisson bounds next to the boundary (Brown, Cai & DasGupta 2001); `_cap`: n* capped at "
-        "n; `_wdf`: n*(z/t)² with the df of the carrying draws' squared weights — the package "
-        "default, `Estimate.confidence_interval()`; `jeffreys`, `clopper_pearson` on n*.",
+        "n; `_wdf`: n*(z/t)² with the df of the carrying draws' squared weights; `_hdf`: the "
+        "same with the df of their excess over equal weights (1/ν = Σv⁴/(Σv²)² − 1/n; ∞ for "
+        "passive sampling) — the package default, `Estimate.confidence_interval()`; "
+        "`jeffreys`, `clopper_pearson` on n*.",
         "",
         "## Summary per method",
         "",

@@ -184,3 +184,28 @@ def test_newcombe_difference_at_the_boundary_and_coverage():
         cover = np.mean((lo <= truth) & (truth <= hi))
         assert cover >= 0.93 - 3 * np.sqrt(0.95 * 0.05 / reps), (n, cover)
         assert np.all(hi > lo) and np.all(lo >= -1) and np.all(hi <= 1)
+
+
+def test_estimate_api_passive_is_wilson_and_modified_wilson():
+    """Through bae.estimate on passive draws (equal weights: no df adjustment, n* = n):
+    ``method="wilson"`` is statsmodels' Wilson interval and the default is the modified Wilson
+    interval of Brown, Cai & DasGupta (2001) with n trials — also for 20 of 20 correct."""
+    rng = np.random.default_rng(2)
+    N = 5000
+    pred = (rng.random(N) < 0.4).astype(int)
+    y = np.where(rng.random(N) < 0.02, 1 - pred, pred)
+    pool = bae.Pool(predictions=pred, probs=np.where(pred == 1, 0.9, 0.1))
+    for n, seed in ((20, 0), (20, 5), (80, 1), (300, 2)):
+        d = bae.passive_proposal(pool).draw(n, rng=seed)
+        est = bae.estimate(pool, "accuracy", d, y[d.indices])
+        k = round(est.value * n)
+        ref = statsmodels_prop.proportion_confint(k, n, method="wilson")
+        assert est.confidence_interval(0.95, "wilson") == pytest.approx(ref, abs=1e-12)
+        mw = iv.modified_wilson(k / n, n, 0.95)
+        assert est.confidence_interval(0.95) == pytest.approx(tuple(map(float, mw)), abs=1e-12)
+    # 20 of 20 correct: not the zero-width [1, 1] of the t and Wald intervals
+    ell = np.ones((20, 1))
+    est = bae.weighted_estimate(ell, np.ones(20), bae.measures.get("accuracy"))
+    assert est.confidence_interval(0.95, "t") == (1.0, 1.0)
+    lo, hi = est.confidence_interval(0.95)
+    assert hi == 1.0 and lo == pytest.approx(20 / (20 + stats.norm.ppf(0.975) ** 2))
