@@ -352,7 +352,7 @@ def render(rows) -> str:
             "where the two intervals do not overlap, `estimate outside`: share where the "
             "importance-weighted estimate lies outside the credible interval, `flagged`: share "
             "where moreover the posterior mean lies outside the confidence interval (what `bae "
-            "status` flags), `cov. if …`: the posterior's coverage in the samples not flagged. A "
+            "status` flags, with its 89% posterior interval), `cov. if …`: the posterior's coverage in the samples not flagged. A "
             "posterior with a density never "
             "puts an equal-tailed interval on the bound itself: at truth 1.0 its coverage is 0 "
             "by construction.",
