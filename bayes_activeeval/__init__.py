@@ -8,7 +8,8 @@ Layers (imports go one way, down this list; ``tests/test_layers.py`` checks it):
 
 0. **Kernels** — depend only on NumPy and SciPy: ``measures`` (ℓ, g, Dg), ``beliefs``,
    ``strata``, ``pool``, ``kernel`` (the deviation integrand and the proposal-from-scores step),
-   ``estimators``, ``proposals``, ``datasets``.
+   ``intervals`` (confidence intervals from an estimate and its effective size), ``estimators``,
+   ``proposals``, ``datasets``.
 1. **Bayesian models** — ``oracles`` (beliefs about the labels, π(y|x)) and ``posterior``
    (posteriors of the measure itself); PyMC and ArviZ enter here.
 2. **Workflows** — ``adaptive``, ``comparison``, ``sequential``, ``planning``, ``benchmark``,
@@ -20,7 +21,7 @@ A module may import from its own layer or a lower one, never from a higher one; 
 another module's private (underscore) names.
 """
 
-from . import benchmark, datasets, kernel, measures, planning, posterior, proposals
+from . import benchmark, datasets, intervals, kernel, measures, planning, posterior, proposals
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -73,6 +74,7 @@ __all__ = [
     "datasets",
     "difference",
     "estimate",
+    "intervals",
     "kernel",
     "make_oracle",
     "measures",

@@ -458,13 +458,21 @@ def status(session, level, as_json, pool_path):
         post = _posterior_summary(s)
         if as_json:
             if post is not None:
+                from .report import posterior_conflicts
+
                 st["posterior"] = json.loads(post.to_json(orient="index"))
+                st["notes"] = posterior_conflicts(st["estimates"], post, st["measure"])
             click.echo(json.dumps(st, indent=2, default=float))
             return
         click.echo(format_status(s, st))
         if post is not None:
+            from .report import POSTERIOR_NOTE, posterior_conflicts
+
             click.echo("\nposterior of the measure (contingency-table model; ArviZ summary):")
             click.echo(post.to_string())
+            click.echo(POSTERIOR_NOTE)
+            for line in posterior_conflicts(st["estimates"], post, st["measure"]):
+                click.echo(line)
 
 
 def _posterior_summary(s):

@@ -1,8 +1,10 @@
 """Reports: plots and a self-contained HTML page for a labeling session.
 
 The page shows the frequentist answer (importance-weighted estimate, delta-method standard error,
-Wald and t intervals; Sawade (2012), Eq. 3.14/3.16) beside the Bayesian one (the posterior of the
-measure and its ArviZ diagnostics, when the design has a posterior), and three figures:
+Sawade (2012), Eq. 3.14, and :meth:`Estimate.confidence_interval` — the one interval the API,
+``bae status`` and ``bae compare`` print too) beside the Bayesian one (the posterior of the measure
+and its ArviZ diagnostics, when the design has a posterior), a note where the two disagree
+(:func:`posterior_conflicts`), and three figures:
 
 - the estimate against the labels spent, with its interval band (one point per completed stage);
 - the proposal ``q`` against the model's score (the optimal proposal, Sawade (2012), Thm. 4.1);
@@ -24,13 +26,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .estimators import UndefinedEstimateWarning
 
 __all__ = [
     "comparison_table",
     "estimate_path",
+    "posterior_conflicts",
     "posterior_summary",
     "render_html",
     "write_report",
@@ -70,6 +72,74 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
     names = list(posterior["posterior"].data_vars)
     var_names = ["measure"] if "measure" in names else None
     return pd.DataFrame(summary(posterior, var_names=var_names))
+
+
+#: What ``bae status`` and the report say about the posterior beside the confidence interval.
+POSTERIOR_NOTE = (
+    "The posterior is model-based: where labels are few it follows the model's own probabilities "
+    "(the prior of its contingency cells), so its credible interval is only as calibrated as "
+    "they are; the confidence interval is design-based and does not depend on them."
+)
+
+
+def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure: str) -> list[str]:
+    """One sentence for every model where the two answers contradict each other: the
+    design-based estimate lies outside the posterior's interval *and* the posterior mean outside
+    the confidence interval — the issue-13 case: 219 of 219 labels correct, the estimate 1 and its
+    confidence interval reaching 1, the posterior 89% interval [0.932, 0.975].
+
+    The two answers are not the same kind of statement. The confidence interval is design-based:
+    it uses the model's probabilities only through the proposal, and covers at its level whatever
+    they are (``benchmarks/results/boundary_coverage.md``). The posterior is model-based: its
+    contingency cells take the model's mean probability as their prior (``prior_strength=0.5``
+    pseudo-labels per cell, about 80 in all), so where few labels fall it reports the model's own
+    belief; when that belief is miscalibrated its credible intervals miss (coverage 0-0.4 for an
+    underconfident model near accuracy 1 in the same benchmark). Each answer's point outside the
+    other's interval is the visible sign of that prior-data conflict. The estimate alone outside
+    the posterior's interval is not enough: at a bound (no error among the labels) it is outside
+    any posterior with a density, and flagged 65-100% of the samples where the posterior covered;
+    the two conditions together flagged at most 2% of the samples with calibrated probabilities,
+    and 31% on average (up to all) of those where the posterior missed
+    (``benchmarks/results/boundary_coverage.md``, "flagged").
+
+    Parameters
+    ----------
+    rows : list of dict
+        ``Session.status()["estimates"]``: ``model``, ``estimate``, ``low``, ``high`` per model
+        (in the order of the posterior's outputs).
+    summary : pandas.DataFrame or None
+        :func:`posterior_summary` (rows ``measure[...]`` with ``mean``, ``eti89_lb``,
+        ``eti89_ub``).
+    measure : str
+    """
+    if summary is None or not rows:
+        return []
+    post = summary.loc[[i for i in summary.index if str(i).startswith("measure")]]
+    lo_col = next((c for c in post.columns if str(c).startswith("eti") and "lb" in str(c)), None)
+    hi_col = next((c for c in post.columns if str(c).startswith("eti") and "ub" in str(c)), None)
+    if lo_col is None or hi_col is None:
+        return []
+    pct = str(lo_col)[3:].split("_")[0]
+    out = []
+    for r, (_, p) in zip(rows, post.iterrows(), strict=False):
+        plo, phi = float(p[lo_col]), float(p[hi_col])
+        est, mean = float(r["estimate"]), float(p.get("mean", np.nan))
+        if not np.isfinite(est) or plo <= est <= phi or r["low"] <= mean <= r["high"]:
+            continue
+        how = (
+            "do not overlap"
+            if phi < r["low"] or plo > r["high"]
+            else f"contradict each other (the estimate {est:.4f} is outside the posterior's "
+            f"interval, the posterior mean {mean:.4f} outside the confidence interval)"
+        )
+        out.append(
+            f"note: for {measure} [{r['model']}] the posterior's {pct}% interval "
+            f"[{plo:.4f}, {phi:.4f}] and the confidence interval [{r['low']:.4f}, "
+            f"{r['high']:.4f}] {how}. The labels disagree with the model's own probabilities, "
+            "which the posterior takes as its prior where labels are few: they look "
+            "miscalibrated. Trust the confidence interval; it does not depend on them."
+        )
+    return out
 
 
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
@@ -128,12 +198,12 @@ def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.Dat
         raise ValueError("no completed stage yet: label the items of bae next first")
     models = list(session.design.models)
     measure = session.design.measure
-    zc = stats.norm.ppf(0.5 + level / 2)
+    # the models' rows are the estimates `bae status` shows, with the same interval
+    per_model = session.estimates()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedEstimateWarning)
         if len(models) == 2:
             res = compare(session.pool, measure, draws, labels, models=tuple(models))
-            est = [(m, res.estimates[m], res.stderrs[m]) for m in models]
             low, high = res.confidence_interval(level)
             tests = pd.DataFrame(
                 [
@@ -154,7 +224,6 @@ def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.Dat
             mc = multiple_comparison(
                 session.pool, measure, draws, labels, models=models, level=level, rng=0
             )
-            est = list(zip(models, mc.estimates, mc.stderrs, strict=True))
             ci = mc.confidence_interval()
             rows = []
             for i, j in itertools.combinations(range(len(models)), 2):
@@ -172,13 +241,12 @@ def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.Dat
                     }
                 )
             tests = pd.DataFrame(rows)
-    estimates = pd.DataFrame(
-        [
-            {"model": m, measure: v, "stderr": se, "low": v - zc * se, "high": v + zc * se}
-            for m, v, se in est
-        ]
-    )
-    return estimates, tests
+    rows = []
+    for m in models:
+        e = per_model[m]
+        lo, hi = e.confidence_interval(level)
+        rows.append({"model": m, measure: e.value, "stderr": e.stderr, "low": lo, "high": hi})
+    return pd.DataFrame(rows), tests
 
 
 # -- figures --------------------------------------------------------------------------------------
@@ -247,7 +315,7 @@ def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | 
         if freq is not None and k < len(freq):
             r = freq.iloc[k]
             ax.axvline(r["estimate"], color="C3", label="IS estimate")
-            ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="Wald interval")
+            ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="confidence interval")
         ax.set_title(_lit(f"posterior of {out}"))
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -302,27 +370,21 @@ def render_html(session, level: float = 0.95) -> str:
         bar.update()
     freq_rows = []
     for name, est in session.estimates().items():
-        wl, wh = est.confidence_interval(level, "wald")
-        tl, th = est.confidence_interval(level, "t")
+        lo, hi = est.confidence_interval(level)  # the interval `bae status` prints
         freq_rows.append(
             {
                 "model": name,
                 "estimate": est.value,
                 "stderr": est.stderr,
-                f"Wald {level:.0%} low": wl,
-                "Wald high": wh,
-                f"t {level:.0%} low": tl,
-                "t high": th,
+                f"{level:.0%} low": lo,
+                "high": hi,
                 "draws": est.n_draws,
                 "labels": est.n_labels,
             }
         )
     freq = pd.DataFrame(freq_rows)
-    freq_for_plot = (
-        freq.rename(columns={f"Wald {level:.0%} low": "low", "Wald high": "high"})
-        if freq_rows
-        else None
-    )
+    freq_for_plot = freq.rename(columns={f"{level:.0%} low": "low"}) if freq_rows else None
+    conflicts = posterior_conflicts(st["estimates"], post_sum, meas)
     comp = ""
     if len(session.design.models) > 1 and freq_rows:
         _, tests = comparison_table(session, level)
@@ -371,7 +433,7 @@ def render_html(session, level: float = 0.95) -> str:
             + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
             "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
             "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
-            "draws can be trusted.</p>"
+            f"draws can be trusted. {html.escape(POSTERIOR_NOTE)}</p>"
         )
     else:
         bayes = "<p class='note'>No posterior yet (no completed stage, or a regression pool).</p>"
@@ -381,10 +443,12 @@ def render_html(session, level: float = 0.95) -> str:
 <div class="meta">{meta.to_html(index=False, header=False, border=0)}</div>
 <div class="side">
   <div><h2>Frequentist answer</h2>{_table(freq)}
-  <p class="note">Self-normalized importance-weighted estimate, delta-method standard error,
-  Wald and Student-t intervals, from the completed stages.</p></div>
+  <p class="note">Self-normalized importance-weighted estimate, delta-method standard error and
+  confidence interval (score type on the effective sample size; never zero width, inside the
+  measure's range), from the completed stages.</p></div>
   <div><h2>Bayesian answer</h2>{bayes}</div>
 </div>
+{"".join(f"<p class='note'><b>{html.escape(c)}</b></p>" for c in conflicts)}
 {comp}
 <h2>Estimate versus labels</h2>
 {_img(_fig_path(path, meas, level), "estimate versus labels")}

@@ -247,7 +247,7 @@ class SequentialResult:
         level ``1 − 2(1 − Φ(c_k))`` of the look's boundary, so its coverage holds simultaneously
         over all looks at level ``1 − α`` and it excludes 0 exactly when the run rejected."""
         level = min(1.0 - 2.0 * stats.norm.sf(self.boundary), 1.0 - 1e-15)
-        return self.result.confidence_interval(level)
+        return self.result.confidence_interval(level, method="test")
 
     def __repr__(self) -> str:
         a, b = self.result.models

@@ -1,4 +1,4 @@
-"""Wald (z) versus the default t interval (Satterthwaite df) at small label budgets.
+"""Wald (z), t (Satterthwaite df) and the score-type default interval at small label budgets.
 
 Demo pool (100,000 items, 0.5% positives), optimal static proposal, 1,000 repetitions per
 (measure, n); repetitions where the estimate is undefined are skipped (reported).
@@ -20,6 +20,13 @@ import bayes_activeeval as bae
 from bayes_activeeval.datasets import load_demo
 
 OUT = Path(__file__).parent / "results"
+METHODS = ("wald", "t", "wilson", "modified_wilson")
+LABELS = {
+    "wald": "Wald (z)",
+    "t": "t, Satterthwaite df",
+    "wilson": "Wilson, n* (no df)",
+    "modified_wilson": "modified Wilson, n* (default)",
+}
 
 
 def main(argv=None):
@@ -36,8 +43,8 @@ def main(argv=None):
         prop = bae.optimal_proposal(pool, measure)
         for n in (100, 250, 1000):
             rng = np.random.default_rng(5)
-            cover = {"wald": [], "t": []}
-            width = {"wald": [], "t": []}
+            cover = {m: [] for m in METHODS}
+            width = {m: [] for m in METHODS}
             for _ in range(args.reps):
                 d = prop.draw(n, rng=rng)
                 with warnings.catch_warnings():
@@ -48,7 +55,14 @@ def main(argv=None):
                 if not np.isfinite(est.stderr):
                     continue
                 for method in cover:
-                    lo, hi = est.confidence_interval(0.95, method)
+                    lo, hi = (
+                        bae.intervals.interval(
+                            est.values, est.stderrs, est.bounds, 0.95, method, kish=est.kish
+                        )
+                        if method == "wilson"  # without the weight-df adjustment of the default
+                        else est.confidence_interval(0.95, method)
+                    )
+                    lo, hi = float(np.asarray(lo).ravel()[0]), float(np.asarray(hi).ravel()[0])
                     cover[method].append(lo <= truth <= hi)
                     width[method].append(hi - lo)
             row = {"measure": measure, "n_draws": n, "reps": args.reps, "defined": len(cover["t"])}
@@ -59,17 +73,16 @@ def main(argv=None):
             print(row, flush=True)
     OUT.mkdir(exist_ok=True)
     (OUT / "small_budget_intervals.json").write_text(json.dumps(rows, indent=1))
+    head = " | ".join(f"{LABELS[m]}: coverage | mean width" for m in METHODS)
     lines = [
         f"# 95% intervals at small budgets: demo pool (0.5% positives), {args.reps} repetitions",
         "",
-        "| measure | draws | Wald (z): coverage | mean width | t, Satterthwaite df (default): coverage | mean width | defined |",
-        "|---|---|---|---|---|---|---|",
+        f"| measure | draws | {head} | defined |",
+        "|---|---|" + "---|---|" * len(METHODS) + "---|",
     ]
     for r in rows:
-        lines.append(
-            f"| {r['measure']} | {r['n_draws']} | {r['coverage_wald']:.3f} | {r['width_wald']:.3f} | "
-            f"{r['coverage_t']:.3f} | {r['width_t']:.3f} | {r['defined']}/{r['reps']} |"
-        )
+        cells = " | ".join(f"{r['coverage_' + m]:.3f} | {r['width_' + m]:.3f}" for m in METHODS)
+        lines.append(f"| {r['measure']} | {r['n_draws']} | {cells} | {r['defined']}/{r['reps']} |")
     (OUT / "small_budget_intervals.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

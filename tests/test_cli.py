@@ -410,3 +410,66 @@ def test_compare_two_models(tmp_path):
     assert (
         "raw_pvalue" in out3 and len([ln for ln in out3.splitlines() if " m2 " in f" {ln} "]) >= 2
     )
+
+
+# -- issue 13: intervals at the boundary, one interval everywhere ----------------------------------
+def _boundary_pool(tmp_path: Path, n: int = 5_000) -> tuple[Path, dict]:
+    """Two models; m0 is right on every item but its probabilities say 60-99% (underconfident)."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(n) < 0.3).astype(int)
+    conf = rng.uniform(0.6, 0.99, n)
+    flip = rng.random(n) < 0.1
+    frame = pd.DataFrame(
+        {
+            "id": _ids(n),
+            "pred_m0": y,
+            "p_m0": np.where(y == 1, conf, 1 - conf),
+            "pred_m1": np.where(flip, 1 - y, y),
+            "p_m1": np.where(flip, 1 - y, y) * 0.8 + 0.1,
+        }
+    )
+    frame.to_csv(tmp_path / "pool.csv", index=False)
+    return tmp_path / "pool.csv", dict(zip(frame["id"], y.tolist(), strict=True))
+
+
+def test_status_at_the_boundary_is_never_a_point_and_compare_agrees(tmp_path):
+    pool_csv, truth = _boundary_pool(tmp_path)
+    session = tmp_path / "b.bae"
+    ok("init", pool_csv, "--measure", "accuracy", "--session", session, "--id-col", "id",
+       "--pred", "m0=pred_m0", "--pred", "m1=pred_m1", "--prob", "m0=p_m0", "--prob", "m1=p_m1",
+       "--seed", 1)  # fmt: skip
+    run_rounds(session, (20,), truth, tmp_path)
+    st = json.loads(ok("status", session, "--json").stdout)
+    m0 = next(r for r in st["estimates"] if r["model"] == "m0")
+    assert m0["estimate"] == pytest.approx(1.0) and m0["stderr"] < 1e-9  # every label correct
+    # the issue printed [1.0000, 1.0000]: now a score interval reaching down by ~z²/(n + z²)
+    assert m0["high"] == 1.0 and 0.75 < m0["low"] < 0.95
+    assert "interval [1.0000, 1.0000]" not in ok("status", session).stdout
+    # `bae compare` shows the models with the interval `bae status` prints
+    from bayes_activeeval.report import comparison_table
+
+    with Session.open(session) as s:
+        est, tests = comparison_table(s, 0.95)
+    for r in st["estimates"]:
+        row = est.set_index("model").loc[r["model"]]
+        assert (row["low"], row["high"]) == pytest.approx((r["low"], r["high"]), rel=1e-12)
+    lo, hi = tests.loc[0, "low"], tests.loc[0, "high"]
+    assert -1.0 <= lo < hi <= 1.0
+
+
+def test_status_says_when_posterior_and_interval_disagree(tmp_path):
+    """The issue's 219-of-219 case: an underconfident model right on every labeled item; the
+    posterior follows its probabilities and excludes the truth, and `bae status` says so."""
+    pool_csv, truth = _boundary_pool(tmp_path)
+    session = tmp_path / "u.bae"
+    ok("init", pool_csv, "--measure", "accuracy", "--session", session, "--id-col", "id",
+       "--pred-col", "pred_m0", "--prob-col", "p_m0", "--seed", 0)  # fmt: skip
+    run_rounds(session, (110, 110), truth, tmp_path)
+    st = json.loads(ok("status", session, "--json").stdout)
+    r = st["estimates"][0]
+    post = st["posterior"]["measure[accuracy]"]
+    assert r["estimate"] == pytest.approx(1.0) and r["high"] == 1.0 and r["low"] > 0.97
+    assert post["eti89_ub"] < r["low"]  # the contradiction of the issue, reproduced
+    assert len(st["notes"]) == 1 and "do not overlap" in st["notes"][0]
+    text = ok("status", session).stdout
+    assert "do not overlap" in text and "Trust the confidence interval" in text

@@ -178,17 +178,17 @@ def test_passive_compare_is_the_paired_z_test(two):
     greater = bae.compare(pool, "error_rate", draws, y[idx], alternative="greater", **kw)
     assert less.pvalue + greater.pvalue == pytest.approx(1.0)
     assert res.pvalue == pytest.approx(2 * min(less.pvalue, greater.pvalue))
-    lo, hi = res.confidence_interval(1 - res.pvalue)
+    lo, hi = res.confidence_interval(1 - res.pvalue, method="test")
     assert min(abs(lo), abs(hi)) == pytest.approx(0.0, abs=1e-12)
     assert less.confidence_interval(0.95).low == -np.inf
     # the default for plain risks: the null-centred (score) variance, Σδ / sqrt(Σδ²)
     sc = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"))
     assert sc.variance == "score" and sc.stderr == res.stderr
     assert sc.statistic == pytest.approx(d.sum() / np.sqrt(np.sum(d * d)), rel=1e-12)
-    lo, hi = sc.confidence_interval(1 - sc.pvalue)  # the score interval is dual to the test
+    lo, hi = sc.confidence_interval(1 - sc.pvalue, method="test")  # dual to the score test
     assert min(abs(lo), abs(hi)) == pytest.approx(0.0, abs=1e-10)
-    lo, hi = sc.confidence_interval(0.95)
-    wlo, whi = res.confidence_interval(0.95)
+    lo, hi = sc.confidence_interval(0.95, method="test")
+    wlo, whi = res.confidence_interval(0.95, method="test")
     assert lo < sc.estimate < hi and abs(lo - wlo) < 0.2 * (whi - wlo)
     assert sc.estimate < 0  # so the one-sided "less" test has p < 0.5
     one = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"), alternative="less")
@@ -583,5 +583,78 @@ def test_score_sums_agree_between_two_and_k_models(two):
         np.testing.assert_allclose(got, getattr(pair.sums, f), rtol=1e-9)
     lo, hi = mc.confidence_interval(0.95)
     np.testing.assert_allclose(
-        [lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95)), rtol=1e-9
+        [lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95, method="test")), rtol=1e-9
     )
+
+
+def test_multiple_comparison_resolves_variance_as_compare(two):
+    """Issue 13, item 4: one resolution of ``variance`` for compare and multiple_comparison —
+    checked through the variance each actually used (its statistic), not only the label."""
+    pool, y = two
+    d = bae.comparison_proposal(pool, "error_rate", mix=0.1).draw(300, rng=2)
+    lab = y[d.indices]
+    for measure, auto in (("error_rate", "score"), ("accuracy", "score"), ("f1", "wald")):
+        for variance in ("auto", "wald"):
+            c = bae.compare(pool, measure, d, lab, models=("m0", "m1"), variance=variance)
+            mc = bae.multiple_comparison(
+                pool, measure, d, lab, models=("m0", "m1"), variance=variance, rng=0
+            )
+            used = auto if variance == "auto" else variance
+            assert c.variance == mc.variance == used
+            # k = 2: the pair's statistic is compare's (the score form Σvδ/sqrt(Σv²δ²) or the
+            # Wald Δ̂/SE), so the two functions used the same variance
+            assert mc.statistic[0, 1] == pytest.approx(c.statistic, rel=1e-10)
+            assert mc.raw_pvalue[0, 1] == pytest.approx(c.pvalue, rel=1e-8)
+    # the score and the Wald forms differ on this sample (so the check above can tell them apart)
+    s = bae.multiple_comparison(pool, "error_rate", d, lab, models=("m0", "m1"), rng=0)
+    w = bae.multiple_comparison(
+        pool, "error_rate", d, lab, models=("m0", "m1"), variance="wald", rng=0
+    )
+    assert abs(s.statistic[0, 1] - w.statistic[0, 1]) > 1e-3
+    for fn in (bae.compare, bae.multiple_comparison):
+        with pytest.raises(ValueError, match=r"variance='score' needs a plain risk.*'f1'"):
+            fn(pool, "f1", d, lab, models=("m0", "m1"), variance="score")
+
+
+def test_compare_interval_is_newcombe_inside_the_range(two):
+    """Issue 13: the default interval of a difference of a bounded measure is Newcombe's hybrid
+    of the two models' own intervals — inside [-1, 1], not a point when every draw agrees."""
+    pool, y = two
+    d = bae.comparison_proposal(pool, "accuracy", mix=0.1).draw(200, rng=4)
+    lab = y[d.indices]
+    res = bae.compare(pool, "accuracy", d, lab, models=("m0", "m1"))
+    ci = res.model_intervals(0.95)
+    lo, hi = res.confidence_interval(0.95)
+    ref = bae.intervals.newcombe_difference(
+        (res.estimates["m0"], res.estimates["m1"]),
+        (tuple(ci["m0"]), tuple(ci["m1"])),
+        res.per_model.cov[0, 1] / np.prod(res.per_model.stderrs),
+        (-1.0, 1.0),
+    )
+    assert (lo, hi) == pytest.approx((float(ref[0]), float(ref[1])), rel=1e-12)
+    # the models' own intervals are the estimates' default intervals (what `bae status` prints)
+    for m in ("m0", "m1"):
+        own = bae.estimate(pool, "accuracy", d, lab, model=m).confidence_interval(0.95)
+        assert tuple(ci[m]) == pytest.approx(tuple(own), rel=1e-12)
+    test_lo, test_hi = res.confidence_interval(0.95, method="test")
+    assert test_lo < res.estimate < test_hi
+    # every draw agrees (both models right): the test's interval is the point 0, Newcombe's not
+    same = bae.Pool(
+        predictions={"a": pool.view("m0").pred, "b": pool.view("m0").pred},
+        probs={"a": pool.view("m0").prob, "b": pool.view("m0").prob},
+        classes=[0, 1],
+    )
+    dd = bae.passive_proposal(same).draw(30, rng=1)
+    yy = same.view("a").pred[dd.indices]
+    r = bae.compare(same, "accuracy", dd, yy, models=("a", "b"))
+    lo, hi = r.confidence_interval(0.95)
+    assert -1.0 <= lo < 0.0 < hi <= 1.0
+    assert r.confidence_interval(0.95, method="test") == (0.0, 0.0)
+    # F1: every interval inside [-1, 1]; one-sided tests keep their one-sided interval
+    f1 = bae.compare(pool, "f1", d, lab, models=("m0", "m1"))
+    lo, hi = f1.confidence_interval(0.95)
+    assert -1.0 <= lo < f1.estimate < hi <= 1.0
+    less = bae.compare(pool, "accuracy", d, lab, models=("m0", "m1"), alternative="less")
+    assert less.confidence_interval(0.95).low == -np.inf
+    with pytest.raises(ValueError, match="method must be"):
+        res.confidence_interval(0.95, method="wald")

@@ -25,6 +25,7 @@ LAYERS = {
     "strata": 0,
     "pool": 0,
     "kernel": 0,
+    "intervals": 0,
     "estimators": 0,
     "proposals": 0,
     "datasets": 0,

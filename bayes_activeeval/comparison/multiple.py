@@ -14,7 +14,7 @@ from ..estimators import Estimate, draw_labels, weighted_estimate
 from ..measures import Measure, stack
 from ..measures import get as get_measure
 from ..proposals import Draws, Proposal
-from .pairwise import check_inputs, models_arg, support_mass_of
+from .pairwise import check_inputs, models_arg, resolve_variance, support_mass_of
 from .results import FamilyCritical, MaxAbsZ, MultipleComparisonResult, ScoreSums
 
 MC_METHODS = ("tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none")
@@ -142,6 +142,7 @@ def multiple_comparison(
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
     if base.n_outputs != 1:
         raise ValueError(f"multiple_comparison needs a scalar measure; {base.name!r} is not")
+    variance = resolve_variance(base, variance)  # exactly as compare() does
     st, views = pool.resolve(stack(base, models))
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
     L = st.loss(y, views(draws.indices))
@@ -153,12 +154,6 @@ def multiple_comparison(
             f"the labeled sample does not define {base.name!r} for every model yet; "
             "label more items"
         )
-
-    check_inputs(draws, oracle, variance)
-    if method not in MC_METHODS:
-        raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
-    if engine not in ("auto", "qmc", "scipy"):
-        raise ValueError(f"engine must be 'auto', 'qmc' or 'scipy', got {engine!r}")
     diff = G[:, None] - G[None, :]
     wald_var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     test_cov, score = cov, None
@@ -260,4 +255,5 @@ def multiple_comparison(
         variance=variance,
         critical=crit,
         sums=None if score is None else ScoreSums(**score, B=W**2 * np.clip(var, 0.0, None)),
+        bounds=base.bounds,
     )

@@ -194,7 +194,9 @@ def compare(
         ``benchmarks/comparison_type1_power.py``) and costs power; the score form is exact in
         the swap protocol and asymptotically equivalent. ``"auto"`` (default): ``"score"`` for
         plain risks, ``"wald"`` otherwise (ratio measures such as F1). :attr:`stderr` is always
-        the Wald standard error of the estimate; the interval is dual to the test.
+        the Wald standard error of the estimate; ``confidence_interval(method="test")`` is
+        dual to the test, the default (two-sided, bounded measure) is Newcombe's hybrid score
+        interval from the two models' own intervals (:meth:`ComparisonResult.confidence_interval`).
 
     Returns
     -------
@@ -280,6 +282,8 @@ def compare(
         support_mass=scale,
         variance=variance,
         sums=sums,
+        per_model=per if scale >= 1.0 - 1e-12 else None,
+        bounds=base.bounds,
     )
 
 

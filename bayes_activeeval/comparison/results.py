@@ -10,8 +10,9 @@ import pandas as pd
 import xarray as xr
 from scipy import optimize, stats
 
+from .. import intervals
 from .._validation import check_count, check_level, check_rng
-from ..estimators import ConfidenceInterval
+from ..estimators import ConfidenceInterval, Estimate
 
 #: Absolute error requested from Genz's algorithm (``engine="scipy"``); tighter requests are
 #: very slow for the singular all-pairs family (seconds per p-value for k = 5).
@@ -87,6 +88,12 @@ class ComparisonResult:
     support_mass : float
         ``Σ_{q>0} p``: 1 unless the proposal is zero where the models agree, in which case the
         conditional estimate was multiplied by it (Sawade (2012), Sec. 5.2.2, ``active_≠``).
+    per_model : Estimate or None
+        The two models' estimates on the shared draws (the stacked measure; their joint
+        delta-method covariance), ``None`` when only the difference is identified.
+    bounds : (float, float)
+        The range of the measure (``Measure.bounds``); the difference lies in
+        ``[lo − hi, hi − lo]``.
     """
 
     statistic: float
@@ -104,6 +111,26 @@ class ComparisonResult:
     support_mass: float = 1.0
     variance: str = "wald"
     sums: ScoreSums | None = field(default=None, repr=False)
+    per_model: Estimate | None = field(default=None, repr=False)
+    bounds: tuple[float, float] = (-np.inf, np.inf)
+
+    @property
+    def difference_bounds(self) -> tuple[float, float]:
+        """The range of ``G_a − G_b``: ``[lo − hi, hi − lo]``."""
+        lo, hi = self.bounds
+        return (lo - hi, hi - lo)
+
+    def model_intervals(self, level: float = 0.95) -> dict[str, ConfidenceInterval]:
+        """Each model's own interval, :meth:`Estimate.confidence_interval` of its estimate on the
+        shared draws (the interval ``bae status`` prints for it)."""
+        if self.per_model is None:
+            nan = ConfidenceInterval(np.nan, np.nan)
+            return dict.fromkeys(self.models, nan)
+        ci = self.per_model.confidence_interval(level)
+        return {
+            m: ConfidenceInterval(float(ci.low[i]), float(ci.high[i]))
+            for i, m in enumerate(self.models)
+        }
 
     @property
     def better(self) -> str | None:
@@ -113,17 +140,69 @@ class ComparisonResult:
         a_larger = self.estimate > 0
         return self.models[0] if a_larger == self.greater_is_better else self.models[1]
 
-    def confidence_interval(self, level: float = 0.95) -> ConfidenceInterval:
-        """Confidence interval for ``Δ = G_a − G_b``, dual to the test.
+    def confidence_interval(
+        self, level: float = 0.95, method: str | None = None
+    ) -> ConfidenceInterval:
+        """Confidence interval for ``Δ = G_a − G_b``.
 
-        ``variance="wald"``: the Wald interval ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012),
-        Sec. 3.2.2, Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the
-        score-type test does not reject, ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` — a
-        quadratic inequality in ``Δ0`` (a Wilson-type interval; the whole line if the effective
-        sample size ``(Σ v)²/Σ v²`` is below ``z²``). One-sided alternatives give one-sided
-        intervals, as :func:`scipy.stats.ttest_rel`.
+        Parameters
+        ----------
+        level : float
+        method : {"newcombe", "test"}, optional
+            ``"newcombe"`` (default for a two-sided comparison of a measure with a bounded range
+            when both models' estimates are identified): Newcombe's (1998) hybrid score interval
+            (method 10) from the two models' own intervals (:meth:`model_intervals`, the
+            score-type default of :meth:`Estimate.confidence_interval`) and the correlation of
+            their estimates (:func:`~bayes_activeeval.intervals.newcombe_difference`). It lies
+            in ``[lo − hi, hi − lo]`` and keeps its width when every draw agrees (the test's
+            interval is then the point ``Δ̂``).
+            ``"test"`` (default otherwise): the interval dual to the test.
+            ``variance="wald"``: ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012), Sec. 3.2.2,
+            Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the score-type
+            test does not reject, ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` — a quadratic
+            inequality in ``Δ0`` (the whole line if the effective sample size ``(Σ v)²/Σ v²``
+            is below ``z²``). One-sided alternatives give one-sided intervals, as
+            :func:`scipy.stats.ttest_rel`. Two-sided ones are clipped to the difference's range.
         """
         level = check_level(level)
+        lo_d, hi_d = self.difference_bounds
+        newcombe_ok = (
+            self.alternative == "two-sided"
+            and self.per_model is not None
+            and bool(np.isfinite(lo_d) and np.isfinite(hi_d))
+            and bool(np.all(np.isfinite(self.per_model.values)))
+        )
+        if method is None:
+            method = "newcombe" if newcombe_ok else "test"
+        if method not in ("newcombe", "test"):
+            raise ValueError(f"method must be 'newcombe' or 'test', got {method!r}")
+        if method == "newcombe":
+            if not newcombe_ok:
+                raise ValueError(
+                    "method='newcombe' needs a two-sided comparison of a measure with a bounded "
+                    "range and both models' estimates (a proposal with full support)"
+                )
+            return self._newcombe_interval(level)
+        ci = self._test_interval(level)
+        if self.alternative == "two-sided":
+            return ConfidenceInterval(
+                float(np.clip(ci.low, lo_d, hi_d)), float(np.clip(ci.high, lo_d, hi_d))
+            )
+        return ci
+
+    def _newcombe_interval(self, level: float) -> ConfidenceInterval:
+        a, b = self.models
+        ci = self.model_intervals(level)
+        cov = self.per_model.cov
+        s = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        corr = cov[0, 1] / (s[0] * s[1]) if s[0] > 0 and s[1] > 0 else 0.0
+        ga, gb = self.per_model.values
+        lo, hi = intervals.newcombe_difference(
+            (ga, gb), (tuple(ci[a]), tuple(ci[b])), corr, self.difference_bounds
+        )
+        return ConfidenceInterval(float(lo), float(hi))
+
+    def _test_interval(self, level: float) -> ConfidenceInterval:
         if self.variance == "score" and self.sums is not None:
             return self._score_interval(level)
         if self.alternative == "two-sided":
@@ -247,6 +326,7 @@ class MultipleComparisonResult:
     variance: str = "wald"
     critical: FamilyCritical | None = field(default=None, repr=False)
     sums: ScoreSums | None = field(default=None, repr=False)
+    bounds: tuple[float, float] = (-np.inf, np.inf)
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -270,17 +350,26 @@ class MultipleComparisonResult:
         Tukey/Dunnett: ``Δ̂_ij ± c SE_ij`` with ``c`` the ``level`` quantile of the max-|z| over the
         family (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and
         Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching
-        simultaneous intervals); ``"none"``: per-pair Wald intervals.
+        simultaneous intervals); ``"none"``: per-pair Wald intervals. All are clipped to the
+        range of a difference, ``[lo − hi, hi − lo]`` (``bounds`` is the measure's range), which
+        never changes whether an interval contains 0.
         """
         level = self.level if level is None else check_level(level)
         c = self.critical_value if level == self.level else self.critical.quantile(level)
+        lo_b, hi_b = self.bounds
+        d_lo, d_hi = lo_b - hi_b, hi_b - lo_b
         if self.sums is not None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
             nan = np.isnan(self.difference)
-            return ConfidenceInterval(np.where(nan, np.nan, lo), np.where(nan, np.nan, hi))
+            return ConfidenceInterval(
+                np.where(nan, np.nan, np.clip(lo, d_lo, d_hi)),
+                np.where(nan, np.nan, np.clip(hi, d_lo, d_hi)),
+            )
         half = c * self.stderr
-        return ConfidenceInterval(self.difference - half, self.difference + half)
+        return ConfidenceInterval(
+            np.clip(self.difference - half, d_lo, d_hi), np.clip(self.difference + half, d_lo, d_hi)
+        )
 
     def to_dataset(self) -> xr.Dataset:
         """The k × k tables as an :class:`xarray.Dataset` (dims ``model``, ``versus``)."""

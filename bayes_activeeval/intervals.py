@@ -1,0 +1,434 @@
+"""Confidence intervals for importance-weighted estimates of bounded measures.
+
+The Wald interval ``Ĝ ± z·SE`` (Sawade (2012), Lemma 3.3, Eq. 3.16) collapses where it is needed
+most: an accuracy of 0.995 estimated from 50 labels is most often ``1`` with ``SE = 0`` and a
+zero-width interval. For a measure with a bounded range ``[lo, hi]`` (accuracy, F1, precision, …)
+this module gives score-type intervals on the *effective sample size* of the estimate (Korn &
+Graubard (1998); Kott & Carr (1997)):
+
+1. rescale to the unit interval, ``x̂ = (Ĝ − lo)/(hi − lo)``, ``SE_x = SE/(hi − lo)``;
+2. the effective sample size ``n* = x̂(1 − x̂)/SE_x²`` — the number of independent Bernoulli
+   draws that would give the estimate its standard error. Under passive sampling of a proportion
+   the self-normalized estimate has ``SE² = x̂(1 − x̂)/n`` exactly, so ``n* = n``. Where ``x̂`` sits
+   at a bound, or ``SE = 0``, ``n*`` is the Kish effective size ``(Σ v)²/Σ v²`` of the draws that
+   carry the measure (for a plain risk all draws; for a ratio ``R1/R2`` the draws with a nonzero
+   denominator loss);
+3. an interval for a binomial proportion with ``n*`` trials and ``x̂·n*`` successes: Wilson's score
+   interval; Wilson with the one-sided Poisson bound next to the boundary (Brown, Cai & DasGupta
+   (2001), Sec. 4.1.1, "modified Wilson"); Jeffreys' equal-tailed interval (with the same paper's
+   boundary modification); or Clopper-Pearson;
+4. mapped back to ``[lo, hi]``.
+
+The functions take arrays and broadcast, so a Monte Carlo study evaluates all repetitions at once
+(``benchmarks/boundary_coverage.py``). :func:`interval` is the one entry point; the per-method
+functions on the unit scale are public for tests and studies.
+
+References
+----------
+Brown, L. D., Cai, T. T. & DasGupta, A. (2001). Interval estimation for a binomial proportion.
+*Statistical Science* 16(2), 101-133.
+
+Korn, E. L. & Graubard, B. I. (1998). Confidence intervals for proportions with small expected
+number of positive counts estimated from survey data. *Survey Methodology* 24(2), 193-201.
+
+Kott, P. S. & Carr, D. A. (1997). Developing an estimation strategy for a pesticide data program.
+*Journal of Official Statistics* 13(4), 367-383.
+
+Newcombe, R. G. (1998). Improved confidence intervals for the difference between binomial
+proportions based on paired data. *Statistics in Medicine* 17(22), 2635-2650.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special, stats
+
+__all__ = [
+    "BOUNDED_METHODS",
+    "DEFAULT_METHOD",
+    "METHODS",
+    "carrying_kish",
+    "carrying_sizes",
+    "clopper_pearson",
+    "effective_size",
+    "interval",
+    "jeffreys",
+    "modified_wilson",
+    "newcombe_difference",
+    "wilson",
+]
+
+#: Methods that need a bounded range (they fall back to ``"t"`` on an unbounded measure).
+BOUNDED_METHODS = ("wilson", "modified_wilson", "jeffreys", "clopper_pearson")
+#: Every method :func:`interval` knows.
+METHODS = ("t", "wald", "logit", *BOUNDED_METHODS)
+#: The default of every interval in the package (chosen by ``benchmarks/boundary_coverage.py``).
+DEFAULT_METHOD = "modified_wilson"
+
+
+def _z(level: float) -> float:
+    return float(stats.norm.ppf(0.5 + level / 2))
+
+
+# ------------------------------------------------------------------------------------------------
+# unit-scale intervals for a proportion with n trials and x̂·n successes
+# ------------------------------------------------------------------------------------------------
+def wilson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's score interval for a proportion ``x`` observed in ``n`` (effective) trials.
+
+    The set of ``p`` with ``|x − p| ≤ z sqrt(p(1 − p)/n)``::
+
+        (x + z²/2n ± z sqrt(x(1 − x)/n + z²/4n²)) / (1 + z²/n)
+
+    (Brown, Cai & DasGupta (2001), Eq. 4). ``n`` may be fractional (an effective sample size). It
+    never has zero width for ``n < ∞`` and always lies inside ``[0, 1]``.
+    """
+    x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    n = np.asarray(n, dtype=float)
+    z2 = _z(level) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = 1.0 + z2 / n
+        centre = (x + z2 / (2 * n)) / den
+        half = np.sqrt(z2) / den * np.sqrt(x * (1 - x) / n + z2 / (4 * n * n))
+    # at a bound the interval reaches it exactly (not 1 − 1e-16: the truth may sit there)
+    low = np.where(x <= 0.0, 0.0, np.clip(centre - half, 0.0, 1.0))
+    high = np.where(x >= 1.0, 1.0, np.clip(centre + half, 0.0, 1.0))
+    return low, high
+
+
+def _poisson_kstar(n: np.ndarray) -> np.ndarray:
+    """Effective counts up to which the Poisson bound replaces Wilson's (BCD (2001), Sec. 4.1.1:
+    ``x* = 2`` for ``n ≤ 50``, ``3`` above; the dip is a Poisson effect, so we keep ``3`` for every
+    larger ``n``)."""
+    return np.where(n <= 50, 2.0, 3.0)
+
+
+def modified_wilson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's interval with the one-sided Poisson bound next to the boundary.
+
+    Wilson's coverage dips to about 0.84 where ``n·p ≈ 0.1-0.2`` (one observed failure puts the
+    lower bound above the truth). Brown, Cai & DasGupta (2001), Sec. 4.1.1, replace the lower bound
+    for ``x = 1, …, x*`` successes by the one-sided Poisson bound ``½χ²_{2x, α}/n``
+    (``x* = 2`` for ``n ≤ 50``, ``3`` for ``n ≤ 100``), and symmetrically the upper bound for
+    ``n − x* ≤ x ≤ n − 1``. Here the counts are effective counts ``k = x·n`` (not integers), so
+    the bound is ``Γ⁻¹(α; k)/n`` (``½χ²_{2k,α} = Γ⁻¹(α; k)``, the lower ``α`` quantile of a
+    gamma with shape ``k``), applied for ``0 < k ≤ x*``, never making the interval narrower, and
+    ``x* = 3`` for every ``n > 50``: the dip is a Poisson effect and does not fade with ``n``.
+    """
+    x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    n = np.asarray(n, dtype=float)
+    lo, hi = wilson(x, n, level)
+    alpha = 1.0 - level
+    kstar = _poisson_kstar(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = x * n
+        kk = (1.0 - x) * n
+        plo = stats.gamma.ppf(alpha, np.where(k > 0, k, 1.0)) / n
+        phi = 1.0 - stats.gamma.ppf(alpha, np.where(kk > 0, kk, 1.0)) / n
+    # a tolerance: 200·(1 − 0.985) is 3.0000000000000027 in floating point
+    kstar = kstar + 1e-9
+    lo = np.where((k > 0) & (k <= kstar), np.minimum(lo, plo), lo)
+    hi = np.where((kk > 0) & (kk <= kstar), np.maximum(hi, phi), hi)
+    return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+def jeffreys(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Jeffreys' equal-tailed interval, the ``Beta(k + ½, n − k + ½)`` quantiles, ``k = x·n``.
+
+    With the boundary modification of Brown, Cai & DasGupta (2001), Sec. 4.1.2: the lower bound is
+    0 for ``k ≤ 1`` and the upper bound 1 for ``k ≥ n − 1``.
+    """
+    x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    n = np.asarray(n, dtype=float)
+    a = (1.0 - level) / 2
+    k = x * n
+    lo = special.betaincinv(k + 0.5, n - k + 0.5, a)
+    hi = special.betaincinv(k + 0.5, n - k + 0.5, 1.0 - a)
+    lo = np.where(k <= 1.0, 0.0, lo)
+    hi = np.where(k >= n - 1.0, 1.0, hi)
+    return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+def clopper_pearson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper-Pearson's interval with ``k = x·n`` effective successes: ``Beta(k, n − k + 1)`` and
+    ``Beta(k + 1, n − k)`` quantiles (Korn & Graubard (1998), Eq. 3, with their effective ``n``)."""
+    x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    n = np.asarray(n, dtype=float)
+    a = (1.0 - level) / 2
+    k = x * n
+    with np.errstate(invalid="ignore"):
+        lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1e-300), n - k + 1.0, a), 0.0)
+        hi = np.where(k < n, special.betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - a), 1.0)
+    return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+_UNIT = {
+    "wilson": wilson,
+    "modified_wilson": modified_wilson,
+    "jeffreys": jeffreys,
+    "clopper_pearson": clopper_pearson,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# effective sample size
+# ------------------------------------------------------------------------------------------------
+#: Distance (on the unit scale) below which an estimate counts as sitting at a bound: the
+#: self-normalized ratio of a sample without a single error is ``1 − 1e-16`` in floating point,
+#: and taking that at face value gives a tiny standard error and an interval that misses 1.
+SNAP = 1e-12
+
+
+def _snap(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) <= SNAP, 0.0, np.where(np.abs(1.0 - x) <= SNAP, 1.0, x))
+
+
+def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
+    """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure
+    (see :func:`carrying_sizes`, which also gives the degrees of freedom of their weights)."""
+    return carrying_sizes(weights, losses, jacobian)[0]
+
+
+def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure, and
+    the degrees of freedom ``ν`` of their weights' heterogeneity, ``1/ν = Σ v⁴/(Σ v²)² − 1/m``
+    (``m`` carrying draws).
+
+    An output that reads one loss component (a plain risk: accuracy, error rate) is carried by
+    every draw. One that reads several (a ratio ``R1/R2`` such as precision, recall or F1) is
+    carried by the draws with a nonzero loss in the components it reads — for F1 the items
+    predicted or labeled positive; the others enter neither numerator nor denominator.
+
+    Parameters
+    ----------
+    weights : ndarray (n,)
+        Importance weights ``v = p/q``.
+    losses : ndarray (n, d)
+    jacobian : ndarray (m, d)
+        ``Dg(R̂)``; the components output ``j`` reads are the nonzero entries of row ``j``.
+
+    ``(Σ v²)²/Σ v⁴`` is the Satterthwaite degrees of freedom of a variance ``Σ v_i² r_i²`` whose
+    residuals ``r_i`` were all alike: how many draws the *weights* let carry the variance — small
+    when a few heavily weighted draws do (false negatives of recall under extreme class skew). The
+    design effect ``n*`` is then uncertain, which Korn & Graubard's (1998) ``n*(z/t_ν)²``
+    adjustment is for. With equal weights (passive sampling) there is nothing to estimate —
+    ``n* = n`` exactly, however rare the errors, and the score interval's null variance accounts
+    for the rarity — so ``ν`` counts only the excess over equal weights: ``ν = ∞`` for equal
+    weights, ``ν ≈ (Σ v²)²/Σ v⁴`` when a few weights dominate.
+
+    Returns
+    -------
+    kish, weight_df : ndarray (m,)
+    """
+    v = np.asarray(weights, dtype=float)
+    L = np.asarray(losses, dtype=float)
+    J = np.atleast_2d(np.asarray(jacobian, dtype=float))
+    kish = np.empty(J.shape[0])
+    wdf = np.empty(J.shape[0])
+    for j, row in enumerate(J):
+        reads = np.flatnonzero(np.nan_to_num(row, nan=1.0) != 0)
+        if reads.size <= 1 or L.ndim != 2:
+            w = v
+        else:
+            w = v[np.any(L[:, reads] != 0, axis=1)]
+        w2 = w * w
+        s2 = float(np.sum(w2))
+        kish[j] = float(np.sum(w)) ** 2 / s2 if s2 > 0 else 0.0
+        s4 = float(np.sum(w2 * w2))
+        excess = s4 / (s2 * s2) - 1.0 / w.size if s4 > 0 else 0.0
+        wdf[j] = 1.0 / excess if excess > 1e-12 else np.inf
+    return kish, wdf
+
+
+def effective_size(
+    value: Any,
+    stderr: Any,
+    bounds: tuple[float, float],
+    kish: Any,
+    *,
+    df: Any = None,
+    level: float = 0.95,
+) -> np.ndarray:
+    """Effective sample size ``n*`` of an estimate of a bounded measure (Korn & Graubard (1998)).
+
+    ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale ``x = (G − lo)/(hi − lo)``; ``kish`` where
+    ``x̂`` is at a bound or ``SE = 0`` (see :func:`carrying_kish`). With ``df`` (degrees of freedom
+    of the variance estimate), the Korn & Graubard (1998) adjustment ``n* (z/t_df)²`` shrinks it
+    so that the interval widens as a t interval would — where ``n*`` comes from the variance; the
+    Kish size at a bound is a known function of the weights and is not adjusted.
+    """
+    lo, hi = bounds
+    width = hi - lo
+    x = _snap((np.asarray(value, dtype=float) - lo) / width)
+    se = np.asarray(stderr, dtype=float) / width
+    inside = (x > 0) & (x < 1) & (se > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(inside, x * (1 - x) / (se * se), np.asarray(kish, dtype=float))
+    if df is not None:
+        # only where n* was estimated from the variance: at a bound it is the Kish size, a known
+        # function of the weights, and has no estimation error to widen for
+        d = np.maximum(np.asarray(df, dtype=float), 1.0)
+        ratio = np.where(np.isfinite(d), _z(level) / stats.t.ppf(0.5 + level / 2, d), 1.0)
+        n = np.where(inside, n * ratio**2, n)
+    return n
+
+
+# ------------------------------------------------------------------------------------------------
+# the one entry point
+# ------------------------------------------------------------------------------------------------
+def interval(
+    value: Any,
+    stderr: Any,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+    level: float = 0.95,
+    method: str = DEFAULT_METHOD,
+    *,
+    df: Any = None,
+    kish: Any = None,
+    n_df: Any = None,
+    n_max: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided confidence interval for an estimate ``value ± stderr`` of a measure.
+
+    Parameters
+    ----------
+    value, stderr : array-like
+        The estimate ``Ĝ`` and its delta-method standard error (Sawade (2012), Eq. 3.14).
+    bounds : (float, float)
+        The range of the measure (``Measure.bounds``).
+    level : float
+        Confidence level.
+    method : str
+        - ``"wald"``: ``Ĝ ± z SE`` (Sawade (2012), Lemma 3.3, Eq. 3.16), clipped to ``bounds``.
+        - ``"t"``: ``Ĝ ± t_{ν−1} SE`` with ``ν = df`` the Satterthwaite degrees of freedom of the
+          variance estimate, clipped to ``bounds``.
+        - ``"logit"``: the Wald interval on ``logit((G − lo)/(hi − lo))`` (``log(G − lo)`` for a
+          range bounded on one side), mapped back; the clipped Wald interval at a bound.
+        - ``"wilson"``, ``"modified_wilson"``, ``"jeffreys"``, ``"clopper_pearson"``: the interval
+          for a proportion with the effective sample size ``n*`` (:func:`effective_size`,
+          Korn & Graubard (1998)) — :func:`wilson`, :func:`modified_wilson` (Brown, Cai &
+          DasGupta (2001), Sec. 4.1.1), :func:`jeffreys`, :func:`clopper_pearson` — on the unit
+          scale of the range. They need a bounded range; an unbounded one gets ``"t"``.
+    df : array-like, optional
+        Satterthwaite degrees of freedom (``"t"``; default ``∞``).
+    kish : array-like, optional
+        Kish effective size of the draws that carry the measure (:func:`carrying_kish`), the
+        effective size at a bound. Required by the proportion methods.
+    n_df : array-like, optional
+        Degrees of freedom for the Korn & Graubard (1998) adjustment ``n*(z/t)²`` of the
+        proportion methods (default none; ``n − 1`` with ``n`` draws is their design df).
+    n_max : array-like, optional
+        Cap on ``n*`` (Korn & Graubard (1998) cap it at the sample size; default no cap, since a
+        good proposal makes ``n*`` larger than the number of draws on purpose).
+
+    Returns
+    -------
+    (low, high) : ndarray
+        Always inside ``bounds``. A proportion-method interval has positive width whenever some
+        draw carries the measure; with none it is the whole range.
+    """
+    lo, hi = (float(b) for b in bounds)
+    G = np.asarray(value, dtype=float)
+    se = np.asarray(stderr, dtype=float)
+    bounded = np.isfinite(lo) and np.isfinite(hi)
+    if method in BOUNDED_METHODS and not bounded:
+        method = "t"
+    if method == "wald" or method == "t":
+        if method == "wald":
+            crit = _z(level)
+        else:
+            nu = np.inf if df is None else np.asarray(df, dtype=float)
+            crit = stats.t.ppf(0.5 + level / 2, np.maximum(nu - 1.0, 1.0))
+        half = crit * se
+        return np.clip(G - half, lo, hi), np.clip(G + half, lo, hi)
+    if method == "logit":
+        return _logit(G, se, lo, hi, level)
+    if method not in _UNIT:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    if kish is None:
+        raise ValueError(f"method={method!r} needs kish= (the Kish size of the carrying draws)")
+    n = effective_size(G, se, (lo, hi), kish, df=n_df, level=level)
+    if n_max is not None:
+        n = np.minimum(n, np.asarray(n_max, dtype=float))
+    x = _snap((G - lo) / (hi - lo))
+    ok = np.isfinite(x) & (n > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ul, uh = _UNIT[method](np.where(ok, x, 0.5), np.where(ok, n, 1.0), level)
+    low = np.where(ok, lo + (hi - lo) * ul, np.where(np.isfinite(x), lo, np.nan))
+    high = np.where(ok, lo + (hi - lo) * uh, np.where(np.isfinite(x), hi, np.nan))
+    return low, high
+
+
+def _logit(G, se, lo, hi, level):
+    z = _z(level)
+    if not np.isfinite(lo) and not np.isfinite(hi):
+        raise ValueError("method='logit' needs a measure with a bounded range")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if np.isfinite(lo) and np.isfinite(hi):
+            x = (G - lo) / (hi - lo)
+            t, st = np.log(x / (1 - x)), se / ((hi - lo) * x * (1 - x))
+            low = lo + (hi - lo) * special.expit(t - z * st)
+            high = lo + (hi - lo) * special.expit(t + z * st)
+            inside = (x > 0) & (x < 1)
+        elif np.isfinite(lo):
+            t, st = np.log(G - lo), se / (G - lo)
+            low, high = lo + np.exp(t - z * st), lo + np.exp(t + z * st)
+            inside = G > lo
+        else:
+            t, st = np.log(hi - G), se / (hi - G)
+            low, high = hi - np.exp(t + z * st), hi - np.exp(t - z * st)
+            inside = G < hi
+    wl, wh = np.clip(G - z * se, lo, hi), np.clip(G + z * se, lo, hi)
+    return np.where(inside, low, wl), np.where(inside, high, wh)
+
+
+# ------------------------------------------------------------------------------------------------
+# differences of two models
+# ------------------------------------------------------------------------------------------------
+def newcombe_difference(
+    values: tuple[Any, Any],
+    intervals: tuple[tuple[Any, Any], tuple[Any, Any]],
+    corr: Any,
+    bounds: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hybrid score interval for a paired difference ``G_a − G_b`` (Newcombe (1998), method 10).
+
+    From the two marginal intervals ``(l_a, u_a)``, ``(l_b, u_b)`` (score-type, asymmetric near a
+    bound) and the correlation ``φ`` of the two estimates::
+
+        L = Δ̂ − sqrt((Ĝ_a − l_a)² − 2φ (Ĝ_a − l_a)(u_b − Ĝ_b) + (u_b − Ĝ_b)²)
+        U = Δ̂ + sqrt((u_a − Ĝ_a)² − 2φ (u_a − Ĝ_a)(Ĝ_b − l_b) + (Ĝ_b − l_b)²)
+
+    Newcombe's ``φ`` is the phi coefficient of the paired 2×2 table; here it is the correlation of
+    the two estimates in their joint delta-method covariance (the same thing for passive sampling
+    of two error indicators), taken as 0 where either standard error is 0 (Newcombe sets it to 0
+    when a margin of the table is empty). Each margin keeps its own score interval's width where
+    its estimate sits at a bound, so the interval of ``Δ`` does not collapse when every draw agrees.
+
+    Parameters
+    ----------
+    values : (Ĝ_a, Ĝ_b)
+    intervals : ((l_a, u_a), (l_b, u_b))
+    corr : array-like
+        ``φ``, clipped to ``[-1, 1]`` (NaN → 0).
+    bounds : (float, float), optional
+        Range of the difference (``(lo − hi, hi − lo)``) to clip to.
+    """
+    ga, gb = (np.asarray(v, dtype=float) for v in values)
+    (la, ua), (lb, ub) = (
+        (np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in intervals
+    )
+    phi = np.clip(np.nan_to_num(np.asarray(corr, dtype=float), nan=0.0), -1.0, 1.0)
+    d = ga - gb
+    dl = np.sqrt(
+        np.clip((ga - la) ** 2 - 2 * phi * (ga - la) * (ub - gb) + (ub - gb) ** 2, 0, None)
+    )
+    du = np.sqrt(
+        np.clip((ua - ga) ** 2 - 2 * phi * (ua - ga) * (gb - lb) + (gb - lb) ** 2, 0, None)
+    )
+    low, high = d - dl, d + du
+    if bounds is not None:
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    return low, high
