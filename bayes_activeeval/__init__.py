@@ -5,7 +5,7 @@ the answer to "which model is better?" — is as precise as possible for the lab
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
 """
 
-from . import benchmark, datasets, measures, planning, proposals
+from . import benchmark, datasets, measures, planning, proposals, ranking
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -66,6 +66,7 @@ __all__ = [
     "passive_proposal",
     "planning",
     "proposals",
+    "ranking",
     "ratio_bias",
     "score_strata",
     "sequential_compare",
