@@ -16,10 +16,12 @@ cost (Sawade (2012), Eq. 6.7-6.11), computed in polynomial time (Thm. 6.1, App. 
 from .evaluation import DESIGNS, compare, draw, estimate, evaluate, proposal, test
 from .measures import RankingMeasure, get, query_values
 from .pool import RankingPool
+from .relevance import GradedRelevanceModel
 from .synthetic import RankingData, make_ranking_pool
 
 __all__ = [
     "DESIGNS",
+    "GradedRelevanceModel",
     "RankingData",
     "RankingMeasure",
     "RankingPool",

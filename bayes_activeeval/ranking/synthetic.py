@@ -21,12 +21,14 @@ CUTPOINTS = np.array([0.0, 2.0, 4.0, 5.5])
 
 
 def ordered_logistic_probs(eta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
-    """``P(y = k) = σ(η − c_{k−1}) − σ(η − c_k)`` (``c_{−1} = −∞``, ``c_K = ∞``), shape (..., K)."""
+    """``P(y = k) = σ(η − c_{k−1}) − σ(η − c_k)`` (``c_{−1} = −∞``, ``c_K = ∞``), shape (..., K).
+
+    ``cutpoints`` (K−1,) or broadcastable against ``η[..., None]``."""
     eta = np.asarray(eta, dtype=float)[..., None]
     c = np.asarray(cutpoints, dtype=float)
-    above = special.expit(eta - c)  # P(y > k) for k = 0..K-2
-    ones = np.ones((*eta.shape[:-1], 1))
-    zeros = np.zeros((*eta.shape[:-1], 1))
+    above = special.expit(eta - c)  # P(y > k) for k = 0..K-2 (cut-points broadcast)
+    ones = np.ones((*above.shape[:-1], 1))
+    zeros = np.zeros((*above.shape[:-1], 1))
     cum = np.concatenate([ones, above, zeros], axis=-1)
     return np.clip(cum[..., :-1] - cum[..., 1:], 0.0, 1.0)
 
@@ -79,6 +81,7 @@ def make_ranking_pool(
     ranker_noise: tuple[float, float] = (1.0, 1.2),
     shared_noise: float = 1.0,
     cost_power: float = 1.0,
+    changed: float = 1.0,
     rng: Any = None,
 ) -> RankingData:
     """A LETOR-like pool: queries with 10-100 documents graded 0-4, two rankers, costs.
@@ -87,7 +90,9 @@ def make_ranking_pool(
     ``e ∼ N(0, 2²)``); its grade is ordered-logistic in ``t`` (cut-points :data:`CUTPOINTS`). The
     relevance model's ``P(grade = k)`` is the same ordered logistic at ``t + N(0, model_noise²)``
     (a good but imperfect model). Both rankers sort a query's documents by
-    ``t + ε_shared + ε_ranker`` (``N(0, shared_noise²)`` and ``N(0, ranker_noise[j]²)``).
+    ``t + ε_shared + ε_ranker`` (``N(0, shared_noise²)`` and ``N(0, ranker_noise[j]²)``); with
+    ``changed < 1`` ranker ``b`` is a new version of ``a`` that re-ranks only that fraction of the
+    queries (on the others it returns ``a``'s list).
     Documents have log-normal lengths; a query costs ``Σ_docs log(1 + length)`` raised to
     ``cost_power`` and normalized to mean 1 (Sawade (2012), Sec. 6.4: costs logarithmic in the
     document length, growing with the list).
@@ -110,6 +115,8 @@ def make_ranking_pool(
         name: shared + rng.normal(0.0, s, n)
         for name, s in zip(("a", "b"), ranker_noise, strict=True)
     }
+    same = rng.random(n_queries) >= changed
+    scores["b"] = np.where(same[qcode], scores["a"], scores["b"])
     frame = pd.DataFrame(
         {
             "qid": [f"q{i:05d}" for i in qcode],
