@@ -189,6 +189,19 @@ def test_proposal_matches_brute_force_optimum(measure, models, costs):
     np.testing.assert_allclose(prop.info["u"], u, rtol=1e-9, atol=1e-12)
 
 
+def test_model_assisted_proposal_uses_the_conditional_variance():
+    pool = _tiny_pool(seed=4, K=3, n_queries=6)
+    for kw in ({"model": "a"}, {"models": ("a", "b")}):
+        ipw = ranking.proposal(pool, "err", mix=0.0, **kw)
+        ma = ranking.proposal(pool, "err", mix=0.0, estimator="model_assisted", **kw)
+        models = (kw["model"],) if "model" in kw else kw["models"]
+        bmean, bsec = _brute(pool, "err", models)
+        J = np.array([1.0]) if len(models) == 1 else np.array([1.0, -1.0])
+        var = np.einsum("d,mde,e->m", J, bsec, J) - (bmean @ J) ** 2  # Var[Jℓ | x]
+        np.testing.assert_allclose(ma.info["u"], var, rtol=1e-9, atol=1e-14)
+        assert np.all(ma.info["u"] <= ipw.info["u"] + 1e-12)
+
+
 def test_designs():
     data = ranking.make_ranking_pool(200, rng=1)
     pool = data.pool
@@ -218,13 +231,20 @@ def synth():
 
 
 @pytest.mark.parametrize(
-    ("measure", "models"),
-    [("dcg", ("a",)), ("err", ("a",)), ("ndcg@10", ("a",)), ("err", ("a", "b"))],
+    ("measure", "models", "estimator"),
+    [
+        ("dcg", ("a",), "ipw"),
+        ("err", ("a",), "ipw"),
+        ("ndcg@10", ("a",), "ipw"),
+        ("err", ("a", "b"), "ipw"),
+        ("dcg", ("a",), "model_assisted"),
+        ("err", ("a", "b"), "model_assisted"),
+    ],
 )
-def test_estimator_unbiased_and_covers(synth, measure, models):
+def test_estimator_unbiased_and_covers(synth, measure, models, estimator):
     pool = synth.pool
     kw = {"model": models[0]} if len(models) == 1 else {"models": models}
-    prop = ranking.proposal(pool, measure, n_samples=32, rng=0, **kw)
+    prop = ranking.proposal(pool, measure, n_samples=32, rng=0, estimator=estimator, **kw)
     if len(models) == 1:
         truth = synth.true_value(measure, models[0])
     else:
@@ -234,11 +254,13 @@ def test_estimator_unbiased_and_covers(synth, measure, models):
     for _ in range(400):
         d = ranking.draw(pool, prop, 60.0, rng=rng)
         if len(models) == 1:
-            est = ranking.estimate(pool, measure, d, synth.grades, model=models[0])
+            est = ranking.estimate(
+                pool, measure, d, synth.grades, model=models[0], estimator=estimator
+            )
             vals.append(est.value)
             lo, hi = est.confidence_interval(0.95)
         else:
-            res = ranking.test(pool, measure, d, synth.grades, models=models)
+            res = ranking.test(pool, measure, d, synth.grades, models=models, estimator=estimator)
             vals.append(res.estimate)
             lo, hi = res.confidence_interval(0.95)
         cover.append(lo <= truth <= hi)

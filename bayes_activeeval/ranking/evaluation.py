@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validation import check_fraction, check_rng, show
 from ..comparison import ComparisonResult, wald_test
-from ..estimators import Estimate, weighted_estimate
+from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
 from ..measures import difference, stack
 from ..proposals import DEFAULT_MIX, Draws, Proposal
 from .measures import RankingMeasure, get, loss_moments, query_losses
@@ -69,6 +69,7 @@ def proposal(
     costs: bool = True,
     relevance: np.ndarray | None = None,
     mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
     n_samples: int = 256,
     rng: Any = None,
 ) -> Proposal:
@@ -99,6 +100,11 @@ def proposal(
     mix : float
         Defensive mixture ``q ← (1 − δ) q + δ/m``: weights at most ``1/δ``, variance at most
         ``1/(1 − δ)`` times the unmixed one (default 0.05).
+    estimator : {"ipw", "model_assisted"}
+        The estimator the proposal is optimal for. ``"model_assisted"`` (see :func:`estimate`)
+        replaces ``E[(Dg(ℓ − Ř))²|x]`` by the relevance model's conditional variance
+        ``E[(Dg(ℓ − m(x)))²|x]``, ``m(x) = E[ℓ|x;θ]`` (the same formula with the residual in place
+        of ``ℓ − Ř``).
     n_samples, rng
         Monte Carlo grade vectors for NDCG@k, whose moments have no closed form.
 
@@ -113,6 +119,7 @@ def proposal(
     mods = _models(pool, models, True) if models is not None else _models(pool, model, False)
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
+    _check_estimator(estimator)
     mix = check_fraction(mix, "mix", allow_one=True)
     m = pool.n_queries
     p = np.full(m, 1.0 / m)
@@ -145,7 +152,10 @@ def proposal(
         quad = np.einsum("od,mde,oe->m", J, sec, J)
         lin = (mean @ J.T) @ offset
         u = np.maximum(quad - 2.0 * lin + offset @ offset, 0.0)
-        info.update(u=u, risk=R, jacobian=J)
+        if estimator == "model_assisted":
+            explained = mean @ J.T - offset
+            u = np.maximum(u - np.einsum("mo,mo->m", explained, explained), 0.0)
+        info.update(u=u, risk=R, jacobian=J, estimator=estimator)
         q = np.sqrt(u / lam)
         if q.sum() <= 0:
             q = p.copy()
@@ -215,6 +225,8 @@ def estimate(
     labels: Mapping[Any, Mapping[Any, Any]] | np.ndarray,
     *,
     model: str | None = None,
+    estimator: str = "ipw",
+    relevance: np.ndarray | None = None,
     bias_correction: bool = False,
 ) -> Estimate:
     """The self-normalized estimate of a ranker's measure from graded queries.
@@ -228,13 +240,21 @@ def estimate(
     labels : mapping or ndarray
         ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
         the pool (``RankingPool.grade_matrix``).
+    estimator : {"ipw", "model_assisted"}
+        ``"model_assisted"``: use the relevance model as a control variate,
+        ``R̂ = R̂_IS − λ(M̂_IS − M)`` with ``m(x) = E[ℓ|x;θ]`` known exactly for every query
+        (Thm. 6.1) and ``M`` its pool mean (:func:`bayes_activeeval.model_assisted_estimate`,
+        ``λ`` tuned). Consistent whatever the relevance model; much less variable when it is good.
+    relevance : ndarray (m, D, K), optional
+        The relevance model for ``"model_assisted"`` (default: the pool's).
     """
     rm = get(measure)
     model = pool.check_model(model)
+    _check_estimator(estimator)
     L, n_q = _losses(pool, rm, (model,), draws, labels)
-    est = weighted_estimate(
-        L, draws.weights, rm.measure(), n_labels=n_q, bias_correction=bias_correction
-    )
+    est = _estimate(pool, rm, (model,), rm.measure(), L, draws, n_q, estimator, relevance)
+    if bias_correction and estimator == "ipw":
+        est = weighted_estimate(L, draws.weights, rm.measure(), n_labels=n_q, bias_correction=True)
     return _with_details(est, pool, draws)
 
 
@@ -246,19 +266,23 @@ def test(
     *,
     models: Sequence[str] | None = None,
     alternative: str = "two-sided",
+    estimator: str = "ipw",
+    relevance: np.ndarray | None = None,
 ) -> ComparisonResult:
     """Paired Wald test of ``H0: G_a = G_b`` from graded queries (Sawade (2012), Eq. 3.21-3.24).
 
     Both rankers are scored on the same queries with the same weights; ``Δ̂ = Ĝ_a − Ĝ_b`` and its
     standard error come from :func:`bayes_activeeval.weighted_estimate` with the difference
-    measure (delta method for the ratio measures).
+    measure (delta method for the ratio measures); ``estimator="model_assisted"`` as in
+    :func:`estimate`.
     """
     rm = get(measure)
     a, b = _models(pool, models, True)
+    _check_estimator(estimator)
     L, n_q = _losses(pool, rm, (a, b), draws, labels)
     base = rm.measure()
-    est = weighted_estimate(L, draws.weights, difference(base, a, b), n_labels=n_q)
-    per = weighted_estimate(L, draws.weights, stack(base, (a, b)), n_labels=n_q)
+    est = _estimate(pool, rm, (a, b), difference(base, a, b), L, draws, n_q, estimator, relevance)
+    per = _estimate(pool, rm, (a, b), stack(base, (a, b)), L, draws, n_q, estimator, relevance)
     value, se = float(est.values[0]), float(est.stderrs[0])
     z, pvalue = wald_test(value, se, alternative)
     return ComparisonResult(
@@ -287,6 +311,7 @@ def evaluate(
     design: str = "optimal",
     costs: bool = True,
     mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
     rng: Any = None,
 ) -> Estimate:
     """Estimate a ranker's DCG, ERR, NDCG@k or precision@k within a label budget.
@@ -308,6 +333,8 @@ def evaluate(
         The ranker (default: the pool's only one).
     design, costs, mix
         See :func:`proposal`.
+    estimator : {"ipw", "model_assisted"}
+        See :func:`estimate`; the proposal is built for the same estimator.
     rng : None, int or numpy.random.Generator
 
     Returns
@@ -325,10 +352,19 @@ def evaluate(
     """
     rng = check_rng(rng)
     model = pool.check_model(model)
-    prop = proposal(pool, measure, model=model, design=design, costs=costs, mix=mix, rng=rng)
+    prop = proposal(
+        pool,
+        measure,
+        model=model,
+        design=design,
+        costs=costs,
+        mix=mix,
+        estimator=estimator,
+        rng=rng,
+    )
     draws = draw(pool, prop, budget, rng=rng)
     labels = _ask(pool, labeler, draws)
-    est = estimate(pool, measure, draws, labels, model=model)
+    est = estimate(pool, measure, draws, labels, model=model, estimator=estimator)
     return dataclasses.replace(est, details={**est.details, "design": design, "costs": costs})
 
 
@@ -343,12 +379,14 @@ def compare(
     costs: bool = True,
     mix: float = DEFAULT_MIX,
     alternative: str = "two-sided",
+    estimator: str = "ipw",
     rng: Any = None,
 ) -> ComparisonResult:
     """Compare two rankers within a label budget: paired estimate of ``Δ = G_a − G_b``, Wald test
     and interval (Sawade (2012), Sec. 6.2-6.3 with the proposal of Eq. 6.11; Eq. 3.21-3.24).
 
-    Parameters are those of :func:`evaluate`, with ``models=(a, b)`` and ``alternative``
+    Parameters are those of :func:`evaluate` (``estimator`` included), with ``models=(a, b)`` and
+    ``alternative``
     (``"two-sided"``, ``"less"``: ``G_a < G_b``, ``"greater"``).
 
     Examples
@@ -360,13 +398,45 @@ def compare(
     """
     rng = check_rng(rng)
     pair = _models(pool, models, True)
-    prop = proposal(pool, measure, models=pair, design=design, costs=costs, mix=mix, rng=rng)
+    prop = proposal(
+        pool,
+        measure,
+        models=pair,
+        design=design,
+        costs=costs,
+        mix=mix,
+        estimator=estimator,
+        rng=rng,
+    )
     draws = draw(pool, prop, budget, rng=rng)
     labels = _ask(pool, labeler, draws)
-    return test(pool, measure, draws, labels, models=pair, alternative=alternative)
+    return test(
+        pool, measure, draws, labels, models=pair, alternative=alternative, estimator=estimator
+    )
 
 
 # ------------------------------------------------------------------------------------------------
+def _check_estimator(estimator: str) -> None:
+    if estimator not in ("ipw", "model_assisted"):
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+
+
+def _estimate(pool, rm, models, target, L, draws, n_q, estimator, relevance) -> Estimate:
+    if estimator == "ipw":
+        return weighted_estimate(L, draws.weights, target, n_labels=n_q)
+    # m(x) = E[ℓ|x;θ] for every query (cached per measure for the pool's own relevance model)
+    key = (rm, models) if relevance is None else None
+    cached = pool._expected.get(key) if key is not None else None
+    if cached is None:
+        rel = pool.relevance if relevance is None else np.asarray(relevance, dtype=float)
+        mean, _ = loss_moments(pool, rm, models, rel, n_samples=256, rng=np.random.default_rng(0))
+        cached = (mean, mean.mean(axis=0))
+        if key is not None:
+            pool._expected[key] = cached
+    mean, M = cached
+    return model_assisted_estimate(L, draws.weights, mean[draws.indices], M, target, n_labels=n_q)
+
+
 def _ask(pool: RankingPool, labeler, draws: Draws):
     if not callable(labeler):
         raise TypeError(f"labeler must be callable, got {labeler!r}")

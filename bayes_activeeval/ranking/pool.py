@@ -96,6 +96,7 @@ class RankingPool:
             raise ValueError("query_ids must be distinct")
         self._doc_index = [{d: j for j, d in enumerate(docs)} for docs in self.doc_ids]
         self._orders: dict[tuple[str, int | None], np.ndarray] = {}
+        self._expected: dict = {}  # expected losses under a relevance model, by measure
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
