@@ -3,9 +3,24 @@
 Choose which items to label so that a model's error rate, F-measure, precision, recall, MSE — or
 the answer to "which model is better?" — is as precise as possible for the labeling budget, with
 honest confidence intervals. See ``docs/`` for the concepts and a page per capability.
+
+Layers (imports go one way, down this list; ``tests/test_layers.py`` checks it):
+
+0. **Kernels** — depend only on NumPy and SciPy: ``measures`` (ℓ, g, Dg), ``beliefs``,
+   ``strata``, ``pool``, ``kernel`` (the deviation integrand and the proposal-from-scores step),
+   ``estimators``, ``proposals``, ``datasets``.
+1. **Bayesian models** — ``oracles`` (beliefs about the labels, π(y|x)) and ``posterior``
+   (posteriors of the measure itself); PyMC and ArviZ enter here.
+2. **Workflows** — ``adaptive``, ``comparison``, ``sequential``, ``planning``, ``benchmark``,
+   ``ranking``.
+3. **Applications** — ``io``, ``session``, ``report``, ``demo``, ``serve``, ``cli`` and this package
+   namespace.
+
+A module may import from its own layer or a lower one, never from a higher one; no module imports
+another module's private (underscore) names.
 """
 
-from . import benchmark, datasets, measures, planning, proposals, ranking
+from . import benchmark, datasets, kernel, measures, planning, posterior, proposals, ranking
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -58,6 +73,7 @@ __all__ = [
     "datasets",
     "difference",
     "estimate",
+    "kernel",
     "make_oracle",
     "measures",
     "model_assisted_estimate",
@@ -65,6 +81,7 @@ __all__ = [
     "optimal_proposal",
     "passive_proposal",
     "planning",
+    "posterior",
     "proposals",
     "ranking",
     "ratio_bias",

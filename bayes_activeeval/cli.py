@@ -63,7 +63,9 @@ def main() -> None:
       bae next s.bae --n 20 --out batch.csv      # the items to label
       bae record s.bae labels.csv                # columns id,label
       bae label s.bae                            # or label interactively in the terminal
-      bae status s.bae                           # estimate, interval, budget
+      bae serve s.bae --port 8765                # or in a browser (several at once)
+      bae relabel s.bae ITEM LABEL --reason '…'  # correct a label (audited)
+      bae status s.bae                           # estimate, interval, budget, agreement
       bae report s.bae --out report.html
     """
 
@@ -137,10 +139,32 @@ def _model_columns(single: str | None, many: tuple[str, ...], option: str, split
     return None
 
 
-def _open(session: str, pool: str | None = None):
+def _open(session: str, pool: str | None = None, readonly: bool = False):
     from .session import Session
 
-    return Session.open(session, pool_path=pool)
+    return Session.open(session, pool_path=pool, readonly=readonly)
+
+
+def _annotator_option(what: str):
+    return click.option(
+        "--annotator",
+        default=None,
+        help=f"Who {what} (default: your login name).",
+    )
+
+
+_lease_option = click.option(
+    "--lease",
+    "lease_minutes",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Minutes the items stay reserved for you before others may get them.",
+)
+
+
+def _protected(s) -> list[tuple[str, str]]:
+    return [(s.path, "the session file"), (s.pool_file.path, "the pool file")]
 
 
 _pool_option = click.option(
@@ -232,7 +256,7 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
 
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
                   cost_col, models, budget, seed, mix, overwrite):  # fmt: skip
-    from .ranking.session import RankingSession
+    from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
     if not read["ranks"]:
@@ -253,8 +277,26 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         )
 
 
+def _next_ranking(session: str, n: int, out: str | None, overwrite: bool) -> None:
+    from .io import check_output
+    from .ranking_session import RankingSession
+
+    with RankingSession.open(session) as rs:
+        if out:
+            check_output(out, overwrite=overwrite)
+        frame = rs.next(n)
+    if out:
+        frame.to_csv(out, index=False)
+        click.echo(
+            f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade written to {out}",
+            err=True,
+        )
+    else:
+        click.echo(frame.to_csv(index=False), nl=False)
+
+
 def _ranking(session: str) -> bool:
-    from .ranking.session import is_ranking_session
+    from .ranking_session import is_ranking_session
 
     return is_ranking_session(session)
 
@@ -262,41 +304,46 @@ def _ranking(session: str) -> bool:
 # -- next -----------------------------------------------------------------------------------------
 @main.command("next")
 @click.argument("session")
-@click.option("--n", "n", type=int, default=20, show_default=True, help="Items to draw.")
+@click.option("--n", "n", type=int, default=20, show_default=True, help="Items to hand out.")
+@click.option("--stage-size", type=int, default=None, help="Draws of a new stage (default --n).")
 @click.option("--out", default=None, help="Write the CSV here (default: stdout).")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace --out if it exists (never one with labels)."
+)
 @click.option("--text-col", "text_cols", multiple=True, help="Text columns to include.")
+@_annotator_option("asks")
+@_lease_option
 @_pool_option
-def next_(session, n, out, text_cols, pool_path):
-    """List the items to label next (CSV: id and text columns).
+def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_minutes, pool_path):
+    """List the items to label next (CSV: id and text columns), leased to you.
 
-    For a ranking session: the next N queries, one row per (query, document) to grade.
+    Asking again lists the same items until they are labeled; others get other items until your
+    lease expires (--lease minutes). For a ranking session: the next N queries, one row per
+    (query, document) to grade.
     """
     import pandas as pd
 
-    if _ranking(session):
-        from .ranking.session import RankingSession
+    from .io import check_output, escape_cell, write_new_file
 
-        with RankingSession.open(session) as rs:
-            frame = rs.next(n)
-        if out:
-            frame.to_csv(out, index=False)
-            click.echo(f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade "
-                       f"written to {out}", err=True)  # fmt: skip
-        else:
-            click.echo(frame.to_csv(index=False), nl=False)
+    if _ranking(session):
+        _next_ranking(session, n, out, overwrite)
         return
 
     with _open(session, pool_path) as s:
-        idx = s.next(n)
+        if out:
+            check_output(out, overwrite=overwrite, protected=_protected(s))
+        idx = s.next(n, annotator=annotator, lease=lease_minutes * 60.0, stage_size=stage_size)
         frame = pd.DataFrame({"id": s.pool_file.ids[idx]})
         text = _text_frame(s, text_cols)
         for c in text.columns:
             frame[c] = text[c].to_numpy()[idx]
+        frame = frame.map(escape_cell)
+        csv_text = frame.to_csv(index=False)
         if out:
-            frame.to_csv(out, index=False)
+            write_new_file(out, csv_text, overwrite=overwrite)
             click.echo(f"{len(frame)} items to label written to {out}", err=True)
         else:
-            click.echo(frame.to_csv(index=False), nl=False)
+            click.echo(csv_text, nl=False)
 
 
 def _text_frame(s, text_cols):
@@ -304,10 +351,10 @@ def _text_frame(s, text_cols):
         return s.pool_file.text
     from pathlib import Path
 
-    from .io import _detect_format, _read_frame  # same file, extra columns
+    from .io import read_pool_frame  # same file, extra columns
 
     p = Path(s.pool_file.path)
-    frame = _read_frame(p, _detect_format(p, s.pool_file.spec.format), s.pool_file.spec.id_col)
+    frame = read_pool_frame(p, s.pool_file.spec.format, s.pool_file.spec.id_col)
     missing = [c for c in text_cols if c not in frame.columns]
     if missing:
         raise ValueError(
@@ -324,12 +371,14 @@ def _text_frame(s, text_cols):
 @click.option("--id-col", default="id", show_default=True)
 @click.option("--label-col", default="label", show_default=True)
 @click.option("--batch-size", type=int, default=50, show_default=True, help="Labels per commit.")
+@_annotator_option("gave the labels")
 @_pool_option
-def record(session, labels, id_col, label_col, batch_size, pool_path):
+def record(session, labels, id_col, label_col, batch_size, annotator, pool_path):
     """Record the labels in the CSV file LABELS (columns id,label).
 
-    Everything is checked before anything is written; labels already recorded with the same value
-    are skipped, so the same file can be recorded again after a crash.
+    Everything is checked before anything is written; labels you already recorded with the same
+    value are skipped, so the same file can be recorded again after a crash. Items another
+    annotator labeled get your label as a second annotation (see bae status: agreement).
     """
     from tqdm import tqdm
 
@@ -338,7 +387,7 @@ def record(session, labels, id_col, label_col, batch_size, pool_path):
     if _ranking(session):  # a CSV with columns qid, doc, grade
         import pandas as pd
 
-        from .ranking.session import RankingSession
+        from .ranking_session import RankingSession
 
         with RankingSession.open(session) as rs:
             done, skipped = rs.record(pd.read_csv(labels, dtype={"qid": str, "doc": str}))
@@ -363,13 +412,15 @@ def record(session, labels, id_col, label_col, batch_size, pool_path):
                 frame["label"].tolist(),
                 batch_size=batch_size,
                 source=f"csv:{os.path.basename(labels)}",
+                annotator=annotator,
                 progress=progress,
             )
         finally:
             if bar is not None:
                 bar.close()
         click.echo(
-            f"recorded {res.recorded} labels ({res.skipped} already present); "
+            f"recorded {res.recorded} labels ({res.skipped} already present)"
+            f" as {_who(annotator)}; "
             f"{s.n_labels} labels in all, {res.pending} items of the current stage still to label"
         )
 
@@ -381,11 +432,14 @@ def record(session, labels, id_col, label_col, batch_size, pool_path):
 @click.option("--n", "n", type=int, default=20, show_default=True, help="Items per stage.")
 @click.option("--max", "max_labels", type=int, default=None, help="Stop after this many labels.")
 @click.option("--show-prediction", is_flag=True, help="Also show the model's prediction.")
+@_annotator_option("labels")
+@_lease_option
 @_pool_option
-def label(session, text_cols, n, max_labels, show_prediction, pool_path):
+def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_minutes, pool_path):
     """Label items interactively: each answer is saved as soon as it is given.
 
-    Type a class label, 's' to skip an item, 'q' to quit.
+    Type a class label, 's' to skip an item, 'q' to quit. Items handed to others are not shown;
+    items someone else labeled while you worked are skipped.
     """
     from .session import SessionError
 
@@ -393,10 +447,10 @@ def label(session, text_cols, n, max_labels, show_prediction, pool_path):
         text = _text_frame(s, text_cols)
         classes = [str(c) for c in s.pool.classes] if s.pool.classes is not None else None
         choices = "/".join(classes) if classes else "a number"
-        done = 0
+        done = others = 0
         while max_labels is None or done < max_labels:
             try:
-                items = s.next(n)
+                items = s.next(n, annotator=annotator, lease=lease_minutes * 60.0)
             except SessionError as exc:
                 click.echo(str(exc))
                 break
@@ -404,6 +458,9 @@ def label(session, text_cols, n, max_labels, show_prediction, pool_path):
             for k, it in enumerate(items.tolist()):
                 if max_labels is not None and done >= max_labels:
                     break
+                if it in s._label_map():  # someone else labeled it meanwhile
+                    others += 1
+                    continue
                 item_id = str(s.pool_file.ids[it])
                 click.echo(f"\n[{k + 1}/{len(items)}] item {item_id}")
                 for c in text.columns:
@@ -421,11 +478,20 @@ def label(session, text_cols, n, max_labels, show_prediction, pool_path):
                 if answer == "skip":
                     skipped += 1
                     continue
-                s.record([item_id], [answer], batch_size=1, source="interactive")
+                s.record(
+                    [item_id],
+                    [answer],
+                    batch_size=1,
+                    source="interactive",
+                    annotator=annotator,
+                    rows=False,
+                )
                 done += 1
             if skipped:
                 click.echo(f"\n{skipped} items skipped; they stay pending (bae label again)")
                 break
+        if others:
+            click.echo(f"\n{others} items were labeled by someone else meanwhile (skipped)")
         click.echo(f"\n{done} labels saved, {s.n_labels} in all")
 
 
@@ -460,11 +526,12 @@ def _ask(s, item_id: str, choices: str):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_pool_option
 def status(session, level, as_json, pool_path):
-    """Estimate with interval, labels used, budget left (and the posterior if there is one)."""
+    """Estimate with interval, labels used, budget left, agreement between annotators (and the
+    posterior if there is one). Reads the session without writing to it."""
     if _ranking(session):
         click.echo(_ranking_text(session, level, as_json))
         return
-    with _open(session, pool_path) as s:
+    with _open(session, pool_path, readonly=True) as s:
         st = s.status(level)
         post = _posterior_summary(s)
         if as_json:
@@ -506,6 +573,25 @@ def format_status(s, st) -> str:
             f"{st['measure']} [{r['model']}] = {r['estimate']:.4f} ± {r['stderr']:.4f} (SE), "
             f"{lvl} interval [{r['low']:.4f}, {r['high']:.4f}] from {r['draws']} draws"
         )
+    if st.get("annotators"):
+        who = ", ".join(f"{a} {k}" for a, k in st["annotators"].items())
+        lines.append(
+            f"annotators: {who}; corrections: {st['corrections']}; items leased now: "
+            f"{st['leased']}; each item counts with its {st['rule']}"
+        )
+        ag = st["agreement"]
+        if ag["items"]:
+            kap = "; ".join(
+                f"Cohen's kappa {k['annotators'][0]}–{k['annotators'][1]} {k['kappa']:.3f} "
+                f"({k['items']} items)"
+                for k in ag["kappa"]
+            )
+            lines.append(
+                f"agreement: {ag['items']} items labeled by two or more annotators, "
+                f"{ag['agree']:.1%} of {ag['pairs']} pairs agree" + (f"; {kap}" if kap else "")
+            )
+        else:
+            lines.append("agreement: no item labeled by two annotators yet")
     return "\n".join(lines)
 
 
@@ -513,13 +599,19 @@ def format_status(s, st) -> str:
 @main.command()
 @click.argument("session")
 @click.option("--out", required=True, help="The HTML file to write.")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--level", type=float, default=0.95, show_default=True)
 @_pool_option
-def report(session, out, level, pool_path):
-    """Write a self-contained HTML report (plots embedded); a text report for ranking sessions."""
+def report(session, out, overwrite, level, pool_path):
+    """Write a self-contained HTML report (plots embedded). Reads the session without writing.
+
+    For a ranking session: a text report (estimate or paired test) written to --out.
+    """
+    from .io import check_output
     from .report import write_report
 
     if _ranking(session):
+        check_output(out, overwrite=overwrite)
         text = _ranking_text(session, level, False)
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
@@ -527,13 +619,14 @@ def report(session, out, level, pool_path):
         click.echo(f"report written to {out}")
         return
 
-    with _open(session, pool_path) as s:
-        write_report(s, out, level=level)
+    with _open(session, pool_path, readonly=True) as s:
+        check_output(out, overwrite=overwrite, protected=_protected(s))
+        write_report(s, out, level=level, overwrite=overwrite)
     click.echo(f"report written to {out}")
 
 
 def _ranking_text(session: str, level: float, as_json: bool) -> str:
-    from .ranking.session import RankingSession
+    from .ranking_session import RankingSession
 
     with RankingSession.open(session) as rs:
         st = rs.status()
@@ -563,6 +656,74 @@ def _ranking_text(session: str, level: float, as_json: bool) -> str:
     return "\n".join(lines)
 
 
+# -- relabel --------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.argument("item")
+@click.argument("label")
+@click.option("--reason", required=True, help="Why (kept with the correction, for audits).")
+@_annotator_option("corrects")
+@_pool_option
+def relabel(session, item, label, reason, annotator, pool_path):
+    """Correct the label of ITEM to LABEL: a new row that supersedes the old one (never a
+    deletion); the estimate and an adaptive design's proposals follow the corrected label."""
+    with _open(session, pool_path) as s:
+        before = s.labels().set_index("id")["label"].get(str(item).strip())
+        changed = s.relabel(item, label, reason=reason, annotator=annotator, source="cli")
+        if changed:
+            click.echo(
+                f"item {item}: {before} -> {label} (correction by {_who(annotator)}: {reason}); "
+                "the old label is kept in the audit trail"
+            )
+        else:
+            click.echo(f"item {item} already counts with label {label}; nothing written")
+
+
+def _who(annotator: str | None) -> str:
+    from .session import default_annotator
+
+    return annotator or default_annotator()
+
+
+# -- serve ----------------------------------------------------------------------------------------
+@main.command()
+@click.argument("session")
+@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback requires the printed access token.")  # fmt: skip
+@_annotator_option("labels in the browsers (each browser may set its own: /?annotator=NAME)")
+@click.option("--n", "stage_size", type=int, default=20, show_default=True,
+              help="Draws of a new stage.")  # fmt: skip
+@click.option("--batch", type=int, default=5, show_default=True,
+              help="Items leased to one browser at a time.")  # fmt: skip
+@click.option("--lease", "lease_minutes", type=float, default=30.0, show_default=True,
+              help="Minutes a browser's items stay reserved for it.")  # fmt: skip
+@click.option("--level", type=float, default=0.95, show_default=True)
+@_pool_option
+def serve(session, port, host, annotator, stage_size, batch, lease_minutes, level, pool_path):
+    """Serve a local labeling page for SESSION (one browser per annotator, or several)."""
+    from ._validation import check_count, check_level
+    from .serve import ServeConfig
+    from .serve import serve as run_server
+
+    if not (0 <= port < 65536):
+        raise ValueError(f"--port must be in 0..65535, got {port}")
+    if not (lease_minutes > 0):
+        raise ValueError(f"--lease must be positive, got {lease_minutes!r}")
+    cfg = ServeConfig(
+        session=session,
+        pool_path=pool_path,
+        host=host,
+        port=port,
+        annotator=annotator,
+        stage_size=check_count(stage_size, "--n"),
+        batch=check_count(batch, "--batch"),
+        lease=lease_minutes * 60.0,
+        level=check_level(level),
+    )
+    run_server(cfg, echo=lambda m: click.echo(m, err=True))
+
+
 # -- compare --------------------------------------------------------------------------------------
 @main.command()
 @click.argument("session")
@@ -572,7 +733,7 @@ def compare(session, level, pool_path):
     """Compare the session's models: estimates and pairwise tests of their differences."""
     from .report import comparison_table
 
-    with _open(session, pool_path) as s:
+    with _open(session, pool_path, readonly=True) as s:
         if len(s.design.models) < 2:
             raise ValueError(
                 f"the session evaluates one model ({s.design.models[0]}); comparing needs "

@@ -285,7 +285,50 @@ def _bias(e: np.ndarray, w: np.ndarray, measure: Measure, R: np.ndarray) -> np.n
     with np.errstate(divide="ignore", invalid="ignore"):
         J = measure.jacobian(R)
         H = _hessian(measure, R)
-    return J @ b_R + 0.5 * np.einsum("mjk,jk->m", H, S)
+        return delta_method_bias(H, S, jacobian=J, risk_bias=b_R)
+
+
+def delta_method_bias(
+    hessian: np.ndarray,
+    covariance: np.ndarray,
+    *,
+    jacobian: np.ndarray | None = None,
+    risk_bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """Second-order bias of ``g(R̂)``: ``Dg(R) b_R + ½ Σ_jk H_jk(R) S_jk``.
+
+    The Taylor expansion of ``E g(R̂) − g(R)`` to second order (Cochran (1977), Sec. 6.8), with
+    ``b_R = E R̂ − R`` the bias of the estimated risks and ``S`` their covariance. The one kernel
+    behind :func:`ratio_bias` (importance sampling: ``b_R`` the ratio-of-means bias, ``S`` the
+    covariance of Sawade (2012), Eq. 3.14) and the benchmark evaluation's post-stratified
+    totals (unbiased, ``b_R = 0``, ``S`` the design variance).
+
+    Parameters
+    ----------
+    hessian : ndarray (..., m, d, d)
+        Hessian of each output of ``g``.
+    covariance : ndarray (..., d, d)
+        Covariance ``S`` of ``R̂``.
+    jacobian : ndarray (..., m, d), optional
+        ``Dg(R)``; needed with ``risk_bias``.
+    risk_bias : ndarray (..., d), optional
+        ``b_R``; default zero (unbiased ``R̂``).
+
+    Returns
+    -------
+    ndarray (..., m)
+    """
+    if np.ndim(covariance) == 2:
+        out = 0.5 * np.einsum("mjk,jk->m", hessian, covariance)
+    else:
+        out = 0.5 * np.einsum("...mjk,...jk->...m", hessian, covariance)
+    if risk_bias is not None:
+        out = (
+            jacobian @ risk_bias + out
+            if np.ndim(risk_bias) == 1
+            else (np.einsum("...md,...d->...m", jacobian, risk_bias) + out)
+        )
+    return out
 
 
 def weighted_estimate(

@@ -26,7 +26,25 @@ import pandas as pd
 
 from .pool import DEFAULT_MODEL, Pool
 
-__all__ = ["PoolFile", "PoolSpec", "file_checksum", "label_codec", "read_labels", "read_pool"]
+__all__ = [
+    "PoolFile",
+    "PoolSpec",
+    "check_output",
+    "escape_cell",
+    "file_checksum",
+    "label_codec",
+    "read_labels",
+    "read_pool",
+    "unescape_cell",
+    "write_new_file",
+]
+
+#: Cells starting with one of these are formulas to a spreadsheet (CSV injection); they are
+#: written with a leading ``'`` (and so are cells starting with ``'``, to keep the round trip).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+#: Only a truly empty cell is missing: ``NA``, ``NULL``, ``None``, ``nan`` are ordinary text.
+_CSV_NA = {"keep_default_na": False, "na_values": [""]}
+_NUMERIC_NA = {"nan", "na", "n/a", "null", "none", "-nan", "<na>"}
 
 _CHUNK = 1 << 20
 
@@ -237,6 +255,14 @@ def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
     return frame
 
 
+def read_pool_frame(
+    path: str | Path, fmt: str | None = None, id_col: str | None = None
+) -> pd.DataFrame:
+    """The pool file as a DataFrame, all columns (format from ``fmt`` or the file suffix)."""
+    path = Path(path)
+    return _read_frame(path, _detect_format(path, fmt), id_col)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -247,7 +273,9 @@ def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
         with warnings.catch_warnings():
             # rows longer than the header: pandas warns and drops data; that is a malformed file
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, dtype=dtype, skipinitialspace=True, index_col=False)
+            frame = pd.read_csv(
+                path, dtype=dtype, skipinitialspace=True, index_col=False, **_CSV_NA
+            )
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
@@ -270,7 +298,8 @@ def _numeric(series: pd.Series, option: str, ids: np.ndarray, path: Path) -> np.
     if bad.size:
         i = int(bad[0])
         raw = series.iloc[i]
-        what = "missing (NaN)" if pd.isna(raw) else f"{raw!r}, not a finite number"
+        missing = pd.isna(raw) or str(raw).strip().lower() in _NUMERIC_NA
+        what = "missing (NaN)" if missing else f"{raw!r}, not a finite number"
         raise ValueError(
             f"column {series.name!r} (--{option}) of {path.name} is {what} at row {i + 1} "
             f"(id {ids[i]!r})" + (f"; {bad.size} bad rows in all" if bad.size > 1 else "")
@@ -492,7 +521,7 @@ def read_labels(
         miss = np.flatnonzero(frame[col].isna().to_numpy())
         if miss.size:
             raise ValueError(f"labels file {p.name} has an empty {col} at row {int(miss[0]) + 1}")
-    frame["id"] = frame["id"].str.strip()
+    frame["id"] = frame["id"].str.strip().map(unescape_cell)
     dup = frame["id"].duplicated(keep=False).to_numpy()
     if dup.any():
         rows = np.flatnonzero(dup)[:2] + 1
@@ -501,3 +530,117 @@ def read_labels(
             f"(rows {rows[0]} and {rows[1]})"
         )
     return frame.reset_index(drop=True)
+
+
+# -- output files ---------------------------------------------------------------------------------
+def escape_cell(value: Any) -> Any:
+    """A text cell as a spreadsheet will not run it: a leading ``= + - @`` (or tab, CR, ``'``)
+    gets a ``'`` in front (OWASP's advice against CSV injection). :func:`unescape_cell` undoes
+    it, so ids written by ``bae next`` are read back by ``bae record`` as they were."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value: Any) -> Any:
+    """Inverse of :func:`escape_cell`."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_FORMULA_START):
+        return value[1:]
+    return value
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _holds_labels(path: Path) -> str | None:
+    """Why the file must not be replaced (a session, or a CSV with filled-in labels), or None."""
+    import csv
+
+    if _is_sqlite(path):
+        return "it is a SQLite database (a session?)"
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None) or []
+            cols = [k for k, c in enumerate(header) if c.strip().lower() == "label"]
+            if not cols:
+                return None
+            filled = sum(1 for row in reader if any(k < len(row) and row[k].strip() for k in cols))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return f"it holds {filled} labels (column 'label')" if filled else None
+
+
+def check_output(
+    out: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    protected: Sequence[tuple[str | os.PathLike, str]] = (),
+) -> Path:
+    """Check that ``out`` may be written: its directory exists; it is none of the ``protected``
+    files (``(path, what)``: the session, the pool, an input); an existing file is replaced only
+    with ``overwrite``, and never when it holds labels (a session, or a CSV whose ``label``
+    column is filled in).
+
+    Raises
+    ------
+    ValueError
+        One line saying which rule the path breaks.
+    """
+    p = Path(out).expanduser()
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {str(p)!r}: directory {str(parent)!r} does not exist")
+    for other, what in protected:
+        if other is not None and _same_path(p, Path(other)):
+            raise ValueError(f"{str(p)!r} is {what}; write the output to another file")
+    if p.exists() or p.is_symlink():
+        if p.is_dir():
+            raise ValueError(f"{str(p)!r} is a directory")
+        why = _holds_labels(p)
+        if why:
+            raise ValueError(
+                f"{str(p)!r} exists and {why}; it is never overwritten: record it first "
+                "(bae record) or choose another name"
+            )
+        if not overwrite:
+            raise ValueError(f"{str(p)!r} exists; pass --overwrite to replace it")
+    return p
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False) -> None:
+    """Write ``text`` to ``out`` atomically (a temporary file beside it, then a rename); without
+    ``overwrite`` the rename is a hard link that fails if ``out`` appeared meanwhile."""
+    import tempfile
+
+    p = Path(out).expanduser()
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        if overwrite:
+            os.replace(tmp, p)
+        else:
+            try:
+                os.link(tmp, p)
+            except FileExistsError:
+                raise ValueError(f"{str(p)!r} exists; pass --overwrite to replace it") from None
+            except OSError:  # no hard links here: a plain rename after one more check
+                if p.exists():
+                    raise ValueError(f"{str(p)!r} exists; pass --overwrite to replace it") from None
+                os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -209,6 +209,11 @@ class Measure:
             )
         return out
 
+    @property
+    def plain_risk(self) -> bool:
+        """``g`` is the identity and the measure is not bound to models (the error rate, MSE, …)."""
+        return self._g is None and self.models is None
+
     def g(self, R: np.ndarray) -> np.ndarray:
         """The map ``g(R)``, shape ``(m,)``."""
         R = np.asarray(R, dtype=float)

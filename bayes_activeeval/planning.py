@@ -27,7 +27,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ._validation import check_fraction, check_level
-from .comparison import _models_arg, comparison_proposal
+from .comparison.pairwise import comparison_proposal, models_arg
 from .measures import Measure
 from .measures import get as get_measure
 from .proposals import DEFAULT_MIX, Proposal, optimal_proposal, passive_proposal
@@ -124,7 +124,7 @@ def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Propos
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
     opt = comparison_proposal(pool, measure, models, kind="optimal", mix=mix, belief=belief)
-    u = opt.info.get("u")
+    u = opt.info.u
     if u is None:
         raise ValueError("planning for more than two models is not supported; give two models")
     if design == "optimal":
@@ -199,7 +199,7 @@ def labels_for_power(
     difference = float(difference)
     if not np.isfinite(difference) or difference == 0:
         raise ValueError(f"difference must be a non-zero finite number, got {difference!r}")
-    pair = _models_arg(pool, models, 2, two=True)
+    pair = models_arg(pool, models, 2, two=True)
     if len(pair) != 2:
         raise ValueError(f"models must name exactly two models, got {models!r}")
     prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
@@ -260,7 +260,7 @@ def labels_for_width(
     if models is not None:
         if model is not None:
             raise ValueError("give either model= (one estimate) or models= (a difference)")
-        pair = _models_arg(pool, models, 2, two=True)
+        pair = models_arg(pool, models, 2, two=True)
         if len(pair) != 2:
             raise ValueError(f"models must name exactly two models, got {models!r}")
         prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
@@ -268,7 +268,7 @@ def labels_for_width(
         if design not in ("optimal", "passive"):
             raise ValueError(f"design must be 'optimal' or 'passive' for one model, got {design!r}")
         opt = optimal_proposal(pool, get_measure(measure), model=model, belief=belief, mix=mix)
-        u = opt.info["u"]
+        u = opt.info.u
         prop = opt if design == "optimal" else passive_proposal(pool)
     var = prop.predicted_variance(u)
     if not np.isfinite(var):

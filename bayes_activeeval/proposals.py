@@ -17,14 +17,32 @@ unmixed proposal (because ``q ≥ (1 − δ) q*`` pointwise).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng, show
-from .beliefs import Belief, CategoricalBelief, as_belief
-from .measures import Measure, ModelView
+from ._validation import check_count, check_fraction, check_rng
+from .kernel import (
+    CHUNK,
+    DEFAULT_BELIEF_FLOOR,
+    DEFAULT_MIX,
+    Integrand,
+    LossTable,
+    class_deviation_norms,
+    deviation_integrand,
+    expected_loss,
+    expected_sq_deviation,
+    explained_sq_deviation,
+    intrinsic_risk,
+    label_costs,
+    loss_table,
+    mix_proposal,
+    proposal_from_scores,
+    support_needed,
+)
+from .measures import Measure
 from .strata import score_strata
 
 __all__ = [
@@ -32,21 +50,28 @@ __all__ = [
     "DEFAULT_MIX",
     "Draws",
     "Proposal",
+    "ProposalInfo",
     "class_deviation_norms",
     "expected_loss",
     "optimal_proposal",
     "passive_proposal",
     "stratified_proposal",
 ]
-
-#: Default defensive mixture weight δ: weights are bounded by 1/δ = 20 and the variance is at most
-#: 1/(1-δ) ≈ 1.053 times that of the unmixed proposal.
-DEFAULT_MIX = 0.05
-#: Default floor on the belief's class probabilities (keeps every label possible, so q > 0 wherever
-#: the loss can be non-zero even without mixing).
-DEFAULT_BELIEF_FLOOR = 1e-6
-#: Items processed per block by the vectorised kernels (bounds peak memory on 10^7-item pools).
-CHUNK = 1 << 18
+# re-exported from .kernel (their home before the kernel had its own module)
+__all__ += [
+    "CHUNK",
+    "Integrand",
+    "LossTable",
+    "deviation_integrand",
+    "expected_sq_deviation",
+    "explained_sq_deviation",
+    "intrinsic_risk",
+    "label_costs",
+    "loss_table",
+    "mix_proposal",
+    "proposal_from_scores",
+    "support_needed",
+]
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,90 @@ class Draws:
         return f"Draws(n={len(self)}, distinct={self.n_distinct})"
 
 
+@dataclass(frozen=True)
+class ProposalInfo:
+    """What a proposal was built from (every field optional; ``None`` = not applicable).
+
+    Read as attributes (``info.u``) or, as before, by key (``info["u"]``, ``info.get("u")``,
+    ``"u" in info``: a key is present when its field is not ``None``).
+
+    Attributes
+    ----------
+    measure : str
+        The measure the proposal is optimal for.
+    risk : ndarray (d,)
+        The intrinsic risk ``R`` under the belief (the linearization point).
+    jacobian : ndarray (m, d)
+        ``Dg(R)``.
+    u : ndarray (n,)
+        The deviation integrand used (:func:`~bayes_activeeval.kernel.deviation_integrand`).
+    a : ndarray (n,)
+        Adaptive proposals: the (floored) integrand ``E_π max{‖·‖, ε'}`` (Marchant & Rubinstein
+        (2021), Prop. 2).
+    mix : float
+        Defensive mixture weight ``δ``.
+    belief_floor : float
+    estimator : str
+        ``"ipw"`` or ``"model_assisted"``.
+    epsilon, epsilon_abs : float
+        Adaptive proposals: the relative floor ``ε_t`` and its absolute value ``ε'``.
+    deterministic : bool
+        Adaptive proposals: the deterministic-oracle form.
+    strata, allocation, stratum_mass : ndarray
+        Stratified proposals: each item's stratum, the share of draws and the ``p``-mass per
+        stratum.
+    comparison : str
+        Comparison proposals: the kind (``"optimal"``, ``"active_neq"``, …).
+    models : tuple of str
+        Comparison proposals: the models compared.
+    support_mass : float
+        Comparison proposals: ``p``-mass of the proposal's support.
+    intrinsic_difference : float
+        Two-model optimal comparison proposals: ``Δ̌`` (Sawade (2012), Eq. 5.12).
+    estimates_under_belief : dict
+        Two-model optimal comparison proposals: each model's measure under the belief.
+    """
+
+    measure: str | None = None
+    risk: np.ndarray | None = None
+    jacobian: np.ndarray | None = None
+    u: np.ndarray | None = None
+    a: np.ndarray | None = None
+    mix: float | None = None
+    belief_floor: float | None = None
+    estimator: str | None = None
+    epsilon: float | None = None
+    epsilon_abs: float | None = None
+    deterministic: bool | None = None
+    strata: np.ndarray | None = None
+    allocation: np.ndarray | None = None
+    stratum_mass: np.ndarray | None = None
+    comparison: str | None = None
+    models: tuple | None = None
+    support_mass: float | None = None
+    intrinsic_difference: float | None = None
+    estimates_under_belief: dict | None = None
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if isinstance(key, str) else None
+        if value is None or key.startswith("_"):
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.keys()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def replace(self, **changes: Any) -> ProposalInfo:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass
 class Proposal:
     """A sampling distribution ``q`` over the pool's items.
@@ -107,18 +216,20 @@ class Proposal:
         The test distribution the estimate targets.
     kind : str
         ``"optimal"``, ``"passive"`` or ``"stratified"``.
-    info : dict
+    info : ProposalInfo
         What the proposal was built from: the intrinsic risk, the per-item expected squared
-        deviation ``u(x)``, mixing weight, …
+        deviation ``u(x)``, mixing weight, … (a mapping of the same keys is accepted).
     """
 
     q: np.ndarray
     p: np.ndarray
     kind: str
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ProposalInfo = field(default_factory=ProposalInfo)
     _cdf: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.info, ProposalInfo):
+            self.info = ProposalInfo(**dict(self.info))
         q = np.asarray(self.q, dtype=float)
         if q.ndim != 1 or q.shape != np.shape(self.p):
             raise ValueError(f"q has shape {q.shape} but p has shape {np.shape(self.p)}")
@@ -180,14 +291,13 @@ class Proposal:
         return np.minimum(idx, self.q.size - 1).astype(np.int64)
 
     def predicted_variance(self, u: np.ndarray | None = None) -> float:
-        """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Sec. 1.7 of the
-        catalogue; Lemma 3.4), from the belief the proposal was built with.
+        """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Lemma 3.4, Eq. 4.4), from the belief the proposal was built with.
 
         ``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²``; divide by ``n`` for the variance of an estimate from
         ``n`` draws. Pass ``u`` to evaluate this proposal under another belief or measure (e.g.
         a passive proposal, which computes none); ``inf`` when ``q = 0`` where ``p u > 0``.
         """
-        u = self.info.get("u") if u is None else np.asarray(u, dtype=float)
+        u = self.info.u if u is None else np.asarray(u, dtype=float)
         if u is None:
             raise ValueError(
                 "this proposal has no expected deviations u(x); build it with a measure"
@@ -204,272 +314,6 @@ class Proposal:
 
     def __repr__(self) -> str:
         return f"Proposal(kind={self.kind!r}, n_items={self.n_items})"
-
-
-# ------------------------------------------------------------------------------------------------
-# Kernels. Two paths compute the same quantities:
-#  - the generic path evaluates the loss for every label value, chunk by chunk;
-#  - the tabular path, for classification measures whose loss depends on an item only through the
-#    predicted class(es) (Measure.tabular), evaluates the loss once per (prediction, label) cell and
-#    gathers: exact, O(n·C), and an order of magnitude faster on 10^7-item pools.
-@dataclass(frozen=True)
-class LossTable:
-    """The loss of a tabular measure as a table over (prediction key, label).
-
-    ``keys[x]`` codes the prediction(s) of item ``x`` (for several models ``Σ_m f_m(x) C^m``) and
-    ``table[k, c]`` is ``ℓ`` for prediction key ``k`` and label ``c``, shape ``(K, C, d)``.
-    """
-
-    keys: np.ndarray
-    table: np.ndarray
-
-
-MAX_TABLE_ROWS = 1 << 20
-
-
-def loss_table(pool, measure: Measure, views) -> LossTable | None:
-    """The :class:`LossTable` of a tabular measure on a classification pool, else ``None``."""
-    if not measure.tabular or pool.task == "regression":
-        return None
-    C = pool.n_classes
-    full = views(None)
-    names = list(full) if isinstance(full, dict) else [None]
-    preds = [full[m].pred for m in names] if isinstance(full, dict) else [full.pred]
-    K = C ** len(preds)
-    if K * C > MAX_TABLE_ROWS:
-        return None
-    if len(preds) == 1:
-        keys = preds[0]
-    else:
-        keys = np.zeros(pool.n_items, dtype=np.int64)
-        for i, pr in enumerate(preds):
-            keys += pr.astype(np.int64) * C**i
-    combos = np.arange(K)
-    cell_preds = [np.repeat((combos // C**i) % C, C) for i in range(len(preds))]
-    y = np.tile(np.arange(C), K)
-
-    def mk(pr):
-        return ModelView(pred=pr, pos=pool.pos, n_classes=C)
-
-    cells = {m: mk(cp) for m, cp in zip(names, cell_preds, strict=True)}
-    view = cells if isinstance(full, dict) else cells[None]
-    table = measure.loss(y, view).reshape(K, C, measure.dim)
-    return LossTable(keys, table)
-
-
-def _gather(values: np.ndarray, keys: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """``Σ_c probs[x, c] · values[keys[x], c]`` for every item (values of shape (K, C))."""
-    out = probs[:, 0] * values[keys, 0]
-    for c in range(1, probs.shape[1]):
-        out += probs[:, c] * values[keys, c]
-    return out
-
-
-def expected_loss(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
-    """Per-item expected loss ``E_{y∼π}[ℓ(x, y)]``, shape ``(n, d)``."""
-    out = np.empty((pool.n_items, measure.dim))
-    for start in range(0, pool.n_items, chunk):
-        sl = slice(start, min(start + chunk, pool.n_items))
-        v = views(sl)
-        out[sl] = belief.expect(lambda y, s, v=v: measure.loss(y, v), sl)
-    return out
-
-
-def intrinsic_risk(
-    pool,
-    measure: Measure,
-    views,
-    belief: Belief,
-    chunk: int = CHUNK,
-    table: LossTable | None = None,
-) -> np.ndarray:
-    """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22), shape ``(d,)``."""
-    p = pool.p
-    if table is None and isinstance(belief, CategoricalBelief):
-        table = loss_table(pool, measure, views)
-    if table is not None:
-        K, C, _ = table.table.shape
-        W = np.stack(
-            [
-                np.bincount(table.keys, weights=p * belief.probs[:, c], minlength=K)
-                for c in range(C)
-            ],
-            axis=1,
-        )
-        return np.einsum("kc,kcd->d", W, table.table)
-    R = np.zeros(measure.dim)
-    for start in range(0, pool.n_items, chunk):
-        sl = slice(start, min(start + chunk, pool.n_items))
-        v = views(sl)
-        el = belief.expect(lambda y, s, v=v: measure.loss(y, v), sl)
-        R += p[sl] @ el
-    return R
-
-
-def _centre(measure: Measure, J: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """``Dg(R)·R``, the centring of ``Dg(R)(ℓ − R) = Dg(R)ℓ − Dg(R)R``. It vanishes exactly for a
-    scale-invariant ``g`` (Euler's theorem, degree 0); using the exact zero keeps ``q = 0`` where
-    the loss is identically zero (e.g. predicted negatives for precision)."""
-    return np.zeros(J.shape[0]) if measure.scale_invariant else J @ R
-
-
-def expected_sq_deviation(
-    pool,
-    measure: Measure,
-    views,
-    belief: Belief,
-    R: np.ndarray,
-    J: np.ndarray,
-    chunk: int = CHUNK,
-    table: LossTable | None = None,
-) -> np.ndarray:
-    """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
-    Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
-    JT = J.T
-    offset = _centre(measure, J, R)
-    if table is None and isinstance(belief, CategoricalBelief):
-        table = loss_table(pool, measure, views)
-    if table is not None:
-        dev = table.table @ JT - offset  # (K, C, m)
-        return _gather(np.einsum("kcm,kcm->kc", dev, dev), table.keys, belief.probs)
-    u = np.empty(pool.n_items)
-    for start in range(0, pool.n_items, chunk):
-        sl = slice(start, min(start + chunk, pool.n_items))
-        v = views(sl)
-
-        def sq(y, s, v=v):
-            dev = measure.loss(y, v) @ JT - offset
-            return np.einsum("ij,ij->i", dev, dev)
-
-        u[sl] = belief.expect(sq, sl)
-    return u
-
-
-def explained_sq_deviation(
-    pool,
-    measure: Measure,
-    views,
-    belief: Belief,
-    R: np.ndarray,
-    J: np.ndarray,
-    chunk: int = CHUNK,
-    table: LossTable | None = None,
-) -> np.ndarray:
-    """``‖Dg(R)(m(x) − R)‖²`` per item, ``m(x) = E_π[ℓ(x, y)]``: the part of
-    :func:`expected_sq_deviation` the belief explains. ``u(x)`` minus this is the belief's
-    conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal."""
-    offset = _centre(measure, J, R)
-    if table is None and isinstance(belief, CategoricalBelief):
-        table = loss_table(pool, measure, views)
-    if table is not None:
-        dev = table.table @ J.T - offset  # (K, C, m)
-        out = np.zeros(pool.n_items)
-        for j in range(dev.shape[2]):
-            mj = _gather(dev[:, :, j], table.keys, belief.probs)
-            out += mj * mj
-        return out
-    m_all = expected_loss(pool, measure, views, belief, chunk)
-    dev = m_all @ J.T - offset
-    return np.einsum("ij,ij->i", dev, dev)
-
-
-def class_deviation_norms(
-    pool,
-    measure: Measure,
-    views,
-    R: np.ndarray,
-    J: np.ndarray,
-    *,
-    power: int = 1,
-    nonzero: bool = True,
-    chunk: int = CHUNK,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """``n[x, c] = ‖Dg(R)(ℓ(x, c) − R)‖^power`` for every item and class, shape ``(n, C)``.
-
-    With ``nonzero=True`` also ``nz[x, c] = any(ℓ(x, c) ≠ 0)``. Any floor ``ε`` and categorical
-    belief ``π`` then give the integrand of the practical proposals,
-    ``a(x) = Σ_c π(c|x) max{n[x, c], ε nz[x, c]}`` (Marchant & Rubinstein (2021), Prop. 2),
-    without re-evaluating the loss.
-    """
-    if power not in (1, 2):
-        raise ValueError(f"power must be 1 or 2, got {power!r}")
-    offset = _centre(measure, J, R)
-    table = loss_table(pool, measure, views)
-    if table is not None:  # exact: evaluate per (prediction, label) cell and gather
-        dev = table.table @ J.T - offset
-        sq = np.einsum("kcm,kcm->kc", dev, dev)
-        cell = np.sqrt(sq) if power == 1 else sq
-        nz_cell = np.any(table.table != 0, axis=2) if nonzero else None
-        return cell[table.keys], None if nz_cell is None else nz_cell[table.keys]
-    n_items, C = pool.n_items, pool.n_classes
-    out = np.empty((n_items, C))
-    nz = np.empty((n_items, C), dtype=bool) if nonzero else None
-    scalar = J.shape[0] == 1
-    j0 = J[0]
-    c0 = float(offset[0])
-    for start in range(0, n_items, chunk):
-        sl = slice(start, min(start + chunk, n_items))
-        v = views(sl)
-        size = sl.stop - sl.start
-        for c in range(C):
-            L = measure.loss(np.full(size, c, dtype=np.int32), v)
-            if scalar:
-                dev = L @ j0 - c0
-                out[sl, c] = np.abs(dev) if power == 1 else dev * dev
-            else:
-                dev = L @ J.T - offset
-                sq = np.einsum("ij,ij->i", dev, dev)
-                out[sl, c] = np.sqrt(sq) if power == 1 else sq
-            if nz is not None:  # column loop: much faster than any(axis=1) for small d
-                acc = L[:, 0] != 0
-                for j in range(1, L.shape[1]):
-                    acc |= L[:, j] != 0
-                nz[sl, c] = acc
-    return out, nz
-
-
-def _support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndarray:
-    """Items that need ``q > 0``: all with ``p > 0``, except, for scale-invariant measures, items
-    whose loss is zero for every possible label (Marchant & Rubinstein (2021), Sec. 1.7 of the
-    catalogue)."""
-    need = pool.p > 0
-    if not measure.scale_invariant or pool.task == "regression":
-        return need
-    table = loss_table(pool, measure, views)
-    if table is not None:
-        nonzero = np.any(table.table != 0, axis=(1, 2))
-        return need & nonzero[table.keys]
-    for start in range(0, pool.n_items, chunk):
-        sl = slice(start, min(start + chunk, pool.n_items))
-        v = views(sl)
-        any_nonzero = np.zeros(sl.stop - sl.start, dtype=bool)
-        for c in range(pool.n_classes):
-            y = np.full(sl.stop - sl.start, c, dtype=np.int32)
-            any_nonzero |= np.any(measure.loss(y, v) != 0, axis=1)
-        need[sl] &= any_nonzero
-    return need
-
-
-def _costs(pool, costs) -> np.ndarray | None:
-    if costs is None or costs is True:
-        return pool.costs
-    if costs is False:
-        return None
-    arr = np.asarray(costs, dtype=float)
-    if arr.shape != (pool.n_items,):
-        raise ValueError(f"costs has shape {arr.shape}; expected ({pool.n_items},)")
-    if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
-        i = int(np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))[0])
-        raise ValueError(f"costs[{i}] = {show(arr[i])}; label costs must be positive and finite")
-    return arr
-
-
-def _mix(s: np.ndarray, p: np.ndarray, mix: float) -> np.ndarray:
-    """``(1 − δ) s/Σs + δ p``, in place on ``s``."""
-    s *= (1.0 - mix) / s.sum()
-    if mix:
-        s += mix * p
-    return s
 
 
 def optimal_proposal(
@@ -532,59 +376,41 @@ def optimal_proposal(
         If the measure is undefined under the belief (e.g. precision when no item is predicted
         positive), or, with ``mix=0``, if the proposal gives zero mass to an item that needs it.
     """
-    m, views = pool.resolve(measure, model)
-    models = pool.models_of(m, model)
-    floor = check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
-    b = as_belief(pool, belief, models).floored(floor)
-    table = loss_table(pool, m, views) if isinstance(b, CategoricalBelief) else None
-    if risk is None:
-        R = intrinsic_risk(pool, m, views, b, table=table)
-    else:
-        R = np.asarray(risk, dtype=float).reshape(-1)
-        if R.size != m.dim:
-            raise ValueError(
-                f"risk has {R.size} entries; measure {m.name!r} has {m.dim} components"
-            )
-    J = m.jacobian(R)
-    if not np.all(np.isfinite(J)):
-        raise ValueError(
-            f"measure {m.name!r} is undefined at the intrinsic risk R={np.round(R, 6).tolist()} "
-            "(e.g. no item predicted or believed positive); cannot build the optimal proposal"
-        )
-    if estimator not in ("ipw", "model_assisted"):
-        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
-    u = expected_sq_deviation(pool, m, views, b, R, J, table=table)
-    if estimator == "model_assisted":
-        u = np.maximum(u - explained_sq_deviation(pool, m, views, b, R, J, table=table), 0.0)
-    c = _costs(pool, costs)
-    p = pool.p
-    s = np.sqrt(np.maximum(u, 0.0))
-    if not pool.has_uniform_weights:
-        s *= p
-    if c is not None:
-        s /= np.sqrt(c)
-    if s.sum() <= 0:
-        # the belief says every label is known exactly: nothing to optimize, sample passively
-        s = p.copy()
-    q = _mix(s, p, mix)
+    itg = deviation_integrand(
+        pool,
+        measure,
+        model=model,
+        belief=belief,
+        risk=risk,
+        belief_floor=belief_floor,
+        estimator=estimator,
+    )
+    m, u, p = itg.measure, itg.u, pool.p
+    q = proposal_from_scores(
+        np.sqrt(np.maximum(u, 0.0)),
+        p,
+        label_costs(pool, costs),
+        mix,
+        uniform_p=pool.has_uniform_weights,
+    )
     if mix == 0:
-        need = _support_needed(pool, m, views)
+        need = support_needed(pool, m, itg.views)
         bad = np.flatnonzero(need & (q <= 0))
         if bad.size:
             raise ValueError(
                 f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) whose "
                 "label could change the estimate; use mix > 0 or belief_floor > 0"
             )
-    info = {
-        "risk": R,
-        "jacobian": J,
-        "u": u,
-        "mix": mix,
-        "belief_floor": floor,
-        "measure": m.name,
-        "estimator": estimator,
-    }
+    info = ProposalInfo(
+        risk=itg.risk,
+        jacobian=itg.jacobian,
+        u=u,
+        mix=mix,
+        belief_floor=itg.belief_floor,
+        measure=m.name,
+        estimator=itg.estimator,
+    )
     return Proposal(q, p, "optimal", info)
 
 
@@ -643,23 +469,23 @@ def stratified_proposal(
     P = np.bincount(labels, weights=p, minlength=H)
     if allocation == "proportional":
         a = P.copy()
-        info: dict[str, Any] = {}
+        info = ProposalInfo()
     else:
         if measure is None:
             raise ValueError("allocation='neyman' needs a measure")
-        prop = optimal_proposal(pool, measure, model=model, belief=belief, mix=0.0, costs=False)
-        u = prop.info["u"]
+        itg = deviation_integrand(pool, measure, model=model, belief=belief)
+        u = itg.u
         with np.errstate(invalid="ignore", divide="ignore"):
             Ubar = np.bincount(labels, weights=p * u, minlength=H) / P
         a = P * np.sqrt(np.nan_to_num(Ubar))
         if a.sum() <= 0:
             a = P.copy()
-        info = {"u": u, "risk": prop.info["risk"]}
+        info = ProposalInfo(u=u, risk=itg.risk)
     a = a / a.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         q = np.where(P[labels] > 0, a[labels] * p / P[labels], 0.0)
-    q = _mix(q, p, mix)
-    info.update({"strata": labels, "allocation": a, "stratum_mass": P, "mix": mix})
+    q = mix_proposal(q, p, mix)
+    info = info.replace(strata=labels, allocation=a, stratum_mass=P, mix=mix)
     return Proposal(q, p, "stratified", info)
 
 

@@ -46,6 +46,13 @@ def _pyplot():
     return plt
 
 
+def _lit(text: object) -> str:
+    """Text shown literally by Matplotlib: ``$`` would start mathtext (a model named
+    ``cost$\\frac$`` breaks the figure), a leading ``_`` hides a legend entry."""
+    s = str(text).replace("$", r"\$")
+    return "\u200b" + s if s.startswith("_") else s
+
+
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
@@ -68,7 +75,7 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     """The estimate after each completed stage: one row per (stage, model) with the labels spent
     so far, the estimate, its standard error and interval (the data of the first figure)."""
-    from .session import _per_model_estimates
+    from .session import per_model_estimates
 
     draws, labels = session.labeled_draws()
     done = _completed(session)  # in stage order
@@ -78,7 +85,7 @@ def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     for s in done:
         upto = stage <= s
         sub = draws[upto]
-        per_model = _per_model_estimates(session.pool, session.design, sub, labels[upto])
+        per_model = per_model_estimates(session.pool, session.design, sub, labels[upto])
         for m, est in per_model.items():
             low, high = est.confidence_interval(level)
             rows.append(
@@ -182,10 +189,10 @@ def _fig_path(path: pd.DataFrame, measure: str, level: float) -> str | None:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for m, g in path.groupby("model", sort=False):
         x = g["labels"].to_numpy()
-        (line,) = ax.plot(x, g["estimate"], marker="o", ms=3, label=f"{m}")
+        (line,) = ax.plot(x, g["estimate"], marker="o", ms=3, label=_lit(m))
         ax.fill_between(x, g["low"], g["high"], alpha=0.2, color=line.get_color())
     ax.set_xlabel("labels")
-    ax.set_ylabel(measure)
+    ax.set_ylabel(_lit(measure))
     ax.set_title(f"estimate with {level:.0%} interval, by labels spent")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
@@ -216,7 +223,7 @@ def _fig_proposal(session, q: np.ndarray) -> str:
         ax.scatter(score[lab], q[lab] * n, s=10, color="C3", label="labeled items")
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", lw=0.8, ls="--", label="passive (q = 1/n)")
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(_lit(xlabel))
     ax.set_ylabel("n · q(x)")
     ax.set_title("proposal against the score")
     ax.legend(loc="best", fontsize=8)
@@ -241,7 +248,7 @@ def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | 
             r = freq.iloc[k]
             ax.axvline(r["estimate"], color="C3", label="IS estimate")
             ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="Wald interval")
-        ax.set_title(f"posterior of {out}")
+        ax.set_title(_lit(f"posterior of {out}"))
         ax.legend(fontsize=8)
     fig.tight_layout()
     return _png(fig)
@@ -394,13 +401,15 @@ def render_html(session, level: float = 0.95) -> str:
     )
 
 
-def write_report(session, out: str | os.PathLike, level: float = 0.95) -> str:
-    """Write :func:`render_html` to ``out`` (atomically: a temporary file, then a rename)."""
+def write_report(
+    session, out: str | os.PathLike, level: float = 0.95, *, overwrite: bool = True
+) -> str:
+    """Write :func:`render_html` to ``out`` (atomically: a temporary file, then a rename; with
+    ``overwrite=False`` an existing ``out`` is an error)."""
+    from .io import write_new_file
+
     text = render_html(session, level)
-    tmp = f"{out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, out)
+    write_new_file(out, text, overwrite=overwrite)
     return str(out)
 
 

@@ -96,7 +96,7 @@ def run_cell(data, measure, models, spec, budget, reps, seed):
         "queries": float(np.mean(n_q)),
         "draws": float(np.mean(n_d)),
         "cost": float(np.mean(spent)),
-        "expected_cost_per_draw": prop.info["expected_cost"],
+        "expected_cost_per_draw": prop.expected_cost(pool.costs),
     }
     if reject:
         out["power"] = float(np.mean(reject))

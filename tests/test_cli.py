@@ -72,11 +72,13 @@ def run_rounds(session: Path, sizes, truth, tmp: Path, exact: bool = False) -> i
     some possibly labeled already (free repeats), so up to n are listed; adaptive: exactly n."""
     total = 0
     for k, n in enumerate(sizes):
-        batch = tmp / f"batch{k}.csv"
+        batch = tmp / f"{session.stem}-batch{k}.csv"  # --out never replaces a file silently
         ok("next", session, "--n", n, "--out", batch)
         listed = len(pd.read_csv(batch))
         assert (listed == n) if exact else (0 < listed <= n)
-        res = ok("record", session, label_batch(batch, truth, tmp / f"labels{k}.csv"))
+        res = ok(
+            "record", session, label_batch(batch, truth, tmp / f"{session.stem}-labels{k}.csv")
+        )
         assert f"recorded {listed} labels" in res.stdout
         total += listed
     return total
@@ -184,7 +186,7 @@ def test_bad_labels_give_one_line_exit_2_and_leave_session_untouched(labeled_ses
         "label outside classes": (f"id,label\n{ids[4]},{y[4]}\n{ids[5]},yes\n", "not one of the classes"),
         "duplicate ids": (f"id,label\n{ids[4]},{y[4]}\n{ids[4]},{y[4]}\n", "twice"),
         "never drawn": (f"id,label\n{ids[4]},{y[4]}\n{not_drawn},0\n", "was not asked for"),
-        "relabel": (f"id,label\n{ids[0]},{1 - y[0]}\n", "already has label"),
+        "relabel": (f"id,label\n{ids[0]},{1 - y[0]}\n", "already has your label"),
         "missing column": (f"item,label\n{ids[4]},{y[4]}\n", "no column 'id'"),
         "empty": ("", "is empty"),
         "missing label": (f"id,label\n{ids[4]},\n", "empty label"),

@@ -1,55 +1,22 @@
-"""Comparing models: closed forms, paired Wald test, simultaneous tests, sequential design,
-planning. Monte Carlo tolerances are derived from binomial / normal Monte Carlo error."""
+"""Comparing models: closed forms, paired Wald test, simultaneous tests. Monte Carlo tolerances
+are derived from binomial / normal Monte Carlo error."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from pools import binary_pool, permuted_null
+from scipy import stats
 
 import bayes_activeeval as bae
-from bayes_activeeval import planning
 from bayes_activeeval.beliefs import GaussianBelief, pool_belief
 from bayes_activeeval.comparison import disagreement
-from bayes_activeeval.proposals import Draws, Proposal, optimal_proposal
-from bayes_activeeval.sequential import GroupSequentialDesign
-
-
-# ------------------------------------------------------------------------------------------------
-# fixtures and helpers
-# ------------------------------------------------------------------------------------------------
-def _binary_pool(m=4000, seed=0, noises=(0.3, 0.8)):
-    """Two (or more) calibrated-ish models of different quality on a balanced binary pool."""
-    rng = np.random.default_rng(seed)
-    u = rng.standard_normal(m)
-    eta = special.expit(2.5 * u)
-    y = (rng.random(m) < eta).astype(int)
-    preds, probs = {}, {}
-    for k, nz in enumerate(noises):
-        logit = 2.5 * (u + nz * rng.standard_normal(m)) / np.sqrt(1 + (2.5 * nz) ** 2 * 0.35)
-        pr = special.expit(logit)
-        preds[f"m{k}"] = (pr > 0.5).astype(int)
-        probs[f"m{k}"] = pr
-    return bae.Pool(predictions=preds, probs=probs, classes=[0, 1]), y
-
-
-def _permuted_null(pool, labels, models, q):
-    """Every item in k copies with the models' predictions cyclically permuted: all k pool risks
-    are exactly equal. Drawing an item from ``q`` and a copy uniformly is the thesis' H0 protocol
-    (swap the two models' predictions with probability 1/2 per draw, Sawade (2012), Sec. 5.4)."""
-    k = len(models)
-    preds, probs = {}, {}
-    for i, name in enumerate(models):
-        preds[name] = np.concatenate([pool.view(models[(i + s) % k]).pred for s in range(k)])
-        probs[name] = np.concatenate([pool.view(models[(i + s) % k]).prob for s in range(k)])
-    null = bae.Pool(predictions=preds, probs=probs, classes=pool.classes)
-    prop = Proposal(np.tile(q, k) / k, null.p, "null")
-    return null, np.tile(labels, k), prop
+from bayes_activeeval.proposals import Draws, optimal_proposal
 
 
 @pytest.fixture(scope="module")
 def two():
-    pool, y = _binary_pool()
+    pool, y = binary_pool()
     return pool, y
 
 
@@ -152,7 +119,7 @@ def test_eq_5_16_k_models_regression_closed_form():
 
 
 def test_eq_5_16_equals_mixture_of_general_pairwise(two):
-    pool, _ = _binary_pool(m=2000, noises=(0.3, 0.5, 0.8))
+    pool, _ = binary_pool(m=2000, noises=(0.3, 0.5, 0.8))
     models = ("m0", "m1", "m2")
     prop = bae.comparison_proposal(pool, "f1", models, mix=0.0, belief_floor=0.0)
     belief = pool_belief(pool, models)
@@ -243,14 +210,14 @@ def test_passive_compare_is_the_paired_z_test(two):
 def test_type_one_error_swap_protocol(two, kind, variance):
     """H0 enforced by swapping the models' predictions with prob. 1/2 per draw; the calibrated
     (thesis Eq. 3.22) variance keeps the rejection rate near α for every design (the printed
-    NIPS form rejects about half the time under active_≠, catalogue gotcha D.3)."""
+    NIPS form rejects about half the time under active_≠, Sawade (2012), Eq. 3.22 vs Sawade et al. (2012), Eq. 4)."""
     pool, y = two
     # active_neq without mixing (never draws agreement items, rescaled by |D≠|/|D|); the optimal
     # proposal with the default defensive mixture (without it, rare agreement items with huge
     # weights make the Wald test conservative at small n)
     mix = 0.0 if kind == "active_neq" else 0.05
     prop = bae.comparison_proposal(pool, "error_rate", ("m0", "m1"), kind=kind, mix=mix)
-    null, yy, nprop = _permuted_null(pool, y, ("m0", "m1"), prop.q)
+    null, yy, nprop = permuted_null(pool, y, ("m0", "m1"), prop.q)
     rng = np.random.default_rng(11)
     reps, n = 500, 300
     rej = 0
@@ -338,7 +305,7 @@ def test_compare_bad_input(two):
         bae.compare(pool, "error_rate", d, y[d.indices][:-1], ("m0", "m1"))
     with pytest.raises(ValueError, match="already bound"):
         bae.compare(pool, bae.difference("error_rate", "m0", "m1"), d, y[d.indices], ("m0", "m1"))
-    three, _ = _binary_pool(m=100, noises=(0.3, 0.5, 0.8))
+    three, _ = binary_pool(m=100, noises=(0.3, 0.5, 0.8))
     with pytest.raises(ValueError, match="name the two"):
         bae.compare(three, "error_rate", d, y[d.indices])
     with pytest.raises(ValueError, match="kind must be"):
@@ -440,7 +407,7 @@ def test_dunnett_agrees_with_scipy():
 def test_holm_bonferroni_match_statsmodels(two):
     from statsmodels.stats.multitest import multipletests
 
-    pool, y = _binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9))
+    pool, y = binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9))
     prop = bae.comparison_proposal(pool, "accuracy")
     d = prop.draw(600, rng=3)
     none = bae.multiple_comparison(pool, "accuracy", d, y[d.indices], method="none")
@@ -463,10 +430,10 @@ def test_holm_bonferroni_match_statsmodels(two):
 
 
 def test_familywise_error_k4():
-    pool, y = _binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9), seed=5)
+    pool, y = binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9), seed=5)
     models = ("m0", "m1", "m2", "m3")
     q = bae.comparison_proposal(pool, "error_rate", models, mix=0.1).q
-    null, yy, nprop = _permuted_null(pool, y, models, q)
+    null, yy, nprop = permuted_null(pool, y, models, q)
     rng = np.random.default_rng(21)
     reps = 250
     fw = {"tukey": 0, "tukey_wald": 0, "holm": 0, "none": 0}
@@ -497,7 +464,7 @@ def test_familywise_error_k4():
 
 
 def test_best_model_probability():
-    pool, y = _binary_pool(m=3000, noises=(0.2, 0.9, 1.5))
+    pool, y = binary_pool(m=3000, noises=(0.2, 0.9, 1.5))
     d = bae.comparison_proposal(pool, "error_rate").draw(800, rng=4)
     res = bae.multiple_comparison(pool, "error_rate", d, y[d.indices])
     best = res.best(rng=0)
@@ -523,7 +490,7 @@ def test_best_model_probability():
 
 
 def test_multiple_comparison_bad_input(two):
-    pool, y = _binary_pool(m=500, noises=(0.3, 0.5, 0.8))
+    pool, y = binary_pool(m=500, noises=(0.3, 0.5, 0.8))
     d = bae.passive_proposal(pool).draw(100, rng=0)
     with pytest.raises(ValueError, match="method must be"):
         bae.multiple_comparison(pool, "accuracy", d, y[d.indices], method="scheffe")
@@ -540,119 +507,6 @@ def test_multiple_comparison_bad_input(two):
     neq = bae.comparison_proposal(pool, "accuracy", kind="active_neq", mix=0.0)
     with pytest.raises(ValueError, match="full support"):
         bae.multiple_comparison(pool, "accuracy", d, y[d.indices], proposal=neq)
-
-
-# ------------------------------------------------------------------------------------------------
-# sequential
-# ------------------------------------------------------------------------------------------------
-def test_group_sequential_boundaries():
-    # Lan-DeMets Pocock-type spending, 5 equally spaced looks, two-sided α = 0.05
-    # (reference values of R's ldbounds / gsDesign)
-    poc = GroupSequentialDesign((1, 2, 3, 4, 5), 0.05, "pocock").boundaries
-    np.testing.assert_allclose(poc, [2.4380, 2.4268, 2.4101, 2.3966, 2.3859], atol=2e-3)
-    looks = tuple(range(50, 801, 50))
-    rng = np.random.default_rng(0)
-    S = np.cumsum(rng.standard_normal((100_000, len(looks))), axis=1)
-    Z = S / np.sqrt(np.arange(1, len(looks) + 1))
-    for sp in ("obrien-fleming", "pocock"):
-        c = GroupSequentialDesign(looks, 0.05, sp).boundaries
-        rate = np.mean((np.abs(Z) >= c).any(axis=1))
-        assert rate == pytest.approx(0.05, abs=3.5 * np.sqrt(0.05 * 0.95 / 1e5))
-    naive = GroupSequentialDesign(looks, 0.05, "naive").boundaries
-    assert np.mean((np.abs(Z) >= naive).any(axis=1)) > 0.15
-    with pytest.raises(ValueError, match="looks"):
-        GroupSequentialDesign((5, 3))
-    with pytest.raises(ValueError, match="spending"):
-        GroupSequentialDesign((1, 2), spending="haybittle")
-
-
-def test_sequential_compare_h0_and_h1(two):
-    pool, y = two
-    prop = bae.comparison_proposal(pool, "error_rate", ("m0", "m1"))
-    null, yy, nprop = _permuted_null(pool, y, ("m0", "m1"), prop.q)
-
-    def lab(idx):
-        return yy[idx]
-
-    rng = np.random.default_rng(31)
-    rej = {"naive": 0, "obrien-fleming": 0}
-    for _ in range(120):
-        for sp in rej:
-            r = bae.sequential_compare(
-                null,
-                "error_rate",
-                lab,
-                proposal=nprop,
-                max_draws=400,
-                batch=40,
-                spending=sp,
-                rng=rng,
-            )
-            rej[sp] += r.reject
-    assert rej["naive"] > rej["obrien-fleming"]
-    assert rej["obrien-fleming"] / 120 < 0.05 + 3.5 * np.sqrt(0.05 * 0.95 / 120)
-    # a clear difference stops early
-    r = bae.sequential_compare(
-        pool, "error_rate", lambda i: y[i], ("m0", "m1"), max_draws=800, batch=50, rng=1
-    )
-    assert r.reject and r.better == "m0" and r.n_draws < 800
-    _, hi = r.confidence_interval()
-    assert hi < 0 and "SequentialResult(" in repr(r)
-    assert len(r.history) == r.look + 1
-
-
-# ------------------------------------------------------------------------------------------------
-# planning
-# ------------------------------------------------------------------------------------------------
-def test_power_formula():
-    n = np.arange(1, 2000)
-    pw = planning.power(n, 0.05, 0.2)
-    assert np.all(np.diff(pw) > 0)
-    assert planning.power(0, 0.05, 0.2) == pytest.approx(0.05)
-    assert planning.power(500, 0.08, 0.2) > planning.power(500, 0.05, 0.2)
-    assert planning.power(500, -0.05, 0.2) == pytest.approx(planning.power(500, 0.05, 0.2))
-    mu = np.sqrt(500) * 0.05 / np.sqrt(0.2)
-    z = stats.norm.ppf(0.975)
-    ref = 1 - (stats.norm.cdf(z - mu) - stats.norm.cdf(-z - mu))
-    assert planning.power(500, 0.05, 0.2) == pytest.approx(ref, rel=1e-12)
-    assert planning.power(500, 0.05, 0.2, alternative="greater") > planning.power(500, 0.05, 0.2)
-    with pytest.raises(ValueError, match="variance"):
-        planning.power(10, 0.1, 0.0)
-
-
-def test_planning_predictions_hold_when_belief_is_true():
-    """Labels drawn from the mixture belief itself: planned n gives the planned power."""
-    pool, _ = _binary_pool(m=4000, seed=8)
-    p1 = 0.5 * (pool.view("m0").prob[:, 1] + pool.view("m1").prob[:, 1])
-    opt = planning.labels_for_power(pool, "error_rate", -0.02, power=0.8, design="optimal")
-    pas = planning.labels_for_power(pool, "error_rate", -0.02, power=0.8, design="passive")
-    assert opt.n_draws < pas.n_draws
-    assert opt.expected_labels <= opt.n_draws
-    assert opt.variance == pytest.approx(opt.proposal.predicted_variance(), rel=1e-12)
-    # predicted variance per draw vs Monte Carlo (labels ~ belief, stochastic oracle)
-    rng = np.random.default_rng(9)
-    prop = opt.proposal
-    ests = []
-    for _ in range(400):
-        d = prop.draw(300, rng)
-        yl = (rng.random(300) < p1[d.indices]).astype(int)
-        ests.append(bae.compare(pool, "error_rate", d, yl, oracle="stochastic").estimate)
-    mc_var = np.var(ests) * 300
-    assert mc_var == pytest.approx(opt.variance, rel=4 * np.sqrt(2 / 400))
-    w = planning.labels_for_width(pool, "error_rate", 0.01, model="m0", design="optimal")
-    wp = planning.labels_for_width(pool, "error_rate", 0.01, model="m0", design="passive")
-    assert w.n_draws < wp.n_draws
-    # passive, zero-one loss: σ² = Σ p E(ℓ − R)² = R(1 − R) with R the model's intrinsic risk
-    pm = pool.view("m0").prob[np.arange(pool.n_items), pool.view("m0").pred]
-    R = np.mean(1 - pm)
-    assert wp.variance == pytest.approx(R * (1 - R), rel=1e-4)
-    assert wp.n_draws == int(np.ceil((stats.norm.ppf(0.975) / 0.01) ** 2 * wp.variance))
-    with pytest.raises(ValueError, match="non-zero"):
-        planning.labels_for_power(pool, "error_rate", 0.0)
-    with pytest.raises(ValueError, match="design"):
-        planning.labels_for_power(pool, "error_rate", 0.02, design="clever")
-    with pytest.raises(ValueError, match="half_width"):
-        planning.labels_for_width(pool, "error_rate", -1, model="m0")
 
 
 def test_regression_comparison_unbiased_and_calibrated():
@@ -695,3 +549,39 @@ def test_adaptive_comparison_with_active_evaluator(two):
     ests = np.array(ests)
     assert abs(ests.mean() - true) < 4 * ests.std() / np.sqrt(reps)
     assert cover / reps > 0.9 - 3.5 * np.sqrt(0.09 / reps)
+
+
+# ------------------------------------------------------------------------------------------------
+# result objects: one sums type, one inversion, data not closures
+# ------------------------------------------------------------------------------------------------
+def test_multiple_comparison_result_pickles(two):
+    import pickle
+
+    pool, y = two
+    d = bae.comparison_proposal(pool, "error_rate").draw(400, rng=2)
+    for method, baseline in (("tukey", None), ("dunnett", "m0"), ("studentized_range", None)):
+        mc = bae.multiple_comparison(
+            pool, "error_rate", d, y[d.indices], method=method, baseline=baseline, rng=0
+        )
+        back = pickle.loads(pickle.dumps(mc))
+        for level in (None, 0.9):
+            a, b = mc.confidence_interval(level), back.confidence_interval(level)
+            np.testing.assert_array_equal(a.low, b.low)
+            np.testing.assert_array_equal(a.high, b.high)
+
+
+def test_score_sums_agree_between_two_and_k_models(two):
+    pool, y = two
+    d = bae.comparison_proposal(pool, "error_rate").draw(400, rng=3)
+    pair = bae.compare(pool, "error_rate", d, y[d.indices], models=("m0", "m1"), variance="score")
+    mc = bae.multiple_comparison(
+        pool, "error_rate", d, y[d.indices], method="none", variance="score"
+    )
+    for f in ("A", "W", "B", "C", "D"):
+        k_models = getattr(mc.sums, f)  # k × k tables, or scalars shared by every pair
+        got = np.ravel(k_models)[1] if np.ndim(k_models) else k_models
+        np.testing.assert_allclose(got, getattr(pair.sums, f), rtol=1e-9)
+    lo, hi = mc.confidence_interval(0.95)
+    np.testing.assert_allclose(
+        [lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95)), rtol=1e-9
+    )

@@ -440,12 +440,14 @@ def test_stage_speed_large_pool():
     o.initialize(pool)
     o.update(rng.integers(0, n, 50), (rng.random(50) < 0.3).astype(int), np.ones(50))
     idx = rng.integers(0, n, 50)
-    t = time.perf_counter()
+    # CPU time of this process, not wall time: other jobs on a shared machine do not count
+    t = time.process_time()
     o.update(idx, (rng.random(50) < 0.3).astype(int), np.ones(50))
     o.belief()
-    elapsed = time.perf_counter() - t
-    # target 0.3 s on an idle core; generous bound for a shared CI machine
-    assert elapsed < 1.0, elapsed
+    elapsed = time.process_time() - t
+    # 0.24 s measured on an idle core (benchmarks/results/adaptive_speed_dirichlet-tree.md); the
+    # bound catches a per-item Python loop or a full re-sort, not noise from a loaded machine
+    assert elapsed < 2.0, elapsed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -589,29 +591,60 @@ def calibration_fit():
 
 
 def test_calibration_laplace_agrees_with_nuts(calibration_fit):
+    """Both samplers target one distribution: the calibration posterior with σ at its mode.
+
+    ``posterior_samples`` draws ``(c, β, z)`` from their posterior given ``σ = σ̂`` (importance-
+    corrected Laplace); NUTS samples the same conditional when ``σ`` is fixed with ``pm.do``. The
+    two must then agree to Monte Carlo error: the tolerance is 4 combined Monte Carlo standard
+    errors (NUTS: ArviZ's MCSE from the bulk ESS; importance sampling: ``sd / sqrt(ESS)``). The
+    full NUTS posterior (σ integrated out) is a different distribution — the Laplace marginal
+    s.d. of ``c`` need not match it — so against it only the posterior predictive is compared.
+    """
     import arviz as az
+    import pymc as pm
 
     o, idata = calibration_fit
     summ = az.summary(idata, var_names=["a", "b", "sigma"], kind="stats")
     assert {"a", "b", "sigma"} <= set(summ.index)
-    post = idata["posterior"]
-    sd_laplace = np.sqrt(np.diag(o.cov_))
-    for j, k in enumerate(("c", "log_slope")):  # unconstrained parameters: nearly Gaussian
-        draws = post[k].values.ravel()
-        assert abs(draws.mean() - o.params[j]) < 0.5 * draws.std(), k
-        assert np.isclose(draws.std(), sd_laplace[j], rtol=0.3), (k, draws.std(), sd_laplace[j])
-    # the importance-corrected Laplace posterior (σ held at its mode) has nearly the NUTS
-    # posterior mean of the slope
+    assert set(idata["posterior"]["stratum_effect"].dims) == {"chain", "draw", "stratum"}
+
+    sigma_hat = float(np.exp(o.params[2]))
+    with pm.do(o.pymc_model(), {"sigma": sigma_hat}):
+        cond = pm.sample(
+            draws=1000,
+            tune=1000,
+            chains=2,
+            cores=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     thetas, w = o.posterior_samples()
-    assert o.predictive_ess_ > 100
-    b_is = np.sum(w * np.exp(thetas[:, 1]))
-    b_nuts = post["b"].values.ravel()
-    assert abs(b_is - b_nuts.mean()) < 0.5 * b_nuts.std()
-    # posterior predictive from NUTS draws vs the importance-corrected Laplace belief
+    ess_is = o.predictive_ess_
+    assert ess_is > 100
+    post = cond["posterior"]
+    z_nuts = np.asarray(post["z"]).reshape(-1, o.n_params - 3)
+    for j, name in [(0, "c"), (1, "log_slope"), *[(3 + h, f"z{h}") for h in range(o.n_params - 3)]]:
+        if name.startswith("z"):
+            h = j - 3
+            x = z_nuts[:, h].reshape(post.sizes["chain"], post.sizes["draw"])
+        else:
+            x = np.asarray(post[name])
+        nuts_mean, nuts_sd = float(x.mean()), float(x.std())
+        mcse_mean = float(az.mcse(x, method="mean"))
+        mcse_sd = float(az.mcse(x, method="sd"))
+        is_mean = float(np.sum(w * thetas[:, j]))
+        is_sd = float(np.sqrt(np.sum(w * (thetas[:, j] - is_mean) ** 2)))
+        tol_mean = 4 * np.hypot(mcse_mean, is_sd / np.sqrt(ess_is))
+        tol_sd = 4 * np.hypot(mcse_sd, is_sd / np.sqrt(2 * ess_is))
+        assert abs(nuts_mean - is_mean) < tol_mean, (name, nuts_mean, is_mean, tol_mean)
+        assert abs(nuts_sd - is_sd) < tol_sd, (name, nuts_sd, is_sd, tol_sd)
+
+    # the belief the proposals use (σ at its mode) against the full posterior predictive: an
+    # approximation, not a Monte Carlo statement; at 400 labels it moves no item by 0.03
     nuts = o.predictive(idata).probs[:, 1]
     lap = o.belief().probs[:, 1]
     assert np.max(np.abs(nuts - lap)) < 0.03
-    assert set(post["stratum_effect"].dims) == {"chain", "draw", "stratum"}
 
 
 def test_calibration_gradient_and_hessian_match_finite_differences():

@@ -158,7 +158,7 @@ def test_cor_5_2_and_sec_5_2_2_comparison_squared_loss(rng):
 
 def test_deterministic_oracle_optimum_for_f1(rare_pool):
     """Known labels as the belief: the optimal per-draw variance of F1 is 4F²(1−F)²
-    (Marchant & Rubinstein (2021), Prop. 4 and the catalogue's derivation)."""
+    (Marchant & Rubinstein (2021), Prop. 4)."""
     pool, y = rare_pool.pool, rare_pool.labels
     onehot = np.eye(2)[y]
     f = pool.view().pred

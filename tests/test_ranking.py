@@ -10,7 +10,7 @@ import pytest
 
 import bayes_activeeval as bae
 from bayes_activeeval import ranking
-from bayes_activeeval.ranking import _moments as mo
+from bayes_activeeval.ranking import recursions as mo
 from bayes_activeeval.ranking.measures import get, loss_moments, monte_carlo_moments, query_losses
 
 

@@ -71,7 +71,7 @@ def test_ranking_session_end_to_end(pool_csv, tmp_path, rankers):
     res = ok("report", sess, "--out", out)
     assert "interval" in res.output and out.exists()
     # the session's estimate equals the Python API on the same draws
-    from bayes_activeeval.ranking.session import RankingSession
+    from bayes_activeeval.ranking_session import RankingSession
 
     with RankingSession.open(str(sess)) as rs:
         r = rs.result()

@@ -232,7 +232,7 @@ def test_bad_labels_leave_session_untouched(small, tmp_path):
         (ids[2:5], [y[2], 7, y[4]], "label '7' for item"),
         ([*ids[2:4], ids[2]], [*y[2:4], y[2]], "appears twice"),
         ([*ids[2:4], "item-19999"], [*y[2:4], 0], "was not asked for"),
-        ([ids[0], ids[3]], [flipped, y[3]], "already has label"),
+        ([ids[0], ids[3]], [flipped, y[3]], "already has your label"),
     ]
     for bad_ids, bad_y, msg in cases:
         s = Session.open(f)

@@ -13,7 +13,7 @@ so that ``π(y | k) ∝ θ_y ψ_{yk}`` (Eq. 13). A Dirichlet-tree puts independe
 distributions on the branch probabilities ``b_{yc}`` of every internal node; ``ψ_{yk}`` is the
 product of the ``b`` along the path to leaf ``k`` (Eq. 10).
 
-Priors (Sec. 5.2 with the reference code's +1 per leaf; catalogue Sec. 2.3): with ``s(y|k)`` the
+Priors (Sec. 5.2 with the reference code's +1 per leaf): with ``s(y|k)`` the
 mean model probability of class ``y`` over stratum ``k`` and ``κ = prior_strength / K``,
 
 - leaf pseudo-counts ``c_{yk} = κ s(y|k) + 1``;
@@ -512,7 +512,7 @@ class DirichletTreeOracle(OracleModel):
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
-        """Stratify the pool, build the tree and set the priors (catalogue Sec. 2.1, 2.3)."""
+        """Stratify the pool, build the tree and set the priors (Marchant & Rubinstein (2021), Sec. 5.2 and App. I)."""
         model = self.model if model is None else model
         self.model = pool.check_model(model)
         scores = stratification_scores(pool, self.model)

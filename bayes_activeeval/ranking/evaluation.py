@@ -6,7 +6,7 @@ and 6.11) are the package's one optimal proposal with queries as items,
     q*(x) ∝ λ(x)^(-1/2) · sqrt( E_{y∼p(y|x;θ)} ‖Dg(R)(ℓ(r(x), y) − R)‖² ),
 
 whose expectation over all grade vectors is computed in polynomial time from the first and second
-moments of the per-query losses (Thm. 6.1; :mod:`bayes_activeeval.ranking._moments`). Draws,
+moments of the per-query losses (Thm. 6.1; :mod:`bayes_activeeval.ranking.recursions`). Draws,
 importance weights, the self-normalized estimate, its delta-method variance and the intervals are
 those of :mod:`bayes_activeeval.proposals` and :mod:`bayes_activeeval.estimators`.
 """
@@ -112,8 +112,8 @@ def proposal(
     -------
     Proposal
         Over the pool's queries (``proposal.q`` sums to 1); ``info`` holds ``u`` (the expected
-        squared deviation per query), ``risk`` (``Ř``), the design and ``expected_cost``
-        (``E_q[λ]``; ``n* = Λ/E_q[λ]``, Eq. 6.7).
+        squared deviation per query) and ``risk`` (``Ř``); ``proposal.expected_cost(pool.costs)``
+        is ``E_q[λ]`` (``n* = Λ/E_q[λ]``, Eq. 6.7).
     """
     rm = get(measure)
     mods = _models(pool, models, True) if models is not None else _models(pool, model, False)
@@ -124,7 +124,7 @@ def proposal(
     m = pool.n_queries
     p = np.full(m, 1.0 / m)
     lam = pool.costs if costs else np.ones(m)
-    info: dict[str, Any] = {"design": design, "measure": rm.name, "models": mods, "mix": mix}
+    info: dict[str, Any] = {"measure": rm.name, "models": mods, "mix": mix}
     if design == "passive":
         q = p.copy()
     elif design == "cost":
@@ -162,7 +162,6 @@ def proposal(
     q = q / q.sum()
     if mix and design != "passive":
         q = (1.0 - mix) * q + mix * p
-    info["expected_cost"] = float(q @ pool.costs)
     return Proposal(q, p, "passive" if design == "passive" else "optimal", info)
 
 

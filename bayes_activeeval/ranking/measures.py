@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..measures import Measure
-from . import _moments as mo
+from . import recursions as mo
 from .pool import RankingPool
 
 __all__ = ["RankingMeasure", "get", "query_losses", "query_values"]

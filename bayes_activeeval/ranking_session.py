@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import file_checksum
-from .evaluation import draw, estimate, proposal, test
-from .measures import get
-from .pool import RankingPool
+from .io import file_checksum
+from .proposals import Draws
+from .ranking import RankingPool, draw, estimate, get, proposal, test
 
 __all__ = ["RankingSession", "is_ranking_session"]
 
@@ -265,8 +264,6 @@ class RankingSession:
         k = int(np.argmin(ok)) if not ok.all() else idx.size
         if k == 0:
             return None
-        from ..proposals import Draws
-
         d = Draws(idx[:k], w[:k], np.full(k, np.nan))
         labels = {
             q: {doc: graded[str(q)][str(doc)] for doc in self.pool.doc_ids[qi]}

@@ -1,24 +1,4 @@
-"""Adaptive evaluation: the query → label → update loop of Marchant & Rubinstein (2021), Algorithm 1.
-
-Labels are drawn in *stages*. Within a stage, items are drawn i.i.d. with replacement from the
-current proposal ``q_{t-1}``; each draw keeps its importance weight ``w = p(x)/q_{t-1}(x)``. At the
-end of a stage the oracle model is updated with the stage's labels, its posterior predictive
-``π_t(y|x)`` gives the plug-in risk ``R_t`` and a new proposal (Prop. 2)::
-
-    deterministic oracle:  q_t(x) ∝ p(x) E_{π_t} max{‖Dg(R_t)(ℓ − R_t)‖, ε_t 1[ℓ ≠ 0]}
-    stochastic oracle:     q_t(x) ∝ p(x) [E_{π_t} max{‖Dg(R_t)(ℓ − R_t)‖², ε_t² 1[ℓ ≠ 0]}]^(1/2)
-
-with ``ε_t = ε_0 × (unlabeled fraction of the pool)`` (Prop. 3) or ``ε_t = ε_0/(t + 1)`` (Prop. 5).
-``ε`` is measured in units of the mean integrand ``Σ_x p(x) a_t(x)``, so it is scale-free.
-
-The estimate is the package's self-normalized estimate ``g(Σ w ℓ / Σ w)``. It is exactly
-Marchant's AIS estimator (Eq. 1) for the augmented measure ``ℓ' = (ℓ, 1)``, ``g'(R, s) = g(R/s)``,
-so Theorems 1-2, Props. 2-5 and the variance of Sec. 3.3.2 hold for it verbatim; the augmented
-``Dg'(R, 1) ℓ' = Dg(R)(ℓ − R)`` is why the proposal is centred. For scale-invariant measures
-(precision, recall, F_β, Fowlkes-Mallows and their differences) ``g(cR) = g(R)`` and
-``Dg(R)R = 0``, so the estimate, the proposal and the variance all coincide *exactly* with
-Marchant's uncentred ones. See ``docs/adaptive.md``.
-"""
+"""``ActiveEvaluator``: the query → label → update loop (Marchant & Rubinstein (2021), Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -31,255 +11,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validation import check_count, check_fraction, check_rng
-from .beliefs import Belief, CategoricalBelief, as_belief
-from .estimators import Estimate, weighted_estimate
-from .measures import Measure
-from .measures import difference as _difference
-from .measures import get as get_measure
-from .measures import stack as _stack
-from .oracles.base import OracleModel, make_oracle
-from .proposals import (
+from .._validation import check_count, check_fraction, check_rng
+from ..beliefs import Belief, CategoricalBelief
+from ..estimators import Estimate, weighted_estimate
+from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
-    Proposal,
-    _costs,
-    _mix,
-    class_deviation_norms,
-    intrinsic_risk,
 )
+from ..measures import Measure
+from ..oracles.base import OracleModel, make_oracle
+from ..proposals import Draws, Proposal, ProposalInfo
+from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
+from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unjsonable
 
-__all__ = ["ActiveEvaluator", "adaptive_proposal", "epsilon_schedule"]
-
-#: Default ε_0 (relative to the mean integrand): with the deterministic schedule, every item whose
-#: loss can be non-zero under the belief keeps at least about ε_t of the average proposal mass.
-DEFAULT_EPSILON = 0.01
 #: Give up on a query when the expected number of draws to find the requested new items exceeds
 #: this (the proposal has almost no mass left on unlabeled items).
 MAX_DRAWS_PER_QUERY = 10_000_000
-STATE_VERSION = 1
-
-
-def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, deterministic: bool):
-    """The floor ``ε_t`` of the practical proposal at stage ``t``.
-
-    Deterministic oracle: ``ε_t = ε_0 × (fraction of the pool still unlabeled)`` (Marchant &
-    Rubinstein (2021), Prop. 3). Stochastic oracle: ``ε_t = ε_0/(t + 1)`` (Prop. 5), ``t`` the
-    number of completed stages.
-
-    Parameters
-    ----------
-    epsilon : float
-        ``ε_0 >= 0``.
-    stage : int
-        Completed stages ``t >= 0``.
-    unlabeled_fraction : float
-        ``p``-mass of the items without a label, in ``[0, 1]``.
-    deterministic : bool
-        Which schedule.
-    """
-    if stage < 0:
-        raise ValueError(f"stage must be >= 0, got {stage!r}")
-    if not 0.0 <= unlabeled_fraction <= 1.0:
-        raise ValueError(f"unlabeled_fraction must be in [0, 1], got {unlabeled_fraction!r}")
-    if deterministic:
-        return float(epsilon) * float(unlabeled_fraction)
-    return float(epsilon) / (stage + 1)
-
-
-def _floor_unknown(probs: np.ndarray, floor: float, known: np.ndarray | None) -> np.ndarray:
-    """Floor the class probabilities of items without a label; labeled ones keep a point mass."""
-    if floor <= 0:
-        return probs
-    C = probs.shape[1]
-    if floor * C >= 1:
-        raise ValueError(f"belief_floor={floor!r} is too large for {C} classes")
-    out = np.maximum(probs, floor)
-    out /= out.sum(axis=1, keepdims=True)
-    if known is not None and known.any():
-        out[known] = probs[known]
-    return out
-
-
-def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``Σ_c a[:, c] b[:, c]`` (a column loop beats einsum for few classes)."""
-    out = a[:, 0] * b[:, 0]
-    for c in range(1, a.shape[1]):
-        out += a[:, c] * b[:, c]
-    return out
-
-
-def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
-    """A CategoricalBelief from probabilities already validated (skips the O(nC) checks)."""
-    b = CategoricalBelief.__new__(CategoricalBelief)
-    b.probs = probs
-    b.n_items, b.n_classes = probs.shape
-    return b
-
-
-def adaptive_proposal(
-    pool,
-    measure: str | Measure,
-    belief: Any,
-    *,
-    model: str | None = None,
-    epsilon: float = 0.0,
-    deterministic: bool = True,
-    known: np.ndarray | None = None,
-    belief_floor: float = DEFAULT_BELIEF_FLOOR,
-    costs: Any = None,
-    mix: float = 0.0,
-) -> Proposal:
-    """The practical proposal of Marchant & Rubinstein (2021), Prop. 2, under a belief ``π_t``.
-
-    ``q(x) ∝ p(x) c(x)^(-1/2) E_π max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}`` (``deterministic=True``) or
-    ``p(x) c(x)^(-1/2) [E_π max{‖Dg(R)(ℓ − R)‖², ε'² 1[ℓ ≠ 0]}]^(1/2)`` (stochastic), with ``R``
-    the plug-in risk under ``π`` (Sawade (2012), Eq. 4.21; catalogue gotcha 2), then the defensive
-    mixture ``(1 − δ) q + δ p`` (Sec. 3.3.1). ``ε' = ε · Σ_x p(x) a(x)`` is ``ε`` in units of the
-    mean unfloored integrand ``a``. Label costs follow Sawade (2012), Thm. 4.2.
-
-    Parameters
-    ----------
-    pool : Pool
-    measure : str or Measure
-    belief : CategoricalBelief or array-like (n, C)
-        ``π_t(y|x)``.
-    model : str, optional
-        For a pool with several models and an unbound measure.
-    epsilon : float
-        Relative floor ``ε_t >= 0`` (already scheduled).
-    deterministic : bool
-        Deterministic (``E‖·‖``) or stochastic (``sqrt(E‖·‖²)``) form.
-    known : ndarray of bool (n,), optional
-        Items whose label is known: their belief is used as is (a point mass); the others are
-        floored at ``belief_floor``.
-    belief_floor : float
-        Lower bound on unlabeled items' class probabilities (renormalized).
-    costs : None, bool or array-like
-        Label costs (default the pool's).
-    mix : float
-        Defensive mixture weight ``δ`` in ``[0, 1]``.
-
-    Returns
-    -------
-    Proposal
-        ``kind="adaptive"``; ``info`` has ``risk``, ``jacobian``, ``a`` (integrand), ``epsilon``.
-    """
-    m, views = pool.resolve(measure, model)
-    models = pool.models_of(m, model)
-    eps = float(epsilon)
-    if not (np.isfinite(eps) and eps >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    mix = check_fraction(mix, "mix", allow_one=True)
-    floor = check_fraction(belief_floor, "belief_floor")
-    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
-    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
-        b = as_belief(pool, b, models)  # raises the informative error
-    probs = _floor_unknown(b.probs, floor, known)
-    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
-    J = m.jacobian(R)
-    if not np.all(np.isfinite(J)):
-        raise ValueError(
-            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
-            "(e.g. no item predicted or believed positive); cannot build the proposal"
-        )
-    power = 1 if deterministic else 2
-    floor_all = not m.scale_invariant
-    norms, nz = class_deviation_norms(
-        pool, m, views, R, J, power=power, nonzero=eps > 0 and not floor_all
-    )
-    a = _row_dot(probs, norms)
-    base = a if power == 1 else np.sqrt(a)
-    p = pool.p
-    sbar = float(p @ base)
-    eps_abs = 0.0
-    if eps > 0 and sbar > 0:
-        eps_abs = eps * sbar
-        e = eps_abs if power == 1 else eps_abs**2
-        floored = np.maximum(norms, e)
-        if not floor_all:
-            floored = np.where(nz, floored, norms)
-        a = _row_dot(probs, floored)
-        base = a if power == 1 else np.sqrt(a)
-    s = p * base
-    c = _costs(pool, costs)
-    if c is not None:
-        s = s / np.sqrt(c)
-    if s.sum() <= 0:  # every label is known: nothing to learn, sample passively
-        s = p.copy()
-    q = _mix(s, p, mix)
-    info = {
-        "risk": R,
-        "jacobian": J,
-        "a": a,
-        "epsilon": eps,
-        "epsilon_abs": eps_abs,
-        "mix": mix,
-        "deterministic": bool(deterministic),
-        "measure": m.name,
-    }
-    return Proposal(q, p, "adaptive", info)
-
-
-# ------------------------------------------------------------------------------------------------
-def _measure_spec(measure: str | Measure) -> Any:
-    """A JSON description of a measure that :func:`_measure_from_spec` rebuilds, or None."""
-    if isinstance(measure, str):
-        return measure
-    m = measure
-    if m.models is None:
-        try:
-            if get_measure(m.name).name == m.name and type(get_measure(m.name)) is type(m):
-                return m.name
-        except ValueError:
-            return None
-        return None
-    for kind in ("difference", "stack"):
-        base = m.name.split("[", 1)[0]
-        try:
-            rebuilt = _measure_from_spec({"kind": kind, "base": base, "models": list(m.models)})
-        except (ValueError, TypeError):
-            continue
-        if rebuilt.name == m.name and rebuilt.outputs == m.outputs:
-            return {"kind": kind, "base": base, "models": list(m.models)}
-    return None
-
-
-def _measure_from_spec(spec: Any) -> str | Measure:
-    if isinstance(spec, str):
-        return spec
-    if spec["kind"] == "difference":
-        a, b = spec["models"]
-        return _difference(spec["base"], a, b)
-    return _stack(spec["base"], spec["models"])
-
-
-def _jsonable(obj: Any, arrays: dict[str, np.ndarray] | None, prefix: str = "a") -> Any:
-    """Make a state JSON-serializable: arrays go to ``arrays`` (npz) or become tagged lists."""
-    if isinstance(obj, np.ndarray):
-        if arrays is None:
-            return {"__ndarray__": obj.tolist(), "dtype": str(obj.dtype), "shape": list(obj.shape)}
-        key = f"{prefix}{len(arrays)}"
-        arrays[key] = obj
-        return {"__npz__": key}
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v, arrays, prefix) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v, arrays, prefix) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
-
-
-def _unjsonable(obj: Any, arrays: Any = None) -> Any:
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj:
-            return np.asarray(obj["__ndarray__"], dtype=obj["dtype"]).reshape(obj["shape"])
-        if "__npz__" in obj:
-            return np.asarray(arrays[obj["__npz__"]])
-        return {k: _unjsonable(v, arrays) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_unjsonable(v, arrays) for v in obj]
-    return obj
 
 
 class ActiveEvaluator:
@@ -455,6 +201,17 @@ class ActiveEvaluator:
     def proposal(self) -> Proposal:
         """The current proposal ``q_t``."""
         return self._proposal
+
+    @property
+    def pending_draws(self) -> Draws:
+        """The draws of the open stage (queried, not yet all labeled): indices, weights ``p/q``
+        and ``q``, in draw order (copies)."""
+        P = self._pending
+        return Draws(
+            np.asarray(P["idx"], dtype=np.int64).copy(),
+            np.asarray(P["w"], dtype=float).copy(),
+            np.asarray(P["q"], dtype=float).copy(),
+        )
 
     @property
     def known(self) -> np.ndarray:
@@ -763,7 +520,7 @@ class ActiveEvaluator:
     ) -> Estimate:
         import warnings
 
-        from .estimators import UndefinedEstimateWarning
+        from ..estimators import UndefinedEstimateWarning
 
         idx, w, L, _ = self._arrays()
         if variance == "clt":
@@ -874,7 +631,7 @@ class ActiveEvaluator:
     def posterior(self, method: str | None = None, **kwargs: Any):
         """Posterior of the measure on the pool.
 
-        See :func:`bayes_activeeval.oracles.contingency.contingency_posterior`; the labeled draws
+        See :func:`bayes_activeeval.posterior.contingency_posterior`; the labeled draws
         (with their weights) are passed for you.
 
         Parameters
@@ -894,7 +651,7 @@ class ActiveEvaluator:
         -------
         xarray.DataTree
         """
-        from .oracles.contingency import contingency_posterior
+        from ..posterior import contingency_posterior
 
         if method is None:
             binary = self.pool.task == "binary" and self.pool.pos is not None
@@ -921,7 +678,7 @@ class ActiveEvaluator:
     # -- state ----------------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """Everything needed to resume exactly (NumPy arrays inside; see :meth:`save`)."""
-        spec = _measure_spec(self._measure_arg)
+        spec = measure_spec(self._measure_arg)
         idx, w, _, q = self._arrays()
         y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
         st = np.concatenate(self._d_stage) if self._d_stage else np.empty(0, dtype=np.int64)
@@ -949,8 +706,8 @@ class ActiveEvaluator:
             "requested": np.flatnonzero(self._requested),
             "proposal_q": self._proposal.q.copy(),
             "proposal_info": {
-                "risk": np.asarray(self._proposal.info["risk"]),
-                "epsilon_abs": float(self._proposal.info["epsilon_abs"]),
+                "risk": np.asarray(self._proposal.info.risk),
+                "epsilon_abs": float(self._proposal.info.epsilon_abs),
             },
             "oracle_state": self.oracle.get_state(),
             "history": list(self._history),
@@ -984,7 +741,7 @@ class ActiveEvaluator:
             raise ValueError(
                 f"state is for a pool of {state['n_items']} items; this pool has {pool.n_items}"
             )
-        m = _measure_from_spec(state["measure"]) if measure is None else measure
+        m = measure_from_spec(state["measure"]) if measure is None else measure
         if m is None:
             raise ValueError("the state has a custom measure: pass it as measure=")
         if state["oracle"] is None and oracle is None:
@@ -1039,18 +796,20 @@ class ActiveEvaluator:
         self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)
         self._requested[np.asarray(state["requested"], dtype=np.int64)] = True
         q = np.asarray(state["proposal_q"], dtype=float)
-        prop = Proposal(q, self.pool.p, "adaptive")
-        prop.q = q  # exactly the saved probabilities (no renormalization)
         info = state.get("proposal_info", {})
-        prop.info.update(
-            {
-                "risk": np.asarray(info.get("risk", [])),
-                "epsilon": self._epsilon_t,
-                "epsilon_abs": info.get("epsilon_abs", 0.0),
-                "mix": self.mix,
-                "deterministic": self.deterministic,
-            }
+        prop = Proposal(
+            q,
+            self.pool.p,
+            "adaptive",
+            ProposalInfo(
+                risk=np.asarray(info.get("risk", [])),
+                epsilon=self._epsilon_t,
+                epsilon_abs=info.get("epsilon_abs", 0.0),
+                mix=self.mix,
+                deterministic=self.deterministic,
+            ),
         )
+        prop.q = q  # exactly the saved probabilities (no renormalization)
         self._proposal = prop
         self._history = [dict(h) for h in state["history"]]
 
@@ -1060,10 +819,10 @@ class ActiveEvaluator:
         path = Path(path)
         state = self.get_state()
         if path.suffix == ".json":
-            path.write_text(json.dumps(_jsonable(state, None)))
+            path.write_text(json.dumps(jsonable(state, None)))
         elif path.suffix == ".npz":
             arrays: dict[str, np.ndarray] = {}
-            meta = _jsonable(state, arrays)
+            meta = jsonable(state, arrays)
             np.savez_compressed(path, __state__=np.array(json.dumps(meta)), **arrays)
         else:
             raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
@@ -1074,11 +833,11 @@ class ActiveEvaluator:
         """Resume from a file written by :meth:`save` (see :meth:`from_state`)."""
         path = Path(path)
         if path.suffix == ".json":
-            state = _unjsonable(json.loads(path.read_text()))
+            state = unjsonable(json.loads(path.read_text()))
         elif path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["__state__"]))
-                state = _unjsonable(meta, {k: z[k] for k in z.files if k != "__state__"})
+                state = unjsonable(meta, {k: z[k] for k in z.files if k != "__state__"})
         else:
             raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
         return cls.from_state(pool, state, **kwargs)

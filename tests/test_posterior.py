@@ -1,5 +1,5 @@
-"""The finite-population contingency posteriors: label draws for unlabeled items, and the
-item-level calibration posterior (``method="calibration"``)."""
+"""posterior: the measure posteriors — finite-population label draws for unlabeled items, the
+item-level calibration posterior (``method="calibration"``) and the one dispatcher."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,13 @@ from scipy import special
 
 import bayes_activeeval as bae
 from bayes_activeeval.datasets import make_classification_pool
-from bayes_activeeval.oracles.contingency import contingency_posterior
+from bayes_activeeval.posterior import (
+    CalibrationOptions,
+    CellOptions,
+    calibration_posterior,
+    cell_posterior,
+    contingency_posterior,
+)
 
 
 def true_value(pool, labels, measure):
@@ -212,3 +218,49 @@ def test_labeled_items_are_checked(rare, method):
         contingency_posterior(pool, "f1", np.array([0.5, 1.0]), y[:2], **kw)
     with pytest.raises(ValueError, match="same length"):
         contingency_posterior(pool, "f1", np.arange(3), y[:2], **kw)
+
+
+# ------------------------------------------------------------------------------------------------
+# the dispatcher and the per-method options
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def labeled():
+    data = make_classification_pool(3000, 0.05, rng=4)
+    d = bae.optimal_proposal(data.pool, "f1").draw(200, rng=1)
+    return data.pool, d, data.labels[d.indices]
+
+
+def test_dispatcher_equals_the_method_functions(labeled):
+    pool, d, y = labeled
+    via = contingency_posterior(
+        pool, "f1", d.indices, y, d.weights, method="conjugate", n_bins=2, draws=50, rng=3
+    )
+    direct = cell_posterior(
+        pool, "f1", d.indices, y, d.weights, options=CellOptions(n_bins=2), draws=50, rng=3
+    )
+    np.testing.assert_array_equal(via["posterior"]["measure"], direct["posterior"]["measure"])
+    via = contingency_posterior(
+        pool, "f1", d.indices, y, method="calibration", bin_width=0.2, draws=50, rng=3
+    )
+    direct = calibration_posterior(
+        pool, "f1", d.indices, y, options=CalibrationOptions(bin_width=0.2), draws=50, rng=3
+    )
+    np.testing.assert_array_equal(via["posterior"]["measure"], direct["posterior"]["measure"])
+
+
+def test_options_are_checked(labeled):
+    pool, d, y = labeled
+    with pytest.raises(TypeError, match="n_bin"):
+        contingency_posterior(pool, "f1", d.indices, y, d.weights, n_bin=2)
+    with pytest.raises(ValueError, match="prior_strength"):
+        CellOptions(prior_strength=0)
+    with pytest.raises(ValueError, match="fit"):
+        CalibrationOptions(fit="mcmc")
+    with pytest.raises(ValueError, match="unweighted"):
+        contingency_posterior(pool, "f1", d.indices, y, method="calibration", weighting="design")
+
+
+def test_old_import_path_still_works():
+    from bayes_activeeval.oracles.contingency import contingency_posterior as old
+
+    assert old is contingency_posterior

@@ -1,0 +1,179 @@
+"""The adaptive proposal of Marchant & Rubinstein (2021), Prop. 2, and its ε schedules (Props. 3, 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_fraction
+from ..beliefs import CategoricalBelief, as_belief
+from ..kernel import (
+    DEFAULT_BELIEF_FLOOR,
+    class_deviation_norms,
+    intrinsic_risk,
+    label_costs,
+    proposal_from_scores,
+)
+from ..measures import Measure
+from ..proposals import Proposal, ProposalInfo
+
+#: Default ε_0 (relative to the mean integrand): with the deterministic schedule, every item whose
+#: loss can be non-zero under the belief keeps at least about ε_t of the average proposal mass.
+DEFAULT_EPSILON = 0.01
+
+
+def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, deterministic: bool):
+    """The floor ``ε_t`` of the practical proposal at stage ``t``.
+
+    Deterministic oracle: ``ε_t = ε_0 × (fraction of the pool still unlabeled)`` (Marchant &
+    Rubinstein (2021), Prop. 3). Stochastic oracle: ``ε_t = ε_0/(t + 1)`` (Prop. 5), ``t`` the
+    number of completed stages.
+
+    Parameters
+    ----------
+    epsilon : float
+        ``ε_0 >= 0``.
+    stage : int
+        Completed stages ``t >= 0``.
+    unlabeled_fraction : float
+        ``p``-mass of the items without a label, in ``[0, 1]``.
+    deterministic : bool
+        Which schedule.
+    """
+    if stage < 0:
+        raise ValueError(f"stage must be >= 0, got {stage!r}")
+    if not 0.0 <= unlabeled_fraction <= 1.0:
+        raise ValueError(f"unlabeled_fraction must be in [0, 1], got {unlabeled_fraction!r}")
+    if deterministic:
+        return float(epsilon) * float(unlabeled_fraction)
+    return float(epsilon) / (stage + 1)
+
+
+def _floor_unknown(probs: np.ndarray, floor: float, known: np.ndarray | None) -> np.ndarray:
+    """Floor the class probabilities of items without a label; labeled ones keep a point mass."""
+    if floor <= 0:
+        return probs
+    C = probs.shape[1]
+    if floor * C >= 1:
+        raise ValueError(f"belief_floor={floor!r} is too large for {C} classes")
+    out = np.maximum(probs, floor)
+    out /= out.sum(axis=1, keepdims=True)
+    if known is not None and known.any():
+        out[known] = probs[known]
+    return out
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``Σ_c a[:, c] b[:, c]`` (a column loop beats einsum for few classes)."""
+    out = a[:, 0] * b[:, 0]
+    for c in range(1, a.shape[1]):
+        out += a[:, c] * b[:, c]
+    return out
+
+
+def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
+    """A CategoricalBelief from probabilities already validated (skips the O(nC) checks)."""
+    b = CategoricalBelief.__new__(CategoricalBelief)
+    b.probs = probs
+    b.n_items, b.n_classes = probs.shape
+    return b
+
+
+def adaptive_proposal(
+    pool,
+    measure: str | Measure,
+    belief: Any,
+    *,
+    model: str | None = None,
+    epsilon: float = 0.0,
+    deterministic: bool = True,
+    known: np.ndarray | None = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    costs: Any = None,
+    mix: float = 0.0,
+) -> Proposal:
+    """The practical proposal of Marchant & Rubinstein (2021), Prop. 2, under a belief ``π_t``.
+
+    ``q(x) ∝ p(x) c(x)^(-1/2) E_π max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}`` (``deterministic=True``) or
+    ``p(x) c(x)^(-1/2) [E_π max{‖Dg(R)(ℓ − R)‖², ε'² 1[ℓ ≠ 0]}]^(1/2)`` (stochastic), with ``R``
+    the plug-in risk under ``π`` (Sawade (2012), Eq. 4.21: the plug-in under the belief, not the importance-weighted estimate), then the defensive
+    mixture ``(1 − δ) q + δ p`` (Sec. 3.3.1). ``ε' = ε · Σ_x p(x) a(x)`` is ``ε`` in units of the
+    mean unfloored integrand ``a``. Label costs follow Sawade (2012), Thm. 4.2.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+    belief : CategoricalBelief or array-like (n, C)
+        ``π_t(y|x)``.
+    model : str, optional
+        For a pool with several models and an unbound measure.
+    epsilon : float
+        Relative floor ``ε_t >= 0`` (already scheduled).
+    deterministic : bool
+        Deterministic (``E‖·‖``) or stochastic (``sqrt(E‖·‖²)``) form.
+    known : ndarray of bool (n,), optional
+        Items whose label is known: their belief is used as is (a point mass); the others are
+        floored at ``belief_floor``.
+    belief_floor : float
+        Lower bound on unlabeled items' class probabilities (renormalized).
+    costs : None, bool or array-like
+        Label costs (default the pool's).
+    mix : float
+        Defensive mixture weight ``δ`` in ``[0, 1]``.
+
+    Returns
+    -------
+    Proposal
+        ``kind="adaptive"``; ``info`` has ``risk``, ``jacobian``, ``a`` (integrand), ``epsilon``.
+    """
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    floor = check_fraction(belief_floor, "belief_floor")
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)  # raises the informative error
+    probs = _floor_unknown(b.probs, floor, known)
+    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
+            "(e.g. no item predicted or believed positive); cannot build the proposal"
+        )
+    power = 1 if deterministic else 2
+    floor_all = not m.scale_invariant
+    norms, nz = class_deviation_norms(
+        pool, m, views, R, J, power=power, nonzero=eps > 0 and not floor_all
+    )
+    a = _row_dot(probs, norms)
+    base = a if power == 1 else np.sqrt(a)
+    p = pool.p
+    sbar = float(p @ base)
+    eps_abs = 0.0
+    if eps > 0 and sbar > 0:
+        eps_abs = eps * sbar
+        e = eps_abs if power == 1 else eps_abs**2
+        floored = np.maximum(norms, e)
+        if not floor_all:
+            floored = np.where(nz, floored, norms)
+        a = _row_dot(probs, floored)
+        base = a if power == 1 else np.sqrt(a)
+    # every label known (no mass): the kernel samples passively
+    q = proposal_from_scores(base, p, label_costs(pool, costs), mix)
+    info = ProposalInfo(
+        risk=R,
+        jacobian=J,
+        a=a,
+        epsilon=eps,
+        epsilon_abs=eps_abs,
+        mix=mix,
+        deterministic=bool(deterministic),
+        measure=m.name,
+    )
+    return Proposal(q, p, "adaptive", info)

@@ -1,0 +1,534 @@
+"""Sampling designs for a benchmark label set: strata, allocation, inclusion probabilities."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, special
+
+from .._validation import (
+    as_1d,
+    check_count,
+    check_finite,
+    check_fraction,
+    check_rng,
+)
+from ..strata import score_strata
+from .guidelines import check_rate, equalizing_rate, parse_targets, positives_needed
+
+
+@dataclass(frozen=True, repr=False)
+class BenchmarkSample:
+    """Items drawn by a :class:`BenchmarkDesign`, to be labeled once.
+
+    Attributes
+    ----------
+    indices : ndarray (m,)
+        Pool positions of the items to label (distinct, sorted).
+    inclusion : ndarray (m,)
+        Their first-order inclusion probabilities ``pi_i``.
+    weights : ndarray (m,)
+        Design weights ``1/pi_i`` (Horvitz-Thompson).
+    strata : ndarray (m,)
+        Their strata.
+    design : BenchmarkDesign
+        The design that drew them (needed by :func:`evaluate`).
+    """
+
+    indices: np.ndarray
+    inclusion: np.ndarray
+    weights: np.ndarray
+    strata: np.ndarray
+    design: BenchmarkDesign
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item: index, stratum, inclusion probability, weight (the sampling log to keep beside the labels)."""
+        return pd.DataFrame(
+            {
+                "item": self.indices,
+                "stratum": self.strata,
+                "inclusion": self.inclusion,
+                "weight": self.weights,
+            }
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"BenchmarkSample({len(self)} items to label, scheme={self.design.scheme!r}, "
+            f"weights {self.weights.min():.3g}..{self.weights.max():.3g})"
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class BenchmarkDesign:
+    """A sampling design for a benchmark label set (see :func:`design`).
+
+    Attributes
+    ----------
+    strata : ndarray (N,)
+        Stratum of every pool item (``0..H-1``, increasing guess).
+    inclusion : ndarray (N,)
+        Inclusion probability of every item; sums to the budget.
+    allocation : ndarray (H,)
+        Labels per stratum (stratified scheme: exact; Poisson: expected).
+    stratum_sizes : ndarray (H,)
+        ``N_h``.
+    guess : ndarray (N,)
+        Guessed positive probability of each item (``s_i``).
+    prevalence : float
+        ``pi`` used for planning.
+    budget : int
+    scheme : {"stratified", "poisson"}
+    method : {"sqrt", "paper", "proportional", "equal"}
+    targets : dict
+        Target measures and weights.
+    rule_rate : float
+        ``rbar``, the positive rate of the unknown rules planned for.
+    defensive : float
+        Weight of proportional allocation mixed into the allocation.
+    """
+
+    strata: np.ndarray
+    inclusion: np.ndarray
+    allocation: np.ndarray
+    stratum_sizes: np.ndarray
+    guess: np.ndarray
+    prevalence: float
+    budget: int
+    scheme: str
+    method: str
+    targets: dict
+    rule_rate: float
+    defensive: float
+    _influence: np.ndarray = field(default=None)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.strata)
+
+    @property
+    def n_strata(self) -> int:
+        return len(self.stratum_sizes)
+
+    def sample(self, rng: Any = None) -> BenchmarkSample:
+        """Draw the items to label.
+
+        Stratified: a simple random sample without replacement of ``allocation[h]`` items in each
+        stratum (one vectorised pass: random keys ranked within strata). Poisson: each item
+        independently with probability ``inclusion[i]`` (the realised size is random, with
+        expectation ``budget``).
+
+        Parameters
+        ----------
+        rng : None, int or Generator
+
+        Returns
+        -------
+        BenchmarkSample
+        """
+        rng = check_rng(rng)
+        N = self.n_items
+        if self.scheme == "poisson":
+            idx = np.flatnonzero(rng.random(N) < self.inclusion)
+        else:
+            keys = rng.random(N)
+            order = np.lexsort((keys, self.strata))
+            starts = np.concatenate([[0], np.cumsum(self.stratum_sizes)[:-1]])
+            rank = np.empty(N, dtype=np.int64)
+            rank[order] = np.arange(N) - np.repeat(starts, self.stratum_sizes)
+            idx = np.flatnonzero(rank < self.allocation[self.strata])
+        return self.sample_at(idx)
+
+    def sample_at(self, idx: np.ndarray) -> BenchmarkSample:
+        """The sample made of the (distinct, valid) pool positions ``idx``."""
+        incl = self.inclusion[idx]
+        return BenchmarkSample(idx, incl, 1.0 / incl, self.strata[idx], self)
+
+    def predicted_variance_ratio(self) -> dict[str, float]:
+        """Predicted variance / that of simple random sampling, per target, for a random rule.
+
+        Uses the per-item influence variances of the ``"sqrt"`` allocation (see :func:`design`) averaged over
+        uninformative rules of rate ``rule_rate``; ignores finite-population corrections.
+        """
+        a = self._influence  # (T, N)
+        n = self.budget
+        out = {}
+        for k, t in enumerate(self.targets):
+            srs = a[k].mean() / n  # per-item, scaled by 1/N^2 cancelled
+            if self.scheme == "poisson":
+                var = (a[k] * (1 - self.inclusion) / self.inclusion).sum() / self.n_items**2
+                srs = srs * (1 - n / self.n_items)
+            else:
+                abar = np.bincount(self.strata, a[k], self.n_strata) / self.stratum_sizes
+                W = self.stratum_sizes / self.n_items
+                alloc = np.maximum(self.allocation, 1)
+                var = (W**2 * abar / alloc).sum()
+            out[t] = float(var / srs) if srs > 0 else float("nan")
+        return out
+
+    def summary(self) -> pd.DataFrame:
+        """Per-stratum table: size, labels, inclusion probability, mean guess, expected positives."""
+        H = self.n_strata
+        sg = np.bincount(self.strata, self.guess, H)
+        return pd.DataFrame(
+            {
+                "pool_items": self.stratum_sizes,
+                "labels": self.allocation,
+                "inclusion": self.allocation / self.stratum_sizes,
+                "mean_guess": sg / self.stratum_sizes,
+                "expected_positives_labeled": sg * self.allocation / self.stratum_sizes,
+            },
+            index=pd.RangeIndex(H, name="stratum"),
+        )
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        exp_pos = float(s["expected_positives_labeled"].sum())
+        pi = self.prevalence
+        p_eq = equalizing_rate(pi)
+        lines = [
+            f"BenchmarkDesign(scheme={self.scheme!r}, method={self.method!r}, budget={self.budget},"
+            f" pool={self.n_items}, strata={self.n_strata})",
+            f"  targets: {self.targets}; planned rule rate {self.rule_rate:.4g}",
+            f"  prevalence {pi:.4g}; expected labeled positives {exp_pos:.1f} "
+            f"(share {exp_pos / max(self.budget, 1):.3f}; random sampling: {pi:.3f})",
+            f"  paper: alpha (Eq. 3.29) = {p_eq / pi:.4g}, target positives (Eq. 3.23) = "
+            f"{positives_needed(pi, self.n_items, self.budget, p_eq):.0f}",
+            "  predicted variance ratio vs random sampling (random rules): "
+            + ", ".join(f"{k} {v:.3f}" for k, v in self.predicted_variance_ratio().items()),
+            s.to_string(float_format=lambda v: f"{v:.4g}"),
+        ]
+        return "\n".join(lines)
+
+
+def _allocate(sizes: np.ndarray, target: np.ndarray, budget: int, minimum: int) -> np.ndarray:
+    """Integer allocation ``n_h`` proportional to ``target`` with ``min(N_h, minimum) <= n_h <= N_h``."""
+    sizes = sizes.astype(np.int64)
+    lo = np.minimum(sizes, minimum).astype(float)
+    if lo.sum() > budget:
+        raise ValueError(
+            f"budget={budget} is too small: each of the {len(sizes)} strata needs at least "
+            f"{minimum} labels (reduce n_strata or min_per_stratum)"
+        )
+    t = np.maximum(np.asarray(target, dtype=float), 0)
+    if t.sum() <= 0:
+        t = sizes.astype(float)
+
+    def total(lam):
+        return np.clip(lam * t, lo, sizes).sum()
+
+    hi = 1.0
+    while total(hi) < budget and hi < 1e300:
+        hi *= 2
+    lam = optimize.brentq(lambda v: total(v) - budget, 0.0, hi, xtol=1e-12 * hi)
+    x = np.clip(lam * t, lo, sizes)
+    n = np.floor(x + 1e-9).astype(np.int64)
+    rest = budget - n.sum()
+    if rest > 0:
+        frac = np.where(n < sizes, x - n, -np.inf)
+        n[np.argsort(-frac, kind="stable")[:rest]] += 1
+    elif rest < 0:
+        frac = np.where(n > lo, x - n, np.inf)
+        n[np.argsort(frac, kind="stable")[:-rest]] -= 1
+    return n
+
+
+def _poisson_inclusion(a: np.ndarray, budget: int, floor: np.ndarray | float) -> np.ndarray:
+    """``pi_i = min(1, max(floor, lam a_i))`` with ``sum pi_i = budget`` (Poisson PPS)."""
+    a = np.maximum(a, 0)
+
+    def total(lam):
+        return np.clip(lam * a, floor, 1.0).sum()
+
+    if total(0.0) >= budget:
+        return np.full(a.shape, budget / a.size)
+    hi = 1.0
+    while total(hi) < budget and hi < 1e300:
+        hi *= 2
+    lam = optimize.brentq(lambda v: total(v) - budget, 0.0, hi, xtol=1e-14 * hi)
+    p = np.clip(lam * a, floor, 1.0)
+    return p * (budget / p.sum())
+
+
+def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
+    from ..pool import Pool
+
+    if guess is None:
+        if isinstance(pool_or_guess, Pool):
+            pool = pool_or_guess
+            m = pool.check_model(model)
+            if pool.has_probs() and pool.n_classes == 2:
+                guess = pool.view(m).prob[:, pool.pos]
+            elif pool.scores is not None:
+                guess = pool.scores[m]
+            else:
+                raise ValueError(
+                    "the pool has neither binary probs nor scores to guess the class from; "
+                    "pass guess="
+                )
+        else:
+            guess = pool_or_guess
+    elif pool_or_guess is not None and not isinstance(pool_or_guess, Pool):
+        raise TypeError("pass the guess either as the first argument or as guess=, not both")
+    s = check_finite(as_1d(guess, "guess", dtype=float), "guess")
+    if s.size == 0:
+        raise ValueError("guess is empty: the pool has no items")
+    if isinstance(pool_or_guess, Pool) and len(pool_or_guess) != s.size:
+        raise ValueError(f"guess has {s.size} entries but the pool has {len(pool_or_guess)} items")
+    uniq = np.unique(s)
+    if uniq.size <= 2 and np.all(np.isin(uniq, (0.0, 1.0))):
+        # a hard class guess: turn it into probabilities with its precision and the prevalence
+        if prevalence is None:
+            raise ValueError(
+                "a hard (0/1) class guess needs prevalence= to know how many positives it misses"
+            )
+        pi = float(check_rate(prevalence, "prevalence"))
+        g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
+        n_p = s.sum()
+        n_q = s.size - n_p
+        u_q = max(pi * s.size - g * n_p, 0.0) / n_q if n_q > 0 else 0.0
+        if u_q >= 1:
+            raise ValueError(f"prevalence={prevalence!r} is impossible with this guess")
+        return np.where(s == 1, g, u_q), pi, True
+    if np.all((s >= 0) & (s <= 1)):
+        pi = float(s.mean()) if prevalence is None else float(check_rate(prevalence, "prevalence"))
+        return s, pi, False
+    # scores: read as log-odds up to a shift fixed by the prevalence
+    if prevalence is None:
+        raise ValueError(
+            "guess looks like scores (values outside [0, 1]); pass prevalence= to calibrate them"
+        )
+    pi = float(check_rate(prevalence, "prevalence"))
+    shift = optimize.brentq(
+        lambda b: special.expit(s + b).mean() - pi, -60 - s.max(), 60 - s.min(), xtol=1e-12
+    )
+    return special.expit(s + shift), pi, False
+
+
+def design(
+    pool_or_guess: Any = None,
+    *,
+    budget: int,
+    targets: Any = ("sensitivity", "specificity", "precision"),
+    guess: Any = None,
+    method: str = "sqrt",
+    scheme: str = "stratified",
+    n_strata: int | None = None,
+    strata: Any = None,
+    prevalence: float | None = None,
+    rule_rate: float | None = None,
+    guess_precision: float = 0.5,
+    model: str | None = None,
+    defensive: float = 0.1,
+    min_per_stratum: int = 2,
+) -> BenchmarkDesign:
+    """Plan which pool items to label for evaluating rules that are not known yet.
+
+    The design is deterministic; :meth:`BenchmarkDesign.sample` draws from it with an ``rng``.
+
+    Steps: (1) turn the class guess into a probability ``s_i`` per item; (2) form strata — the
+    guessed class for a hard guess, else ``n_strata`` score strata of ``logit(s)`` by the
+    cumulative-sqrt(F) rule (:func:`bayes_activeeval.strata.score_strata`); (3) allocate the
+    budget; (4) realise it with known inclusion probabilities.
+
+    Allocation methods:
+
+    - ``"sqrt"`` (default): a square-root (Neyman) rule for rules not known yet (Cochran (1977), Sec. 5.5). Averaging an item's squared influence over
+      uninformative rules of rate ``rbar`` gives::
+
+          a_i = w_Se rbar(1-rbar) s_i / pi^2 + w_Sp rbar(1-rbar)(1-s_i)/(1-pi)^2
+                + w_Pr [s_i (1-pi)^2 + (1-s_i) pi^2] / rbar
+
+      and the variance-optimal design samples ``pi_i ∝ sqrt(a_i)`` (Poisson) or
+      ``n_h ∝ N_h sqrt(mean_h a)`` (stratified, Neyman). With a perfect guess this reproduces the
+      ~50/50 split of the uninformative-rule case — not the paper's "only positives".
+    - ``"paper"``: the paper's guideline as stated: the target number of positives from Eq. 3.23
+      with ``p`` from Eq. 3.29 (``rule_rate=None``), Eq. 3.22 (precision and specificity
+      targeted) or Eq. 3.25 (sensitivity and specificity), sought in the strata with the highest
+      guess first (expected positives ``sum s_i``); the rest of the budget goes to the other
+      strata in proportion to their size. Its estimates stay unbiased here because
+      :func:`evaluate` weights by the design (the paper itself used unweighted plug-ins and
+      blind labeling, which are biased for informative rules).
+    - ``"proportional"``: ``n_h ∝ N_h`` (stratified random sampling).
+    - ``"equal"``: the same number of labels per stratum.
+
+    ``defensive`` mixes the allocation with the proportional one, ``(1-λ) opt + λ prop``
+    (a defensive mixture, as Marchant & Rubinstein (2021), Sec. 3.3.1: keeps weights bounded when the guess is wrong). Every non-empty stratum
+    gets at least ``min(N_h, min_per_stratum)`` labels so its variance can be estimated.
+
+    Parameters
+    ----------
+    pool_or_guess : Pool or array-like (N,)
+        A :class:`~bayes_activeeval.Pool` (its model's positive-class probability, or its score,
+        is the guess) or the guess itself: probabilities in [0, 1], scores (log-odds up to a
+        shift; needs ``prevalence``), or a hard 0/1 guess (needs ``prevalence``; ``s_i`` is then
+        ``guess_precision`` on guessed positives and the implied miss rate elsewhere).
+    budget : int
+        Labels to spend (expected number under Poisson sampling).
+    targets : str, sequence or mapping
+        "sensitivity", "specificity", "precision" (weights via a mapping).
+    guess : array-like, optional
+        The guess, when the first argument is a pool.
+    method : {"sqrt", "paper", "proportional", "equal"}
+    scheme : {"stratified", "poisson"}
+        Stratified SRS without replacement (exact ``n_h``) or Poisson sampling (independent
+        draws, random size).
+    n_strata : int, optional
+        Score strata (default ``budget // 25`` clipped to 2..8, so that each stratum gets
+        about 25 labels or more on average; 2 for a hard guess).
+    strata : array-like (N,) of int, optional
+        Your own strata (overrides ``n_strata``).
+    prevalence : float, optional
+        ``pi``; default the mean guess.
+    rule_rate : float, optional
+        ``rbar``, the positive rate of the rules planned for (default ``pi``, the paper's
+        "uninformative-rate" case, Eq. 3.29).
+    guess_precision : float
+        Precision of a hard 0/1 guess (ignored otherwise).
+    model : str, optional
+        Which model of a multi-model pool holds the guess.
+    defensive : float
+        Mixing weight ``λ`` with proportional allocation, in [0, 1).
+    min_per_stratum : int
+        Minimum labels per stratum (stratified scheme); also the Poisson floor per stratum in
+        expectation.
+
+    Returns
+    -------
+    BenchmarkDesign
+    """
+    if method not in ("sqrt", "paper", "proportional", "equal"):
+        raise ValueError(
+            f"method must be 'sqrt', 'paper', 'proportional' or 'equal', got {method!r}"
+        )
+    if scheme not in ("stratified", "poisson"):
+        raise ValueError(f"scheme must be 'stratified' or 'poisson', got {scheme!r}")
+    s, pi, hard = _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision)
+    N = s.size
+    budget = check_count(budget, "budget")
+    if budget > N:
+        raise ValueError(f"budget must be <= the pool size {N}, got {budget!r}")
+    tw = parse_targets(targets)
+    lam = check_fraction(defensive, "defensive")
+    mps = check_count(min_per_stratum, "min_per_stratum", minimum=0)
+    rbar = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
+
+    # strata
+    if strata is not None:
+        h = as_1d(strata, "strata", n=N)
+        if h.dtype.kind not in "iu":
+            raise TypeError(f"strata must hold integers, got dtype {h.dtype}")
+        _, h = np.unique(h, return_inverse=True)
+        # order strata by mean guess
+        H = int(h.max()) + 1
+        mean_s = np.bincount(h, s, H) / np.bincount(h, minlength=H)
+        rank = np.empty(H, dtype=np.int64)
+        rank[np.argsort(mean_s, kind="stable")] = np.arange(H)
+        h = rank[h]
+    elif hard:
+        _, h = np.unique(s, return_inverse=True)
+    else:
+        k = (
+            int(np.clip(budget // 25, 2, 8))
+            if n_strata is None
+            else check_count(n_strata, "n_strata")
+        )
+        z = special.logit(np.clip(s, 1e-9, 1 - 1e-9))
+        h, _ = score_strata(z, k, method="csf")
+    h = h.astype(np.int64)
+    H = int(h.max()) + 1
+    sizes = np.bincount(h, minlength=H)
+
+    # per-item squared influence averaged over random rules (the "sqrt" rule)
+    names = list(tw)
+    rr = rbar * (1 - rbar)
+    rows = []
+    for t in names:
+        if t == "sensitivity":
+            rows.append(rr * s / pi**2)
+        elif t == "specificity":
+            rows.append(rr * (1 - s) / (1 - pi) ** 2)
+        else:
+            rows.append((s * (1 - pi) ** 2 + (1 - s) * pi**2) / rbar)
+    influence = np.array(rows)
+    a = (np.array([tw[t] for t in names])[:, None] * influence).sum(axis=0)
+
+    # target allocation (continuous) per stratum
+    if method == "sqrt":
+        abar = np.bincount(h, a, H) / sizes
+        target = sizes * np.sqrt(abar)
+    elif method == "proportional":
+        target = sizes.astype(float)
+    elif method == "equal":
+        target = np.ones(H)
+    else:
+        if "precision" in tw and "specificity" in tw and rule_rate is not None:
+            p = equalizing_rate(pi, rbar, pair="precision-specificity")
+        elif "sensitivity" in tw and "specificity" in tw and rule_rate is not None:
+            p = equalizing_rate(pi, rbar, pair="sensitivity-specificity")
+        else:
+            p = equalizing_rate(pi)
+        need = positives_needed(pi, N, budget, p)
+        exp_pos = np.bincount(h, s, H)  # expected positives if the stratum were labeled fully
+        target = np.zeros(H)
+        remaining_pos, remaining_budget = need, float(budget)
+        for k in np.argsort(-exp_pos / sizes, kind="stable"):
+            if remaining_pos <= 0 or remaining_budget <= 0:
+                break
+            rate = exp_pos[k] / sizes[k]
+            take = min(sizes[k], remaining_pos / max(rate, 1e-12), remaining_budget)
+            target[k] = take
+            remaining_pos -= take * rate
+            remaining_budget -= take
+        if remaining_budget > 0:
+            free = np.maximum(sizes - target, 0)
+            if free.sum() > 0:
+                target += remaining_budget * free / free.sum()
+    target = target / target.sum() * budget
+    target = (1 - lam) * target + lam * budget * sizes / N
+
+    if scheme == "stratified":
+        alloc = _allocate(sizes, target, budget, mps)
+        incl = (alloc / sizes)[h]
+    else:
+        if method == "sqrt":
+            item_a = np.sqrt(a)
+            item_a = (1 - lam) * item_a / item_a.sum() * budget + lam * budget / N
+        else:
+            item_a = (target / sizes)[h]
+        incl = _poisson_inclusion(item_a, budget, 0.0)
+        if mps > 0:
+            # guarantee the expected count per stratum
+            per = np.bincount(h, incl, H)
+            low = per < np.minimum(sizes, mps)
+            if np.any(low):
+                boost = np.where(low, np.minimum(sizes, mps) / np.maximum(per, 1e-300), 1.0)
+                incl = np.minimum(incl * boost[h], 1.0)
+                incl = _poisson_inclusion(incl, budget, 0.0)
+        alloc = np.bincount(h, incl, H)
+    return BenchmarkDesign(
+        strata=h,
+        inclusion=incl,
+        allocation=alloc,
+        stratum_sizes=sizes,
+        guess=s,
+        prevalence=pi,
+        budget=budget,
+        scheme=scheme,
+        method=method,
+        targets=tw,
+        rule_rate=rbar,
+        defensive=lam,
+        _influence=influence,
+    )
+
+
+def stratum_guess(dsg: BenchmarkDesign) -> np.ndarray:
+    """Mean guessed positive probability of each stratum (H,)."""
+    return np.bincount(dsg.strata, dsg.guess, dsg.n_strata) / dsg.stratum_sizes

@@ -1,0 +1,205 @@
+"""Bayesian contingency-table posteriors of the benchmark measures."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from .cells import MEASURES, measures_and_grad
+from .design import stratum_guess
+
+
+def _prior_ab(prior, strength, dsg):
+    H = dsg.n_strata
+    if isinstance(prior, str):
+        if prior == "guess":
+            sg = np.clip(stratum_guess(dsg), 1e-6, 1 - 1e-6)
+            st = float(strength)
+            if not (np.isfinite(st) and st > 0):
+                raise ValueError(f"prior_strength must be > 0, got {strength!r}")
+            return st * sg, st * (1 - sg)
+        if prior == "jeffreys":
+            return np.full(H, 0.5), np.full(H, 0.5)
+        if prior == "uniform":
+            return np.ones(H), np.ones(H)
+        raise ValueError(f"prior must be 'guess', 'jeffreys', 'uniform' or (a0, b0), got {prior!r}")
+    try:
+        a0, b0 = (float(x) for x in prior)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"prior must be a name or a pair (a0, b0), got {prior!r}") from exc
+    if not (a0 > 0 and b0 > 0):
+        raise ValueError(f"prior (a0, b0) must be positive, got {prior!r}")
+    return np.full(H, a0), np.full(H, b0)
+
+
+def _likelihood_counts(cnt, W, W2, dsg):
+    """``(k, n)`` per cell (K, H, r): raw counts, or Kish pseudo-counts under Poisson sampling."""
+    if dsg.scheme == "stratified":
+        return cnt[..., 1], cnt.sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Wc, W2c = W.sum(-1), W2.sum(-1)
+        n = np.where(W2c > 0, Wc**2 / W2c, 0.0)
+        k = np.where(Wc > 0, n * W[..., 1] / Wc, 0.0)
+    return k, n
+
+
+def _finish_tree(arrays: dict, names, attrs, tree=None):
+    import arviz_base
+
+    if tree is None:
+        tree = arviz_base.from_dict(
+            {"posterior": arrays},
+            dims={k: ["rule"] for k in arrays},
+            coords={"rule": names},
+        )
+        tree.attrs.update(attrs)
+        return tree
+    ds = tree["posterior"].to_dataset()
+    ds = ds.assign({k: (("chain", "draw", "rule"), v) for k, v in arrays.items()})
+    tree["posterior"] = xr.DataTree(ds)
+    tree.attrs.update(attrs)
+    return tree
+
+
+def _cells_to_measures(theta, cnt, margins, finite, rng):
+    """Measures (…, K, M) from cell rates (…, K, H, r), post-stratified to the pool."""
+    if finite:
+        n_lab = cnt.sum(-1)  # (K, H, r)
+        k_lab = cnt[..., 1]
+        rest = np.maximum(margins - n_lab, 0).astype(np.int64)
+        pos = k_lab + rng.binomial(np.broadcast_to(rest, theta.shape), theta)
+    else:
+        pos = margins * theta
+    TP = pos[..., 1].sum(-1)
+    FN = pos[..., 0].sum(-1)
+    FP = margins[..., 1].sum(-1) - TP
+    TN = margins[..., 0].sum(-1) - FN
+    vals, _ = measures_and_grad(TP, FP, FN, TN)
+    return vals
+
+
+def cell_posterior(
+    cnt,
+    W,
+    W2,
+    margins,
+    dsg,
+    names,
+    *,
+    method,
+    prior,
+    prior_strength,
+    finite_population,
+    draws,
+    chains,
+    tune,
+    hierarchical,
+    rng,
+):
+    Kr, H = cnt.shape[0], cnt.shape[1]
+    a0, b0 = _prior_ab(prior, prior_strength, dsg)
+    k, n = _likelihood_counts(cnt, W, W2, dsg)
+    attrs = {
+        "method": method,
+        "prior": str(prior),
+        "finite_population": int(bool(finite_population and margins is not None)),
+        "model": "",
+    }
+    if method == "pymc":
+        if margins is None:
+            raise ValueError(
+                "posterior='pymc' needs the rules' outputs on the whole pool (or pool_margins)"
+            )
+        return _posterior_pymc(
+            k, n, cnt, margins, dsg, names, a0, b0, attrs,
+            draws=draws, chains=chains or 2, tune=tune, hierarchical=hierarchical,
+            finite=finite_population, rng=rng,
+        )  # fmt: skip
+    n_chain = chains or 1
+    S = n_chain * draws
+    out = np.empty((S, Kr, len(MEASURES)))
+    if margins is not None:
+        attrs["model"] = "Beta-binomial per stratum x rule-output cell"
+        block = max(1, int(4_000_000 // max(S * H * 2, 1)))
+        for lo in range(0, Kr, block):
+            sl = slice(lo, lo + block)
+            a = a0[None, :, None] + k[sl]
+            b = b0[None, :, None] + n[sl] - k[sl]
+            theta = rng.beta(a, b, size=(S, *a.shape))
+            out[:, sl] = _cells_to_measures(theta, cnt[sl], margins[sl], finite_population, rng)
+    else:
+        attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum"
+        sg = np.clip(stratum_guess(dsg), 1e-6, 1 - 1e-6) if prior == "guess" else None
+        # the cells' (pseudo-)counts of label 0 and 1, the same as the Beta model's
+        obs = np.stack([n - k, k], axis=-1).reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
+        if sg is not None:
+            rho = (obs[..., 2:].sum(-1) + 0.5) / (obs.sum(-1) + 1.0)  # rule-positive share (K, H)
+            alpha0 = prior_strength * np.stack(
+                [(1 - rho) * (1 - sg), (1 - rho) * sg, rho * (1 - sg), rho * sg], axis=-1
+            )
+        else:
+            alpha0 = np.broadcast_to(a0[None, :, None], obs.shape) * 1.0
+        sizes = dsg.stratum_sizes.astype(float)
+        block = max(1, int(4_000_000 // max(S * H * 4, 1)))
+        for lo in range(0, Kr, block):
+            sl = slice(lo, lo + block)
+            g = rng.gamma(alpha0[sl] + obs[sl], size=(S, *obs[sl].shape))
+            phi = g / g.sum(-1, keepdims=True)
+            tot = (phi * sizes[None, None, :, None]).sum(-2)  # (S, k, 4)
+            vals, _ = measures_and_grad(tot[..., 3], tot[..., 2], tot[..., 1], tot[..., 0])
+            out[:, sl] = vals
+    arrays = {
+        mm: out[..., j].reshape(n_chain, draws, Kr).astype(np.float64)
+        for j, mm in enumerate(MEASURES)
+    }
+    return _finish_tree(arrays, names, attrs)
+
+
+def _posterior_pymc(
+    k, n, cnt, margins, dsg, names, a0, b0, attrs, *, draws, chains, tune, hierarchical, finite, rng
+):
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    Kr, H = k.shape[0], k.shape[1]
+    coords = {"rule": names, "stratum": np.arange(H), "output": [0, 1]}
+    seed = int(rng.integers(2**31 - 1))
+    with pm.Model(coords=coords):
+        if hierarchical:
+            attrs["model"] = "hierarchical logit contingency model"
+            sg = np.clip(stratum_guess(dsg), 1e-4, 1 - 1e-4)
+            offset = special.logit(sg)
+            b0_ = pm.Normal("b0", 0.0, 1.5, dims="rule")
+            sigma_s = pm.HalfNormal("sigma_s", 1.0)
+            sigma_d = pm.HalfNormal("sigma_d", 1.0)
+            s_raw = pm.Normal("s_raw", 0.0, 1.0, dims=("rule", "stratum"))
+            gamma = pm.Normal("gamma", 0.0, 2.5, dims="rule")
+            d_raw = pm.Normal("d_raw", 0.0, 1.0, dims=("rule", "stratum"))
+            eta_neg = offset[None, :] + b0_[:, None] + sigma_s * s_raw
+            eta_pos = eta_neg + gamma[:, None] + sigma_d * d_raw
+            eta = pt.stack([eta_neg, eta_pos], axis=-1)
+            pm.Deterministic("theta", pm.math.sigmoid(eta), dims=("rule", "stratum", "output"))
+            pm.Potential("likelihood", (-k * pt.log1pexp(-eta) - (n - k) * pt.log1pexp(eta)).sum())
+        else:
+            attrs["model"] = "Beta-binomial per cell in PyMC (cross-check of the conjugate model)"
+            theta = pm.Beta(
+                "theta",
+                alpha=np.broadcast_to(a0[None, :, None], (Kr, H, 2)),
+                beta=np.broadcast_to(b0[None, :, None], (Kr, H, 2)),
+                dims=("rule", "stratum", "output"),
+            )
+            pm.Potential("likelihood", (k * pt.log(theta) + (n - k) * pt.log1p(-theta)).sum())
+        tree = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            target_accept=0.95,
+        )
+    theta = tree["posterior"]["theta"].transpose("chain", "draw", "rule", "stratum", "output")
+    vals = _cells_to_measures(np.asarray(theta.values), cnt, margins, finite, rng)
+    arrays = {mm: vals[..., j] for j, mm in enumerate(MEASURES)}
+    return _finish_tree(arrays, names, attrs, tree=tree)

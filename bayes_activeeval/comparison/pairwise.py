@@ -1,0 +1,474 @@
+"""Two models: the paired test (:func:`compare`) and the proposals for comparing (:func:`comparison_proposal`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from .._validation import check_fraction, check_model_names
+from ..beliefs import as_belief, pool_belief
+from ..estimators import draw_labels, weighted_estimate
+from ..kernel import (
+    CHUNK,
+    DEFAULT_BELIEF_FLOOR,
+    DEFAULT_MIX,
+    deviation_integrand,
+    label_costs,
+    mix_proposal,
+    proposal_scores,
+)
+from ..measures import Measure, difference, stack
+from ..measures import get as get_measure
+from ..proposals import Draws, Proposal, ProposalInfo, optimal_proposal
+from .results import ComparisonResult, ScoreSums
+
+_ALTERNATIVES = ("two-sided", "less", "greater")
+PROPOSAL_KINDS = ("optimal", "passive", "active_0", "active_inf", "active_neq", "active_risk")
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------
+def models_arg(
+    pool, models, minimum: int, *, two: bool = False, name: str = "models"
+) -> tuple[str, ...]:
+    if models is None:
+        models = pool.models
+        if two and len(models) != 2:
+            raise ValueError(
+                f"the pool has models {list(models)}; name the two to compare with {name}=(a, b)"
+            )
+    models = check_model_names(models, minimum, name)
+    for m in models:
+        pool.check_model(m)
+    return models
+
+
+def is_linear(measure: Measure) -> bool:
+    """``g`` is the identity (a plain risk such as the error rate or MSE)."""
+    return measure.plain_risk
+
+
+def check_inputs(draws: Draws, oracle: str, variance: str) -> None:
+    """Checks shared by :func:`compare` and :func:`multiple_comparison`."""
+    if not isinstance(draws, Draws):
+        raise TypeError(
+            f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
+        )
+    if oracle not in ("deterministic", "stochastic"):
+        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    if variance not in ("auto", "wald", "score"):
+        raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
+
+
+def resolve_variance(base: Measure, variance: str) -> str:
+    """``"auto"``: ``"score"`` for plain risks, ``"wald"`` otherwise; ``"score"`` needs a plain risk."""
+    if variance == "auto":
+        return "score" if is_linear(base) else "wald"
+    if variance == "score" and not is_linear(base):
+        raise ValueError(
+            f"variance='score' needs a plain risk (g the identity); {base.name!r} is a ratio or "
+            "non-linear measure: use variance='wald'"
+        )
+    return variance
+
+
+def _check_alternative(alternative: str) -> str:
+    if alternative not in _ALTERNATIVES:
+        raise ValueError(
+            f"alternative must be 'two-sided', 'less' or 'greater', got {alternative!r}"
+        )
+    return alternative
+
+
+def _wald_pvalue(z: float, alternative: str) -> float:
+    """Wald p-value (Sawade (2012), Eq. 3.24); ``2·sf`` rather than ``2(1 − cdf)``."""
+    if np.isnan(z):
+        return np.nan
+    if alternative == "two-sided":
+        return float(min(1.0, 2.0 * stats.norm.sf(abs(z))))
+    if alternative == "less":
+        return float(stats.norm.cdf(z))
+    return float(stats.norm.sf(z))
+
+
+def _z(estimate: float, stderr: float) -> float:
+    if not np.isfinite(estimate) or not np.isfinite(stderr):
+        return np.nan
+    if stderr > 0:
+        return estimate / stderr
+    # degenerate sample (all paired differences equal): no evidence if Δ̂ = 0 (Sawade (2012), Eq. 3.22 is 0)
+    return 0.0 if estimate == 0 else np.copysign(np.inf, estimate)
+
+
+def wald_test(
+    estimate: float, stderr: float, alternative: str = "two-sided"
+) -> tuple[float, float]:
+    """Wald statistic ``T = Δ̂/SE`` and its p-value (Sawade (2012), Eq. 3.23-3.24).
+
+    For callers that estimate ``Δ̂`` and its standard error themselves (e.g.
+    :mod:`bayes_activeeval.ranking`). A zero standard error gives ``T = 0`` if ``Δ̂ = 0`` and
+    ``±inf`` otherwise.
+    """
+    alternative = _check_alternative(alternative)
+    z = _z(float(estimate), float(stderr))
+    return float(z), _wald_pvalue(z, alternative)
+
+
+def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
+    """Items where the losses of models ``a`` and ``b`` can differ, ``D_≠`` (Sawade (2012),
+    Sec. 5.2.2).
+
+    For classification an item belongs to ``D_≠`` when ``ℓ_a(x, y) ≠ ℓ_b(x, y)`` for some class
+    ``y`` (exact enumeration over the classes); for regression when the two models' views differ
+    (prediction, predictive std or score), since a loss can only read those.
+
+    Returns
+    -------
+    ndarray of bool, shape (n_items,)
+    """
+    diff = difference(get_measure(measure), a, b)
+    m, views = pool.resolve(diff)
+    out = np.zeros(pool.n_items, dtype=bool)
+    d = m.dim // 2
+    for start in range(0, pool.n_items, CHUNK):
+        sl = slice(start, min(start + CHUNK, pool.n_items))
+        v = views(sl)
+        if pool.task == "regression":
+            va, vb = v[a], v[b]
+            neq = va.pred != vb.pred
+            for fa, fb in ((va.std, vb.std), (va.score, vb.score)):
+                if fa is not None:
+                    neq |= fa != fb
+            out[sl] = neq
+            continue
+        for c in range(pool.n_classes):
+            y = np.full(sl.stop - sl.start, c, dtype=np.int32)
+            L = m.loss(y, v)
+            out[sl] |= np.any(L[:, :d] != L[:, d:], axis=1)
+    return out
+
+
+def support_mass_of(proposal: Proposal) -> float:
+    return float(proposal.p[proposal.q > 0].sum())
+
+
+def compare(
+    pool,
+    measure: str | Measure,
+    draws: Draws,
+    labels: Any,
+    models: Sequence[str] | None = None,
+    *,
+    alternative: str = "two-sided",
+    oracle: str = "deterministic",
+    proposal: Proposal | None = None,
+    variance: str = "auto",
+) -> ComparisonResult:
+    """Paired importance-weighted comparison of two models with a Wald test.
+
+    Both models are scored on the same labeled draws with the same weights ``v = p/q``;
+    ``Δ̂ = Σ v_i δ_i / Σ v_i`` (Sawade (2012), Eq. 3.21; for ratio measures ``Δ̂ = g(R̂_a) − g(R̂_b)``
+    with the delta-method variance, Marchant & Rubinstein (2021), Thm. 2), ``T = Δ̂/SE``
+    (Eq. 3.23) and the p-value of Eq. 3.24. The variance is the calibrated thesis form (Eq. 3.22).
+
+    Parameters
+    ----------
+    pool : Pool
+        A pool with (at least) the two models.
+    measure : str or Measure
+        Any scalar measure (``"error_rate"``, ``"f1"``, ``"mse"``, …), unbound.
+    draws : Draws
+        From :meth:`Proposal.draw` (any proposal: passive, :func:`comparison_proposal`, …).
+    labels : array-like or mapping
+        The label of each draw (aligned with ``draws.indices``) or ``{item: label}``.
+    models : (str, str), optional
+        ``(a, b)``; ``Δ = G_a − G_b``. Default: the pool's two models.
+    alternative : {"two-sided", "less", "greater"}
+        ``"less"``: ``H1: G_a < G_b``; ``"greater"``: ``H1: G_a > G_b``.
+    oracle : {"deterministic", "stochastic"}
+        As in :func:`~bayes_activeeval.estimate`.
+    proposal : Proposal, optional
+        The proposal the draws came from. Needed only when it is zero on items where the two
+        models agree (``active_≠``, ``active_0``, ``active_inf`` with ``mix=0``): the
+        self-normalized estimate then targets the difference *on the support*, and is multiplied
+        by the support mass ``Σ_{q>0} p`` to give ``Δ`` (Sawade (2012), Sec. 5.2.2). The test
+        statistic and p-value do not change.
+    variance : {"auto", "wald", "score"}
+        The variance in the test statistic. ``"wald"``: the thesis form centred at the estimate,
+        ``S² = n Σ v² (δ − Δ̂)²/(Σ v)²`` (Eq. 3.22). ``"score"``: the same form centred at the
+        null value, ``Σ v² (δ − 0)²/(Σ v)²`` — the variance of ``Δ̂`` *under H0*; only for plain
+        risks (``g`` the identity: error rate, accuracy, MSE, MAE, Brier), where ``δ`` is the
+        paired loss difference. Under active proposals a few draws with large weights where the
+        models agree (``δ = 0``) add ``v² Δ̂²`` to the Wald variance, which makes the Wald test
+        very conservative at small ``n`` (type-I error 0.01 instead of 0.05 at ``n = 100`` in
+        ``benchmarks/comparison_type1_power.py``) and costs power; the score form is exact in
+        the swap protocol and asymptotically equivalent. ``"auto"`` (default): ``"score"`` for
+        plain risks, ``"wald"`` otherwise (ratio measures such as F1). :attr:`stderr` is always
+        the Wald standard error of the estimate; the interval is dual to the test.
+
+    Returns
+    -------
+    ComparisonResult
+
+    Examples
+    --------
+    >>> import bayes_activeeval as bae
+    >>> sp = bae.datasets.make_classification_pool(20_000, 0.3, n_models=2, rng=0)
+    >>> prop = bae.comparison_proposal(sp.pool, "error_rate", models=("m0", "m1"))
+    >>> draws = prop.draw(300, rng=1)
+    >>> res = bae.compare(sp.pool, "error_rate", draws, sp.labeler(draws.indices),
+    ...                   models=("m0", "m1"))
+    >>> lo, hi = res.confidence_interval(0.95)
+    """
+    check_inputs(draws, oracle, variance)
+    alternative = _check_alternative(alternative)
+    pair = models_arg(pool, models, 2, two=True)
+    if len(pair) != 2:
+        raise ValueError(f"models must name exactly two models, got {models!r}")
+    a, b = pair
+    base = get_measure(measure)
+    if base.models is not None:
+        raise ValueError(
+            f"measure {base.name!r} is already bound to models {base.models}; pass the plain "
+            "measure and models=(a, b)"
+        )
+    diff_m, views = pool.resolve(difference(base, a, b))
+    st_m = stack(base, (a, b)).resolve(pool.n_classes)
+    y = draw_labels(pool, draws.indices, labels, oracle=oracle)
+    L = diff_m.loss(y, views(draws.indices))
+    n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
+    est = weighted_estimate(L, draws.weights, diff_m, n_labels=n_labels)
+    per = weighted_estimate(L, draws.weights, st_m, n_labels=n_labels)
+
+    scale = 1.0
+    if proposal is not None:
+        if not isinstance(proposal, Proposal):
+            raise TypeError(f"proposal must be a Proposal, got {type(proposal).__name__}")
+        if proposal.n_items != pool.n_items:
+            raise ValueError(
+                f"proposal covers {proposal.n_items} items but the pool has {pool.n_items}"
+            )
+        scale = support_mass_of(proposal)
+        if scale < 1.0 - 1e-12:
+            _check_restricted(pool, base, a, b, proposal, draws)
+    variance = resolve_variance(base, variance)
+    value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
+    sums = None
+    if variance == "score":
+        delta = L[:, 0] - L[:, 1]
+        v = np.asarray(draws.weights, dtype=float)
+        v2 = v * v
+        sums = ScoreSums(
+            A=float(v @ delta),
+            W=float(v.sum()),
+            B=float(v2 @ (delta * delta)),
+            C=float(v2 @ delta),
+            D=float(v2.sum()),
+        )
+        z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else np.nan
+    else:
+        z = _z(value, se)
+    if scale < 1.0 - 1e-12:
+        estimates = {a: np.nan, b: np.nan}
+        stderrs = {a: np.nan, b: np.nan}
+    else:
+        estimates = {a: float(per.values[0]), b: float(per.values[1])}
+        stderrs = {a: float(per.stderrs[0]), b: float(per.stderrs[1])}
+    return ComparisonResult(
+        statistic=float(z),
+        pvalue=_wald_pvalue(z, alternative),
+        estimate=value,
+        stderr=se,
+        alternative=alternative,
+        models=(a, b),
+        estimates=estimates,
+        stderrs=stderrs,
+        n_draws=len(draws),
+        n_labels=n_labels,
+        measure=base.name,
+        greater_is_better=base.greater_is_better,
+        support_mass=scale,
+        variance=variance,
+        sums=sums,
+    )
+
+
+def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> None:
+    """A proposal with zero mass somewhere is only valid for a plain risk and only where the
+    paired loss difference is identically zero (Sawade (2012), Sec. 5.2.2, ``active_≠``, with the variance of Eq. 3.22)."""
+    if not is_linear(base):
+        raise ValueError(
+            f"the proposal gives zero mass to {int(np.sum(proposal.q <= 0))} items; for the "
+            f"non-linear measure {base.name!r} every item can move the estimate, so use a "
+            "proposal with full support (mix > 0)"
+        )
+    off = (proposal.q <= 0) & (proposal.p > 0)
+    bad = np.flatnonzero(off & disagreement(pool, base, a, b))
+    if bad.size:
+        raise ValueError(
+            f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) where the "
+            f"losses of {a!r} and {b!r} can differ; the difference is not identified"
+        )
+    if np.any(proposal.q[draws.indices] <= 0):
+        raise ValueError("some draws have zero probability under proposal; wrong proposal?")
+
+
+# ------------------------------------------------------------------------------------------------
+# proposals for comparisons
+# ------------------------------------------------------------------------------------------------
+def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
+    """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair."""
+    p = pool.p
+    c = label_costs(pool, costs)
+    if kind == "optimal":
+        # Sawade (2012), Thm. 5.1: the general integrand of the difference measure
+        u = deviation_integrand(pool, difference(base, a, b), belief=belief, belief_floor=floor).u
+        scores = np.sqrt(np.maximum(u, 0.0))
+    elif kind in ("active_0", "active_inf"):
+        if pool.task != "regression":
+            raise ValueError(
+                f"kind={kind!r} is a regression baseline (Sawade (2012), Sec. 5.2.2); "
+                "use 'active_neq' for classification"
+            )
+        gap = np.abs(pool.view(a).pred - pool.view(b).pred)
+        scores = gap**2 if kind == "active_0" else gap
+    elif kind == "active_neq":
+        scores = disagreement(pool, base, a, b).astype(float)
+    else:  # pragma: no cover - guarded by the caller
+        raise AssertionError(kind)
+    return proposal_scores(scores, p, c)
+
+
+def comparison_proposal(
+    pool,
+    measure: str | Measure,
+    models: Sequence[str] | None = None,
+    *,
+    kind: str = "optimal",
+    belief: Any = None,
+    costs: Any = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    mix: float = DEFAULT_MIX,
+) -> Proposal:
+    """A sampling distribution for comparing two or more models.
+
+    Two models:
+
+    - ``"optimal"`` — the power-optimal proposal ``q* ∝ p sqrt(E_π(δ − Δ̌)²)`` of Sawade (2012),
+      Thm. 5.1 (Eq. 5.5), computed by the general :func:`~bayes_activeeval.optimal_proposal` for
+      the measure :func:`~bayes_activeeval.measures.difference`, with the equal-mixture belief
+      ``π = ½π_a + ½π_b`` (Eq. 5.11) and the intrinsic difference ``Δ̌`` (Eq. 5.12). Cor. 5.1
+      (zero-one loss), Cor. 5.2 (squared loss) and the mixture form of Sec. 5.2.2 are special
+      cases; ratio measures use ``‖Dg(R)(ℓ − R)‖`` with ``Dg = [Dg_a, −Dg_b]``.
+    - ``"active_neq"`` — uniform (by ``p``) on the disagreement set ``D_≠`` (Sec. 5.2.2).
+    - ``"active_0"`` / ``"active_inf"`` — ``q ∝ p (f_a − f_b)²`` / ``q ∝ p |f_a − f_b|``
+      (regression, Sec. 5.2.2).
+    - ``"active_risk"`` — ``½ q*_a + ½ q*_b``, the single-model optimal proposals with each
+      model's own belief (Sec. 5.2.2; Sawade et al. (2012), "ARE").
+    - ``"passive"`` — ``q = p``.
+
+    ``k > 2`` models: the mixture of the normalized pairwise proposals over all pairs,
+    ``q = 1/(k(k−1)) Σ_{i≠j} q*_{ij}`` (Sawade (2012), Eq. 5.16), with the belief the equal
+    mixture over all ``k`` models; ``"active_risk"`` averages the ``k`` single-model proposals.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+        An unbound scalar measure.
+    models : sequence of str, optional
+        Default: all models of the pool (at least two).
+    kind : str
+        One of ``"optimal"``, ``"passive"``, ``"active_0"``, ``"active_inf"``, ``"active_neq"``,
+        ``"active_risk"``.
+    belief : Belief or array-like, optional
+        ``π(y|x)`` (e.g. an oracle model's posterior predictive). Default: the equal mixture of
+        the models' predictive distributions.
+    costs : None, bool or array-like
+        Label costs (``q ∝ … c^{-1/2}``, Sawade (2012), Thm. 4.2); default the pool's.
+    belief_floor : float
+        As in :func:`~bayes_activeeval.optimal_proposal`.
+    mix : float
+        Defensive mixture ``q ← (1 − δ) q + δ p``. With ``mix=0`` the baselines ``active_neq``,
+        ``active_0``, ``active_inf`` are zero where the models agree; pass the proposal to
+        :func:`compare` (``proposal=``), which then rescales the estimate by the support mass
+        ``|D_≠|/|D|`` (only valid for plain risks such as the error rate or MSE).
+
+    Returns
+    -------
+    Proposal
+        ``info`` holds ``comparison`` (the kind), ``models``, ``support_mass`` and, for
+        ``"optimal"`` with two models, ``risk`` (``(R̂_a, R̂_b)`` under the belief), ``u`` and
+        ``intrinsic_difference`` (``Δ̌``, Eq. 5.12).
+    """
+    if kind not in PROPOSAL_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(PROPOSAL_KINDS)}; got {kind!r}")
+    models = models_arg(pool, models, 2)
+    base = get_measure(measure)
+    if base.models is not None:
+        raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
+    floor = check_fraction(belief_floor, "belief_floor")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    p = pool.p
+    k = len(models)
+    info = {"comparison": kind, "models": models, "mix": mix}
+
+    if kind == "passive":
+        q = p.copy()
+    elif kind == "optimal" and k == 2:
+        prop = optimal_proposal(
+            pool,
+            difference(base, *models),
+            belief=belief,
+            costs=costs,
+            belief_floor=floor,
+            mix=mix,
+        )
+        m = pool.resolve(difference(base, *models))[0]
+        R = prop.info.risk
+        d = R.size // 2
+        prop.info = prop.info.replace(
+            **info,
+            intrinsic_difference=float(m.g(R)[0]),
+            estimates_under_belief={
+                models[0]: float(base.resolve(pool.n_classes).g(R[:d])[0]),
+                models[1]: float(base.resolve(pool.n_classes).g(R[d:])[0]),
+            },
+        )
+        prop.info = prop.info.replace(support_mass=support_mass_of(prop))
+        return prop
+    elif kind == "active_risk":
+        q = np.zeros(pool.n_items)
+        c = label_costs(pool, costs)
+        for mod in models:
+            own = deviation_integrand(pool, base, model=mod, belief_floor=floor).u
+            s = proposal_scores(np.sqrt(np.maximum(own, 0.0)), p, c)
+            q += s / s.sum() if s.sum() > 0 else p
+        q /= k
+    else:
+        if kind == "optimal":
+            # Eq. 5.16: the label belief is the equal mixture over all k models
+            b = as_belief(pool, belief, models) if belief is not None else pool_belief(pool, models)
+        else:
+            b = None
+        q = np.zeros(pool.n_items)
+        n_pairs = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor)
+                if s.sum() > 0:
+                    q += s / s.sum()
+                    n_pairs += 1
+        if n_pairs == 0:
+            raise ValueError(
+                f"the models {list(models)} agree on every item; there is nothing to compare"
+            )
+        q /= n_pairs
+    q = mix_proposal(q, p, mix)
+    out = Proposal(q, p, kind, ProposalInfo(**info))
+    out.info = out.info.replace(support_mass=support_mass_of(out))
+    return out

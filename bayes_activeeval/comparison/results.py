@@ -1,0 +1,516 @@
+"""Result objects of comparisons: two models, k models, and the sums they are built from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import optimize, stats
+
+from .._validation import check_count, check_level, check_rng
+from ..estimators import ConfidenceInterval
+
+#: Absolute error requested from Genz's algorithm (``engine="scipy"``); tighter requests are
+#: very slow for the singular all-pairs family (seconds per p-value for k = 5).
+MVN_ABSEPS = 5e-4
+
+
+@dataclass(frozen=True)
+class ScoreSums:
+    """The weighted sums behind a score-type comparison test, for one pair or a k × k table.
+
+    With importance weights ``v`` and paired loss differences ``δ``: ``A = Σ v δ``, ``W = Σ v``,
+    ``B = Σ v² δ²``, ``C = Σ v² δ``, ``D = Σ v²``. The score statistic for ``H0: Δ = Δ0`` is
+    ``Σ v (δ − Δ0) / sqrt(Σ v² (δ − Δ0)²)`` (Sawade (2012), Eq. 3.23 with the variance under the
+    null); both :class:`ComparisonResult` and :class:`MultipleComparisonResult` keep these sums
+    (scalars or arrays) and invert the test with :func:`invert_score_test`.
+    """
+
+    A: Any
+    W: Any
+    B: Any
+    C: Any
+    D: Any
+
+
+def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
+    """The ``Δ0`` that the score-type test does not reject at critical value ``z``.
+
+    ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` is the quadratic inequality
+    ``a Δ0² − 2 b Δ0 + c ≤ 0`` with ``a = W² − z² D``, ``b = A W − z² C``, ``c = A² − z² B``:
+    the interval ``(b ∓ sqrt(b² − a c)) / a`` when ``a > 0`` (a Wilson-type interval), the whole
+    line otherwise (effective sample size ``W²/D`` below ``z²``). Works elementwise on arrays.
+    """
+    a = sums.W * sums.W - z * z * sums.D
+    b = sums.A * sums.W - z * z * sums.C
+    c = sums.A * sums.A - z * z * sums.B
+    with np.errstate(invalid="ignore", divide="ignore"):
+        root = np.sqrt(np.clip(b * b - a * c, 0.0, None))
+        lo = np.where(a > 0, (b - root) / a, -np.inf)
+        hi = np.where(a > 0, (b + root) / a, np.inf)
+    if np.ndim(lo) == 0:
+        return float(lo), float(hi)
+    return lo, hi
+
+
+@dataclass(frozen=True, repr=False)
+class ComparisonResult:
+    """The paired Wald test of ``H0: G_a = G_b`` (Sawade (2012), Eqs. 3.21-3.24).
+
+    Attributes
+    ----------
+    statistic : float
+        ``T = Δ̂ / SE`` (Eq. 3.23), asymptotically ``N(0, 1)`` under ``H0``.
+    pvalue : float
+        Wald p-value for ``alternative`` (Eq. 3.24).
+    estimate : float
+        ``Δ̂ = Ĝ_a − Ĝ_b`` (Eq. 3.21).
+    stderr : float
+        Standard error of ``Δ̂`` (Eq. 3.22 divided by ``√n``; delta method for ratio measures).
+    alternative : str
+        ``"two-sided"``, ``"less"`` (``H1: G_a < G_b``) or ``"greater"``.
+    models : tuple of str
+        ``(a, b)``.
+    estimates : dict
+        Per-model estimates ``{a: Ĝ_a, b: Ĝ_b}`` (NaN when the proposal left out the items where
+        the models agree: then only the difference is identified).
+    stderrs : dict
+        Their standard errors.
+    n_draws, n_labels : int
+        Draws entering the estimate and labels bought.
+    measure : str
+    greater_is_better : bool
+        Whether larger values of the measure are better (decides :attr:`better`).
+    support_mass : float
+        ``Σ_{q>0} p``: 1 unless the proposal is zero where the models agree, in which case the
+        conditional estimate was multiplied by it (Sawade (2012), Sec. 5.2.2, ``active_≠``).
+    """
+
+    statistic: float
+    pvalue: float
+    estimate: float
+    stderr: float
+    alternative: str
+    models: tuple[str, str]
+    estimates: dict[str, float]
+    stderrs: dict[str, float]
+    n_draws: int
+    n_labels: int
+    measure: str
+    greater_is_better: bool = False
+    support_mass: float = 1.0
+    variance: str = "wald"
+    sums: ScoreSums | None = field(default=None, repr=False)
+
+    @property
+    def better(self) -> str | None:
+        """The model that looks better on this sample (``None`` on a tie)."""
+        if not np.isfinite(self.estimate) or self.estimate == 0:
+            return None
+        a_larger = self.estimate > 0
+        return self.models[0] if a_larger == self.greater_is_better else self.models[1]
+
+    def confidence_interval(self, level: float = 0.95) -> ConfidenceInterval:
+        """Confidence interval for ``Δ = G_a − G_b``, dual to the test.
+
+        ``variance="wald"``: the Wald interval ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012),
+        Sec. 3.2.2, Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the
+        score-type test does not reject, ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` — a
+        quadratic inequality in ``Δ0`` (a Wilson-type interval; the whole line if the effective
+        sample size ``(Σ v)²/Σ v²`` is below ``z²``). One-sided alternatives give one-sided
+        intervals, as :func:`scipy.stats.ttest_rel`.
+        """
+        level = check_level(level)
+        if self.variance == "score" and self.sums is not None:
+            return self._score_interval(level)
+        if self.alternative == "two-sided":
+            h = stats.norm.ppf(0.5 + level / 2) * self.stderr
+            return ConfidenceInterval(self.estimate - h, self.estimate + h)
+        h = stats.norm.ppf(level) * self.stderr
+        if self.alternative == "less":
+            return ConfidenceInterval(-np.inf, self.estimate + h)
+        return ConfidenceInterval(self.estimate - h, np.inf)
+
+    def _score_interval(self, level: float) -> ConfidenceInterval:
+        two = self.alternative == "two-sided"
+        z = stats.norm.ppf(0.5 + level / 2) if two else stats.norm.ppf(level)
+        lo, hi = invert_score_test(self.sums, z)
+        lo, hi = lo * self.support_mass, hi * self.support_mass
+        if self.alternative == "less":
+            return ConfidenceInterval(-np.inf, hi)
+        if self.alternative == "greater":
+            return ConfidenceInterval(lo, np.inf)
+        return ConfidenceInterval(lo, hi)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per model (estimate, stderr) and one for the difference."""
+        a, b = self.models
+        rows = {
+            a: (self.estimates[a], self.stderrs[a]),
+            b: (self.estimates[b], self.stderrs[b]),
+            f"{a} - {b}": (self.estimate, self.stderr),
+        }
+        return pd.DataFrame.from_dict(rows, orient="index", columns=["estimate", "stderr"])
+
+    def __repr__(self) -> str:
+        a, b = self.models
+        lo, hi = self.confidence_interval(0.95)
+        per = ", ".join(f"{m}={self.estimates[m]:.4g}" for m in self.models)
+        return (
+            f"ComparisonResult({self.measure}[{a}] - {self.measure}[{b}] = {self.estimate:.4g} "
+            f"± {self.stderr:.3g}, statistic={self.statistic:.4g}, pvalue={self.pvalue:.4g}, "
+            f"alternative={self.alternative!r}, 95% CI=({lo:.4g}, {hi:.4g}), "
+            f"variance={self.variance!r}; {per}; "
+            f"n_draws={self.n_draws}, n_labels={self.n_labels})"
+        )
+
+
+@dataclass(frozen=True)
+class BestModel:
+    """The best model and the probability of each model being the best.
+
+    Attributes
+    ----------
+    model : str
+        The model with the best estimate.
+    probability : float
+        ``P(model is best)`` under the sampling (or posterior) distribution.
+    probabilities : pandas.Series
+        ``P(best)`` for every model.
+    source : str
+        ``"bootstrap"`` (parametric, joint normal of the estimates) or ``"posterior"``.
+    """
+
+    model: str
+    probability: float
+    probabilities: pd.Series
+    source: str
+
+
+@dataclass(frozen=True, repr=False)
+class MultipleComparisonResult:
+    """Simultaneous pairwise comparisons of ``k`` models on one shared labeled sample.
+
+    Tables are ``k × k`` arrays indexed ``[i, j]`` for the contrast ``G_i − G_j`` (NaN outside
+    the family tested, e.g. pairs not involving the baseline for Dunnett), as in
+    :class:`scipy.stats._result_classes.TukeyHSDResult`.
+
+    Attributes
+    ----------
+    models : tuple of str
+    estimates : ndarray (k,)
+        ``Ĝ_i``.
+    cov : ndarray (k, k)
+        Their joint delta-method covariance (Sawade (2012), Lemma 3.4 on the stacked loss).
+    difference : ndarray (k, k)
+        ``Ĝ_i − Ĝ_j``.
+    stderr : ndarray (k, k)
+        Standard errors of the differences (``sqrt(Σ_ii + Σ_jj − 2Σ_ij)``; the pooled one for
+        the studentized range).
+    statistic : ndarray (k, k)
+        Test statistics ``(Ĝ_i − Ĝ_j)/SE_ij`` (with the null-centred SE for
+        ``variance="score"``).
+    pvalue : ndarray (k, k)
+        Multiplicity-adjusted p-values.
+    raw_pvalue : ndarray (k, k)
+        Unadjusted two-sided Wald p-values.
+    method : str
+    level : float
+        Simultaneous confidence level of :meth:`confidence_interval` and :attr:`reject`.
+    critical_value : float
+        Simultaneous critical value ``c`` for ``|statistic|`` (intervals ``Δ̂ ± c·SE``).
+    baseline : str or None
+    measure : str
+    greater_is_better : bool
+    n_draws, n_labels : int
+    """
+
+    models: tuple[str, ...]
+    estimates: np.ndarray
+    cov: np.ndarray
+    difference: np.ndarray
+    stderr: np.ndarray
+    statistic: np.ndarray
+    pvalue: np.ndarray
+    raw_pvalue: np.ndarray
+    method: str
+    level: float
+    critical_value: float
+    baseline: str | None
+    measure: str
+    greater_is_better: bool
+    n_draws: int
+    n_labels: int
+    variance: str = "wald"
+    critical: FamilyCritical | None = field(default=None, repr=False)
+    sums: ScoreSums | None = field(default=None, repr=False)
+
+    # -- tables ----------------------------------------------------------------------------------
+    @property
+    def k(self) -> int:
+        return len(self.models)
+
+    @property
+    def stderrs(self) -> np.ndarray:
+        """Standard errors of the ``k`` estimates."""
+        return np.sqrt(np.clip(np.diag(self.cov), 0.0, None))
+
+    @property
+    def reject(self) -> np.ndarray:
+        """``pvalue < 1 − level`` (the family-wise error is at most ``1 − level``)."""
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isnan(self.pvalue), False, self.pvalue < 1.0 - self.level)
+
+    def confidence_interval(self, level: float | None = None) -> ConfidenceInterval:
+        """Simultaneous intervals for every ``G_i − G_j`` in the family, ``(low, high)`` k × k.
+
+        Tukey/Dunnett: ``Δ̂_ij ± c SE_ij`` with ``c`` the ``level`` quantile of the max-|z| over the
+        family (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and
+        Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching
+        simultaneous intervals); ``"none"``: per-pair Wald intervals.
+        """
+        level = self.level if level is None else check_level(level)
+        c = self.critical_value if level == self.level else self.critical.quantile(level)
+        if self.sums is not None:
+            # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
+            lo, hi = invert_score_test(self.sums, c)
+            nan = np.isnan(self.difference)
+            return ConfidenceInterval(np.where(nan, np.nan, lo), np.where(nan, np.nan, hi))
+        half = c * self.stderr
+        return ConfidenceInterval(self.difference - half, self.difference + half)
+
+    def to_dataset(self) -> xr.Dataset:
+        """The k × k tables as an :class:`xarray.Dataset` (dims ``model``, ``versus``)."""
+        ci = self.confidence_interval()
+        coords = {"model": list(self.models), "versus": list(self.models)}
+        dims = ("model", "versus")
+        return xr.Dataset(
+            {
+                "difference": (dims, self.difference),
+                "stderr": (dims, self.stderr),
+                "statistic": (dims, self.statistic),
+                "pvalue": (dims, self.pvalue),
+                "raw_pvalue": (dims, self.raw_pvalue),
+                "lower": (dims, ci.low),
+                "upper": (dims, ci.high),
+                "reject": (dims, self.reject),
+                "estimate": (("model",), self.estimates),
+            },
+            coords=coords,
+            attrs={"method": self.method, "level": self.level, "measure": self.measure},
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per tested pair ``(i < j)``, like statsmodels' ``summary_frame``."""
+        ci = self.confidence_interval()
+        rows = []
+        for i, j in self._pairs():
+            rows.append(
+                {
+                    "model": self.models[i],
+                    "versus": self.models[j],
+                    "difference": self.difference[i, j],
+                    "stderr": self.stderr[i, j],
+                    "statistic": self.statistic[i, j],
+                    "pvalue": self.pvalue[i, j],
+                    "lower": ci.low[i, j],
+                    "upper": ci.high[i, j],
+                    "reject": bool(self.reject[i, j]),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        if self.baseline is not None:
+            b = self.models.index(self.baseline)
+            return [(i, b) for i in range(self.k) if i != b]
+        return [(i, j) for i in range(self.k) for j in range(i + 1, self.k)]
+
+    # -- ranking ---------------------------------------------------------------------------------
+    def ranking(self) -> pd.DataFrame:
+        """Models ordered best first: estimate, stderr and rank (1 = best)."""
+        order = np.argsort(-self.estimates if self.greater_is_better else self.estimates)
+        return pd.DataFrame(
+            {
+                "estimate": self.estimates[order],
+                "stderr": self.stderrs[order],
+                "rank": np.arange(1, self.k + 1),
+            },
+            index=pd.Index([self.models[i] for i in order], name="model"),
+        )
+
+    def _samples(self, n_samples, rng, posterior) -> tuple[np.ndarray, str]:
+        if posterior is None:
+            n_samples = check_count(n_samples, "n_samples")
+            rng = check_rng(rng)
+            cov = 0.5 * (self.cov + self.cov.T)
+            draws = rng.multivariate_normal(self.estimates, cov, size=n_samples, method="eigh")
+            return draws, "bootstrap"
+        return _posterior_samples(posterior, self.models), "posterior"
+
+    def best(self, *, n_samples: int = 20_000, rng: Any = None, posterior: Any = None) -> BestModel:
+        """The best model and ``P(best)`` for every model.
+
+        Without ``posterior``: a parametric bootstrap from the joint normal ``N(Ĝ, Σ̂)`` of the
+        estimates (their asymptotic sampling distribution, Sawade (2012), Lemma 3.4; the model
+        picked is ``argbest Ĝ`` as in Sawade (2012), Algorithm 3, line 7). With ``posterior``: the
+        fraction of posterior draws in which each model is best.
+
+        Parameters
+        ----------
+        n_samples : int
+            Bootstrap draws.
+        rng : None, int or Generator
+        posterior : array-like (S, k) or xarray.DataArray, optional
+            Posterior draws of the measure for each model (columns in the order of
+            :attr:`models`), or a DataArray with a ``model`` dimension (other dims flattened).
+        """
+        samples, source = self._samples(n_samples, rng, posterior)
+        pick = np.argmax(samples, axis=1) if self.greater_is_better else np.argmin(samples, axis=1)
+        prob = np.bincount(pick, minlength=self.k) / samples.shape[0]
+        series = pd.Series(prob, index=pd.Index(self.models, name="model"), name="p_best")
+        top = self.ranking().index[0]
+        return BestModel(top, float(series[top]), series, source)
+
+    def rank_probabilities(
+        self, *, n_samples: int = 20_000, rng: Any = None, posterior: Any = None
+    ) -> pd.DataFrame:
+        """``P(model has rank r)`` (1 = best), a k × k table, by the same parametric bootstrap
+        (or posterior draws) as :meth:`best`."""
+        samples, _ = self._samples(n_samples, rng, posterior)
+        key = -samples if self.greater_is_better else samples
+        ranks = np.argsort(np.argsort(key, axis=1), axis=1)  # 0 = best
+        table = np.stack([np.bincount(ranks[:, i], minlength=self.k) for i in range(self.k)])
+        return pd.DataFrame(
+            table / samples.shape[0],
+            index=pd.Index(self.models, name="model"),
+            columns=pd.Index(np.arange(1, self.k + 1), name="rank"),
+        )
+
+    # -- text ------------------------------------------------------------------------------------
+    def summary(self) -> str:
+        """A readable table of the pairwise comparisons and the ranking."""
+        lvl = f"{100 * self.level:g}%"
+        head = (
+            f"Simultaneous comparison of {self.k} models on {self.measure} "
+            f"({self.method}, {lvl} family-wise; n_draws={self.n_draws}, "
+            f"n_labels={self.n_labels})"
+        )
+        frame = self.to_frame()
+        with pd.option_context("display.width", 120, "display.float_format", "{:.4g}".format):
+            pairs = frame.to_string(index=False)
+            rank = self.ranking().to_string()
+        return f"{head}\n{pairs}\n\nranking ({'higher' if self.greater_is_better else 'lower'} is better):\n{rank}"
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        n_rej = int(np.sum(np.triu(self.reject | self.reject.T, 1)))
+        return (
+            f"MultipleComparisonResult(measure={self.measure!r}, method={self.method!r}, "
+            f"models={list(self.models)}, level={self.level}, rejected_pairs={n_rej}, "
+            f"best={self.ranking().index[0]!r})"
+        )
+
+
+def _posterior_samples(posterior, models) -> np.ndarray:
+    if isinstance(posterior, xr.DataArray):
+        if "model" not in posterior.dims:
+            raise ValueError(f"posterior needs a 'model' dimension, has {posterior.dims}")
+        arr = posterior.sel(model=list(models)).transpose(..., "model").values
+        arr = arr.reshape(-1, len(models))
+    else:
+        arr = np.asarray(posterior, dtype=float)
+        if arr.ndim != 2 or arr.shape[1] != len(models):
+            raise ValueError(f"posterior must have shape (n_draws, {len(models)}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("posterior has non-finite draws")
+    return arr
+
+
+class MaxAbsZ:
+    """Distribution of ``max_r |(C Z)_r| / s_r`` for ``Z ∼ N(0, Σ)`` (the max-|z| of a family
+    of contrasts; Hothorn, Bretz & Westfall (2008) single-step procedure).
+
+    ``engine="qmc"``: randomized Sobol' points of the ``k``-dim normal (one sample answers every
+    p-value and the critical value, so intervals and tests agree exactly); ``engine="scipy"``:
+    :func:`scipy.stats.multivariate_normal.cdf` of the box ``[−t, t]^K`` over the correlation of
+    the contrasts (Genz's algorithm; slow for singular all-pairs families with many models).
+    """
+
+    def __init__(self, C, cov, engine, n_points, rng):
+        self.C = C
+        V = C @ cov @ C.T
+        self.s = np.sqrt(np.clip(np.diag(V), 0.0, None))
+        self.engine = engine
+        self.rng = rng
+        ok = self.s > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.R = V[np.ix_(ok, ok)] / np.outer(self.s[ok], self.s[ok])
+        self.K = int(ok.sum())
+        if engine == "qmc":
+            k = cov.shape[0]
+            w, U = np.linalg.eigh(0.5 * (cov + cov.T))
+            root = U * np.sqrt(np.clip(w, 0.0, None))
+            m = int(2 ** np.ceil(np.log2(n_points)))
+            sob = stats.qmc.Sobol(k, scramble=True, rng=rng).random(m)
+            zs = stats.norm.ppf(np.clip(sob, 1e-16, 1 - 1e-16)) @ root.T
+            D = zs @ C[ok].T / self.s[ok]
+            self.maxabs = np.sort(np.abs(D).max(axis=1))
+
+    def sf(self, t: float) -> float:
+        if self.K == 0 or not np.isfinite(t):
+            return 0.0 if np.isinf(t) else np.nan
+        if self.engine == "qmc":
+            return float(1.0 - np.searchsorted(self.maxabs, t, side="left") / self.maxabs.size)
+        K = self.K
+        R = self.R + 1e-9 * np.eye(K)
+        cdf = stats.multivariate_normal.cdf(
+            np.full(K, t),
+            mean=np.zeros(K),
+            cov=R,
+            allow_singular=True,
+            lower_limit=np.full(K, -t),
+            abseps=MVN_ABSEPS,
+            releps=0.0,
+            rng=self.rng,
+        )
+        return float(np.clip(1.0 - cdf, 0.0, 1.0))
+
+    def quantile(self, level: float) -> float:
+        if self.K == 0:
+            return np.nan
+        if self.engine == "qmc":
+            return float(np.quantile(self.maxabs, level))
+        lo = stats.norm.ppf(0.5 + level / 2)
+        hi = stats.norm.ppf(1 - (1 - level) / (2 * self.K)) + 0.5
+        return float(optimize.brentq(lambda t: self.sf(t) - (1 - level), lo, hi, xtol=1e-4))
+
+
+@dataclass(frozen=True)
+class FamilyCritical:
+    """The simultaneous critical value of a multiple-comparison procedure at any level.
+
+    Data, not a closure, so a :class:`MultipleComparisonResult` pickles: ``method`` with what it
+    needs — the max-|z| distribution (``"tukey"``, ``"dunnett"``), ``k`` and ``df``
+    (``"studentized_range"``), the family size ``n_pairs`` (``"holm"``, ``"bonferroni"``).
+    """
+
+    method: str
+    k: int
+    n_pairs: int
+    df: float = np.inf
+    max_abs_z: MaxAbsZ | None = None
+
+    def quantile(self, level: float) -> float:
+        if self.method in ("tukey", "dunnett"):
+            return self.max_abs_z.quantile(level)
+        if self.method == "studentized_range":
+            return float(stats.studentized_range.ppf(level, self.k, self.df) / np.sqrt(2.0))
+        if self.method in ("holm", "bonferroni"):
+            return float(stats.norm.ppf(1 - (1 - level) / (2 * self.n_pairs)))
+        return float(stats.norm.ppf(0.5 + level / 2))

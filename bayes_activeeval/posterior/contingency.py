@@ -1,0 +1,566 @@
+"""The posterior of any measure on the pool: item-level calibration and contingency-table models.
+
+The posterior of a measure from contingency-table cells (``method="conjugate"`` / ``"pymc"``), and
+:func:`contingency_posterior`, the one entry point that dispatches to these cell models or to the
+item-level :func:`~bayes_activeeval.posterior.calibration_posterior`.
+
+The cell models (``method="conjugate"`` / ``"pymc"``):
+
+Cells are ``stratum × prediction × score bin``, each with a label distribution
+``θ_cell = P(y | cell)`` over the true classes: the stratum ``h`` is a score stratum
+(cumulative-sqrt-F rule), the prediction ``k`` that of the evaluated model (the joint predictions
+for a measure bound to several models), and ``n_bins`` equal-count score bins split every
+stratum-prediction group. The pool-level risk is obtained by post-stratification::
+
+    R = Σ_{labeled x} p(x) ℓ(x, y(x))  +  Σ_{cells} P^U_cell Σ_c θ_{cell,c} L̄^U_{cell,c}
+
+with ``P^U`` the ``p``-mass of the cell's *unlabeled* items and ``L̄^U_c`` their mean loss if their
+label were ``c``. For losses that read only the predictions (accuracy, precision, recall, F_β,
+MCC, …) this is the posterior confusion matrix on the pool (``Σ_h N_{h,k} P(y | h, k)`` plus the
+known labels) pushed through the measure; for any other loss it is the cell-wise plug-in. Every
+draw of ``θ`` gives ``R`` and ``G = g(R)``.
+
+How the adaptively sampled labels enter the likelihood (``weighting=``):
+
+- ``"none"`` (default for the PyMC model): the distinct labeled items enter as plain multinomial
+  counts and their own losses exactly (finite-population inference); ``θ`` predicts only the
+  unlabeled items, whose labels are drawn per posterior draw, ``n_cell ∼ Multinomial(N^U, θ)``. The
+  sampler's choices depend only on observed quantities (scores, predictions, earlier labels), so
+  the selection is ignorable (Rubin, 1976) for a model that conditions on what the selection
+  depends on. Within a cell ``q`` still varies with the score, and the cells do not condition on
+  it: the labeled items of a cell are its high-score ones, which biases the unlabeled rest upwards
+  (``benchmarks/results/contingency_coverage.md``); ``method="calibration"`` conditions on the
+  score item by item.
+- ``"design"`` (default for the conjugate model): design-weighted pseudo-counts (a weighted
+  pseudo-likelihood, as Marchant & Rubinstein (2021), App. H): the Hájek estimate
+  ``Σ w 1[y = c] / Σ w`` (``w = p/q``, all draws) with the Kish effective size
+  ``(Σ w)²/Σ w²`` (capped by the distinct labeled items), and post-stratification over all items
+  (superpopulation rates: conservative when most of a cell is labeled). The conjugate cells do not
+  condition on the score inside a cell, which is what makes the weights necessary. It needs
+  ``q > 0`` on every item of a cell: a proposal that gives known true negatives zero mass (F1 under
+  a deterministic oracle, once all of a cell's positives are found) biases its denominators.
+
+Two ways to get the posterior of ``θ``:
+
+- ``method="conjugate"``: independent Dirichlet rows ``θ_cell ∼ Dir(s0 π̄_cell + n_cell)``,
+  ``π̄`` the model's mean probability in the cell, sampled exactly with NumPy;
+- ``method="pymc"``: a hierarchical model sharing strength across sparse cells,
+  ``θ_cell = softmax(a_k + b z_cell + σ u_{hk})`` with ``z_cell`` the cell's mean model
+  log-probability and ``u ∼ N(0, 1)`` (a Bayesian recalibration of the model's probabilities with
+  stratum effects), fitted by NUTS to the same counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_count, check_rng
+from ..beliefs import pool_belief
+from ..measures import Measure
+from ..proposals import CHUNK
+from ..strata import score_strata
+from .calibration import CalibrationOptions, calibration_posterior
+from .common import apply_g, check_labeled, key_names, prediction_key, unlabeled_loss_sums
+
+__all__ = ["CellOptions", "cell_posterior", "contingency_posterior", "contingency_table"]
+
+
+def _cell_scores(pool, models: tuple[str, ...]) -> np.ndarray:
+    if pool.has_probs():
+        probs = pool_belief(pool, models).probs
+        if pool.n_classes == 2 and pool.pos is not None:
+            p1 = np.clip(probs[:, pool.pos], 1e-12, 1 - 1e-12)
+            return np.log(p1) - np.log1p(-p1)
+        return probs.max(axis=1)
+    if pool.scores is not None:
+        return np.mean([pool.scores[m] for m in models], axis=0)
+    return np.zeros(pool.n_items)
+
+
+def _within_cell_bins(cell: np.ndarray, score: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-count score bins ``0..n_bins-1`` inside every cell (vectorised)."""
+    if n_bins == 1:
+        return np.zeros(cell.size, dtype=np.int64)
+    order = np.lexsort((score, cell))
+    sizes = np.bincount(cell)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(cell.size, dtype=np.int64)
+    rank[order] = np.arange(cell.size) - starts[cell[order]]
+    return np.minimum(rank * n_bins // sizes[cell], n_bins - 1)
+
+
+def contingency_table(
+    pool,
+    measure: str | Measure,
+    indices: Any,
+    labels: Any,
+    weights: Any,
+    *,
+    model: str | None = None,
+    n_strata: int = 20,
+    strata: Any = None,
+    n_bins: int = 4,
+    deterministic: bool = True,
+    weighting: str = "design",
+    encoded: bool = False,
+) -> dict[str, Any]:
+    """The cells, their pool masses, mean losses, covariates and labeled (pseudo-)counts.
+
+    A cell is ``stratum × prediction × score bin`` (``n_bins`` equal-count bins of the score inside
+    every stratum-prediction *group*). Parameters are those of :func:`contingency_posterior`.
+    Returns a dict of NumPy arrays used by both posterior methods.
+    """
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    if pool.task == "regression":
+        raise ValueError("the contingency-table model needs a classification pool")
+    if weighting not in ("design", "none"):
+        raise ValueError(f"weighting must be 'design' or 'none', got {weighting!r}")
+    n_bins = check_count(n_bins, "n_bins")
+    M, C = pool.n_items, pool.n_classes
+    idx, y = check_labeled(pool, indices, labels, encoded)
+    w = np.asarray(weights, dtype=float)
+    if y.shape != idx.shape or w.shape != idx.shape:
+        raise ValueError(
+            f"indices, labels and weights must have the same length, got {idx.size}, "
+            f"{y.size} and {w.size}"
+        )
+    if np.any(~np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError("weights must be positive and finite")
+    key = prediction_key(pool, models)
+    score = _cell_scores(pool, models)
+    if strata is None:
+        h, _ = score_strata(score, check_count(n_strata, "n_strata"))
+    else:
+        h = np.asarray(strata)
+        if h.shape != (M,):
+            raise ValueError(f"strata has shape {h.shape}; expected ({M},)")
+        _, h = np.unique(h, return_inverse=True)
+    used_keys, key = np.unique(key, return_inverse=True)
+    K = used_keys.size
+    groups, group = np.unique(h * K + key, return_inverse=True)
+    b = _within_cell_bins(group, score, n_bins)
+    cells, cell = np.unique(group * n_bins + b, return_inverse=True)
+    n_cells = cells.size
+    cell_group = cells // n_bins
+    cell_bin = cells % n_bins
+
+    p = pool.p
+    finite = bool(deterministic and weighting == "none")
+    known = np.zeros(M, dtype=bool)
+    y_known = np.zeros(M, dtype=np.int64)
+    if finite and idx.size:
+        known[idx] = True
+        y_known[idx] = y
+    P_unl = np.bincount(cell, weights=p * ~known, minlength=n_cells)
+    N_unl = np.bincount(cell, weights=(~known).astype(float), minlength=n_cells)
+    P_all = np.bincount(cell, weights=p, minlength=n_cells)
+    Lsum, R_known = unlabeled_loss_sums(m, views, p, cell, n_cells, known, y_known, C)
+    belief = pool_belief(pool, models).probs if pool.has_probs() else None
+    prior = np.zeros((n_cells, C))
+    logp = np.zeros((n_cells, C))
+    if belief is not None:  # chunked as the loss sums were (same summation order as before)
+        for start in range(0, M, CHUNK):
+            sl = slice(start, min(start + CHUNK, M))
+            cs = cell[sl]
+            for c in range(C):
+                bc = belief[sl, c]
+                prior[:, c] += np.bincount(cs, weights=p[sl] * bc, minlength=n_cells)
+                lb = np.log(np.clip(bc, 1e-12, 1.0))
+                logp[:, c] += np.bincount(cs, weights=p[sl] * lb, minlength=n_cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        Lbar = np.where(P_unl[:, None, None] > 0, Lsum / P_unl[:, None, None], 0.0)
+        prior = np.where(P_all[:, None] > 0, prior / P_all[:, None], 1.0 / C)
+        logp = np.where(P_all[:, None] > 0, logp / P_all[:, None], 0.0)
+    if belief is None:
+        prior[:] = 1.0 / C
+    # labeled counts: distinct items (deterministic) or draws (stochastic)
+    raw = np.zeros((n_cells, C))
+    pseudo = np.zeros((n_cells, C))
+    if idx.size:
+        dc = cell[idx]
+        if deterministic:
+            ui, first = np.unique(idx, return_index=True)
+            np.add.at(raw, (cell[ui], y[first]), 1.0)
+        else:
+            np.add.at(raw, (dc, y), 1.0)
+        if weighting == "none":
+            pseudo = raw.copy()
+        else:
+            sw = np.bincount(dc, weights=w, minlength=n_cells)
+            sw2 = np.bincount(dc, weights=w * w, minlength=n_cells)
+            wy = np.zeros((n_cells, C))
+            np.add.at(wy, (dc, y), w)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                phat = np.where(sw[:, None] > 0, wy / sw[:, None], 0.0)
+                neff = np.where(sw2 > 0, sw**2 / sw2, 0.0)
+            neff = np.minimum(neff, raw.sum(axis=1))
+            pseudo = neff[:, None] * phat
+    return {
+        "measure": m,
+        "models": models,
+        "cell_group": cell_group,
+        "cell_bin": cell_bin,
+        "group_stratum": groups // K,
+        "group_key": used_keys[groups % K],
+        "P_unl": P_unl,
+        "N_unl": N_unl,
+        "P_all": P_all,
+        "Lbar": Lbar,
+        "R_known": R_known,
+        "prior": prior,
+        "logp": logp,
+        "raw": raw,
+        "pseudo": pseudo,
+        "finite_population": finite,
+        "classes": pool.classes,
+        "n_classes": C,
+        "deterministic": deterministic,
+    }
+
+
+def _derived(table: dict[str, Any], theta: np.ndarray, rng=None) -> dict[str, np.ndarray]:
+    """Risk and measure for posterior draws ``theta (..., cell, class)``.
+
+    Superpopulation (``weighting="design"``): ``R = Σ_cells P_cell Σ_c θ_c L̄_c``. Finite
+    population (``weighting="none"``, deterministic oracle): the unlabeled items' labels are drawn
+    from the posterior predictive, ``n_cell ∼ Multinomial(N^U_cell, θ_cell)`` per draw, and
+    ``R = R_known + Σ_cells P^U_cell Σ_c (n_{cell,c} / N^U_cell) L̄^U_{cell,c}`` — the pool's
+    realized risk, not its expectation, so a pool whose positives are all labeled keeps
+    posterior mass on "no positive left" (the expectation never reaches it).
+    """
+    m: Measure = table["measure"]
+    if table["finite_population"] and rng is not None:
+        N = table["N_unl"].astype(np.int64)
+        th = np.clip(theta, 0.0, None)
+        th = th / th.sum(axis=-1, keepdims=True)
+        counts = rng.multinomial(np.broadcast_to(N, th.shape[:-1]), th)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(N[:, None] > 0, counts / np.maximum(N, 1)[:, None], 0.0)
+    else:
+        frac = theta
+    R = table["R_known"] + np.einsum("h,...hc,hcj->...j", table["P_unl"], frac, table["Lbar"])
+    return {"risk": R, "measure": apply_g(m, R)}
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    """Options of the contingency-cell posteriors (``method="conjugate"`` / ``"pymc"``).
+
+    Attributes
+    ----------
+    n_strata : int
+        Score strata (cumulative-sqrt-F rule on the plug-in log-odds); ignored with ``strata``.
+    strata : array-like (n_items,), optional
+        Your own stratum per item.
+    n_bins : int
+        Equal-count score bins inside each stratum-prediction group (default 4): narrow cells make
+        the adaptive selection close to ignorable given the cell.
+    prior_strength : float
+        ``s0`` of the conjugate prior ``Dir(s0 π̄)``, ``π̄`` the model's mean probability in the cell
+        (default 0.5: weak, because the model's probabilities may be miscalibrated).
+    weighting : {"design", "none"}, optional
+        ``"design"`` (default for ``"conjugate"``): design-weighted pseudo-counts and
+        post-stratification over all items. ``"none"`` (default for ``"pymc"``): unweighted counts
+        of the distinct labeled items, the labeled items' losses exactly and the model's prediction
+        for the unlabeled ones (finite-population inference; sound when the selection is ignorable
+        given the cell). See the module notes and ``benchmarks/results/contingency_coverage.md``.
+    """
+
+    n_strata: int = 20
+    strata: Any = None
+    n_bins: int = 4
+    prior_strength: float = 0.5
+    weighting: str | None = None
+
+    def __post_init__(self) -> None:
+        s0 = float(self.prior_strength)
+        if not np.isfinite(s0) or s0 <= 0:
+            raise ValueError(f"prior_strength must be positive, got {self.prior_strength!r}")
+
+
+#: The options each method accepts (the dispatcher's keyword arguments).
+_CELL_KEYS = ("n_strata", "strata", "n_bins", "prior_strength", "weighting")
+_CALIBRATION_KEYS = ("fit", "bin_width", "calibration_options")
+
+
+def contingency_posterior(
+    pool,
+    measure: str | Measure,
+    indices: Any,
+    labels: Any,
+    weights: Any = None,
+    *,
+    model: str | None = None,
+    method: str = "conjugate",
+    deterministic: bool = True,
+    draws: int = 1000,
+    chains: int = 2,
+    tune: int = 1000,
+    encoded: bool = False,
+    rng: Any = None,
+    **options: Any,
+):
+    """Posterior of a measure on the pool: the one entry point for every method.
+
+    Dispatches to :func:`cell_posterior` (``"conjugate"``, ``"pymc"``) or
+    :func:`~bayes_activeeval.posterior.calibration_posterior` (``"calibration"``); the
+    method's own options are keyword arguments here (collected into :class:`CellOptions` or
+    :class:`~bayes_activeeval.posterior.CalibrationOptions`).
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+        Any classification measure (also one bound to several models).
+    indices, labels, weights : array-like (n,)
+        The labeled draws (repeats included), their labels and importance weights ``p/q``
+        (default all ones: a passive sample). The calibration posterior does not use the weights.
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    method : {"conjugate", "pymc", "calibration"}
+        Independent conjugate Dirichlet rows (exact, NumPy), the hierarchical PyMC cell model, or
+        the item-level calibration posterior (binary pools, deterministic oracle).
+    deterministic : bool
+        Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
+        enter the pool risk exactly).
+    draws, chains : int
+        Posterior draws per chain and chains.
+    tune : int
+        NUTS tuning steps (``method="pymc"``, or ``fit="nuts"``).
+    encoded : bool
+        Labels are already encoded as class indices.
+    rng : None, int or Generator
+    **options
+        The method's options: ``n_strata``, ``strata``, ``n_bins``, ``prior_strength``,
+        ``weighting`` (cells, :class:`CellOptions`); ``fit``, ``bin_width``,
+        ``calibration_options`` (calibration, :class:`~bayes_activeeval.posterior.
+        CalibrationOptions`). Options of the other method are ignored; unknown names raise.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior``: ``theta`` (cell, class), ``risk`` (component), ``measure`` (output) and,
+        for ``"pymc"``, the hierarchical parameters; ``observed_data``: the (pseudo-)counts;
+        ``constant_data``: cell masses, strata, predictions, prior means and raw counts.
+        ``method="calibration"``: ``risk``, ``measure``, ``a``, ``b``, ``stratum_effect`` and
+        ``unlabeled_positives`` (prediction) in ``posterior``; the labeled counts per
+        prediction × class in ``observed_data``. ``arviz.summary`` works.
+
+    Notes
+    -----
+    The risk is ``R = Σ_{labeled} p ℓ(x, y) + Σ_{unlabeled} p ℓ(x, ỹ)`` with ``ỹ`` drawn from the
+    label model's posterior predictive (finite population), or the post-stratified
+    ``Σ_cells P_cell Σ_c θ_c L̄_c`` (``weighting="design"``; Marchant & Rubinstein (2021),
+    App. H for the weighted pseudo-counts); ``G = g(R)`` per draw (Marchant & Rubinstein (2021),
+    Def. 1).
+    """
+    if method not in ("conjugate", "pymc", "calibration"):
+        raise ValueError(f"method must be 'conjugate', 'pymc' or 'calibration', got {method!r}")
+    unknown = sorted(set(options) - set(_CELL_KEYS) - set(_CALIBRATION_KEYS))
+    if unknown:
+        raise TypeError(f"contingency_posterior() got unexpected keyword arguments {unknown}")
+    cell_opts = CellOptions(**{k: v for k, v in options.items() if k in _CELL_KEYS})
+    common = {
+        "model": model,
+        "deterministic": deterministic,
+        "draws": draws,
+        "chains": chains,
+        "tune": tune,
+        "encoded": encoded,
+        "rng": rng,
+    }
+    if method == "calibration":
+        if cell_opts.weighting not in (None, "none"):
+            raise ValueError(
+                f"method='calibration' uses unweighted labels; got weighting={cell_opts.weighting!r}"
+            )
+        cal = CalibrationOptions(**{k: v for k, v in options.items() if k in _CALIBRATION_KEYS})
+        return calibration_posterior(pool, measure, indices, labels, options=cal, **common)
+    return cell_posterior(
+        pool, measure, indices, labels, weights, method=method, options=cell_opts, **common
+    )
+
+
+def cell_posterior(
+    pool,
+    measure: str | Measure,
+    indices: Any,
+    labels: Any,
+    weights: Any = None,
+    *,
+    model: str | None = None,
+    method: str = "conjugate",
+    options: CellOptions | None = None,
+    deterministic: bool = True,
+    draws: int = 1000,
+    chains: int = 2,
+    tune: int = 1000,
+    encoded: bool = False,
+    rng: Any = None,
+):
+    """Posterior of a measure from the stratum × prediction × score-bin cells.
+
+    ``method="conjugate"``: independent Dirichlet rows, sampled exactly with NumPy;
+    ``method="pymc"``: the hierarchical cell model fitted by NUTS (see the module notes).
+    Parameters as :func:`contingency_posterior`, the cell options in ``options``.
+    """
+    import arviz_base as azb
+
+    if method not in ("conjugate", "pymc"):
+        raise ValueError(f"method must be 'conjugate' or 'pymc', got {method!r}")
+    opts = CellOptions() if options is None else options
+    draws = check_count(draws, "draws")
+    chains = check_count(chains, "chains")
+    rng = check_rng(rng)
+    s0 = float(opts.prior_strength)
+    weighting = opts.weighting
+    if weighting is None:
+        weighting = "design" if method == "conjugate" else "none"
+    if weights is None:
+        weights = np.ones(np.shape(indices)[0] if np.ndim(indices) else 0)
+    table = contingency_table(
+        pool,
+        measure,
+        indices,
+        labels,
+        weights,
+        model=model,
+        n_strata=opts.n_strata,
+        strata=opts.strata,
+        n_bins=opts.n_bins,
+        deterministic=deterministic,
+        weighting=weighting,
+        encoded=encoded,
+    )
+    m: Measure = table["measure"]
+    n_cells, C = table["prior"].shape
+    group_names_key = key_names(pool, table["group_key"], table["models"])
+    group_names = [
+        f"{h}|{k}" for h, k in zip(table["group_stratum"].tolist(), group_names_key, strict=True)
+    ]
+    cg = table["cell_group"]
+    cell_names = [
+        f"{group_names[g]}|{b}"
+        for g, b in zip(cg.tolist(), table["cell_bin"].tolist(), strict=True)
+    ]
+    coords = {
+        "cell": cell_names,
+        "group": group_names,
+        "class": [str(c) for c in pool.classes],
+        "component": list(m.components),
+        "output": list(m.outputs),
+        "prediction": list(dict.fromkeys(group_names_key)),
+    }
+    prior_mean = np.clip(table["prior"], 1e-6, None)
+    prior_mean = prior_mean / prior_mean.sum(axis=1, keepdims=True)
+    if method == "conjugate":
+        alpha = s0 * prior_mean + table["pseudo"]
+        g = rng.standard_gamma(np.broadcast_to(alpha, (chains, draws, n_cells, C)))
+        tot = g.sum(axis=-1, keepdims=True)
+        theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
+        extra: dict[str, np.ndarray] = {}
+    else:
+        theta, extra = _fit_pymc(table, coords, draws, chains, tune, rng)
+    der = _derived(table, theta, rng)
+    post = {"theta": theta, "risk": der["risk"], "measure": der["measure"], **extra}
+    dims = {
+        "theta": ["cell", "class"],
+        "risk": ["component"],
+        "measure": ["output"],
+        "counts": ["cell", "class"],
+        "raw_counts": ["cell", "class"],
+        "prior_mean": ["cell", "class"],
+        "cell_mass": ["cell"],
+        "cell_stratum": ["cell"],
+        "cell_prediction": ["cell"],
+        "cell_bin": ["cell"],
+        "a": ["prediction", "class"],
+        "u": ["group", "class"],
+    }
+    attrs = {
+        "method": method,
+        "measure": m.name,
+        "weighting": weighting,
+        "n_bins": int(opts.n_bins),
+        "finite_population": int(table["finite_population"]),
+        "deterministic": int(deterministic),
+    }
+    if method == "conjugate":
+        coords.pop("group")
+        coords.pop("prediction")
+    dt = azb.from_dict(
+        {
+            "posterior": post,
+            "observed_data": {"counts": table["pseudo"]},
+            "constant_data": {
+                "raw_counts": table["raw"],
+                "prior_mean": prior_mean,
+                "cell_mass": table["P_unl"],
+                "cell_stratum": table["group_stratum"][cg],
+                "cell_prediction": np.asarray(group_names_key)[cg],
+                "cell_bin": table["cell_bin"],
+            },
+        },
+        dims=dims,
+        coords=coords,
+        attrs={"posterior": attrs},
+    )
+    dt.attrs.update(attrs)
+    return dt
+
+
+def _fit_pymc(table, coords, draws, chains, tune, rng):
+    """Hierarchical recalibration model, NUTS (see the module notes)::
+
+        θ_cell = softmax(a_k + b · z_cell + σ u_group),   u ∼ N(0, 1),
+        a ∼ N(0, 2), b ∼ LogNormal(0, 1), σ ∼ HalfNormal(1),
+
+    with ``z_cell`` the cell's mean log-probability under the model (centred per row) and the
+    (pseudo-)counts as a multinomial (pseudo-)likelihood.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    cg = table["cell_group"]
+    gk = table["group_key"]
+    pred_levels = list(dict.fromkeys(gk.tolist()))
+    kidx = np.array([pred_levels.index(k) for k in gk[cg].tolist()])
+    z = table["logp"] - table["logp"].mean(axis=1, keepdims=True)
+    counts = table["pseudo"]
+    model_coords = {
+        "cell": coords["cell"],
+        "group": coords["group"],
+        "class": coords["class"],
+        "prediction": coords["prediction"],
+    }
+    with pm.Model(coords=model_coords):
+        a = pm.Normal("a", 0.0, 2.0, dims=("prediction", "class"))
+        b = pm.LogNormal("b", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        u = pm.Normal("u", 0.0, 1.0, dims=("group", "class"))
+        eta = a[kidx] + b * z + sigma * u[cg]
+        logtheta = eta - pt.logsumexp(eta, axis=1, keepdims=True)
+        pm.Potential("loglik", pt.sum(counts * logtheta))
+        pm.Deterministic("theta_", pt.exp(logtheta), dims=("cell", "class"))
+        idata = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=1,
+            random_seed=int(rng.integers(2**31 - 1)),
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    post = idata["posterior"]
+    theta = post["theta_"].transpose("chain", "draw", "cell", "class").to_numpy()
+    extra = {
+        "a": post["a"].transpose("chain", "draw", "prediction", "class").to_numpy(),
+        "b": post["b"].to_numpy(),
+        "sigma": post["sigma"].to_numpy(),
+        "u": post["u"].transpose("chain", "draw", "group", "class").to_numpy(),
+    }
+    return theta, extra

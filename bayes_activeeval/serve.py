@@ -1,0 +1,432 @@
+"""``bae serve``: a local web page on which annotators label the items of a session.
+
+One page per browser: the item's fields (every text column of the pool, HTML-escaped), one button
+per class with a keyboard shortcut, undo of the last answer, progress toward the budget and the
+live estimate with its interval and a small plot of the estimate against the labels spent.
+
+Every browser is a lease *holder* of its own (a random id in a cookie), so several browsers at
+once each get their own items (:meth:`bayes_activeeval.session.Session.next` with ``holder``),
+and a browser can only record items leased to it. Annotators are named by ``--annotator`` or, per
+browser, by opening ``/?annotator=NAME`` once.
+
+Security (``DESIGN.md``): the server binds 127.0.0.1 unless told otherwise and then only answers
+requests addressed to that host (no DNS rebinding); on any other address it requires an access
+token, printed at start, that the first request carries as ``?token=`` and that is then kept in
+an HttpOnly, SameSite=Strict cookie; every field shown is HTML-escaped and the page forbids
+inline code other than its own (Content-Security-Policy with a nonce); state-changing requests
+are POSTs carrying a CSRF token bound to the browser (an HMAC of its id) and are refused from
+another origin.
+
+Built on Starlette (routing, requests, responses) and served by Uvicorn. All session work runs
+on the event loop's thread, one request at a time, so the SQLite connection is never shared
+between threads; other processes (``bae next``, ``bae record``) may write the session meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import ipaddress
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+__all__ = ["ServeConfig", "create_app", "is_loopback", "serve"]
+
+COOKIE_BROWSER = "bae_browser"
+COOKIE_ANNOTATOR = "bae_annotator"
+COOKIE_TOKEN = "bae_token"
+UNDO_REASON = "undo on the labeling page"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServeConfig:
+    """What ``bae serve`` was started with."""
+
+    session: str
+    pool_path: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8765
+    annotator: str | None = None
+    stage_size: int = 20
+    batch: int = 5
+    lease: float = 1800.0
+    level: float = 0.95
+    token: str | None = None
+    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+
+class _State:
+    """Per-browser memory of the server: the last answers (for undo) and an undo in progress."""
+
+    def __init__(self) -> None:
+        self.answered: dict[str, list[str]] = {}
+        self.undo: dict[str, str] = {}
+
+
+def _csrf(cfg: ServeConfig, browser: str) -> str:
+    return hmac.new(cfg.secret, browser.encode(), hashlib.sha256).hexdigest()
+
+
+def create_app(cfg: ServeConfig):
+    """The Starlette application of ``bae serve`` (opens the session, writable)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    from .session import Session, SessionError, default_annotator
+
+    session = Session.open(cfg.session, pool_path=cfg.pool_path)
+    state = _State()
+    default_name = cfg.annotator or default_annotator()
+    loopback = is_loopback(cfg.host)
+    allowed_hosts = {f"{h}:{cfg.port}" for h in ("127.0.0.1", "localhost", "[::1]", cfg.host)}
+
+    def guard(request: Request) -> Response | None:
+        """Host check (loopback) or access token (elsewhere); ``None`` when the request may
+        go on."""
+        if loopback:
+            if request.headers.get("host", "") not in allowed_hosts:
+                return PlainTextResponse("unknown host", status_code=403)
+            return None
+        given = (
+            request.cookies.get(COOKIE_TOKEN)
+            or request.query_params.get("token")
+            or request.headers.get("x-bae-token")
+            or ""
+        )
+        if not cfg.token or not hmac.compare_digest(given, cfg.token):
+            return PlainTextResponse(
+                "an access token is required (the URL bae serve printed)", status_code=403
+            )
+        return None
+
+    def browser_of(request: Request) -> tuple[str, bool]:
+        b = request.cookies.get(COOKIE_BROWSER, "")
+        if len(b) >= 16 and b.replace("-", "").replace("_", "").isalnum():
+            return b, False
+        return secrets.token_urlsafe(16), True
+
+    def annotator_of(request: Request) -> str:
+        name = request.query_params.get("annotator") or request.cookies.get(COOKIE_ANNOTATOR)
+        name = (name or default_name).strip()
+        return name[:100] if name else default_name
+
+    def finish(response: Response, request: Request, browser: str, new: bool, name: str):
+        opts: dict[str, Any] = {"httponly": True, "samesite": "strict", "path": "/"}
+        if new:
+            response.set_cookie(COOKIE_BROWSER, browser, **opts)
+        if request.query_params.get("annotator"):
+            response.set_cookie(COOKIE_ANNOTATOR, name, **opts)
+        if not loopback and request.query_params.get("token"):
+            response.set_cookie(COOKIE_TOKEN, cfg.token, **opts)
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def page(request: Request) -> Response:
+        if (bad := guard(request)) is not None:
+            return bad
+        browser, new = browser_of(request)
+        name = annotator_of(request)
+        nonce = secrets.token_urlsafe(12)
+        body = _render(session, cfg, state, browser, name, nonce)
+        resp = HTMLResponse(body)
+        resp.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
+            "img-src data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+            "frame-ancestors 'none'"
+        )
+        return finish(resp, request, browser, new, name)
+
+    async def post(request: Request) -> Response:
+        if (bad := guard(request)) is not None:
+            return bad
+        origin = request.headers.get("origin")
+        if (
+            origin
+            and origin != "null"
+            and origin.split("://", 1)[-1] != request.headers.get("host")
+        ):
+            return PlainTextResponse("cross-origin request refused", status_code=403)
+        browser, new = browser_of(request)
+        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
+        if new or not hmac.compare_digest(form.get("csrf", ""), _csrf(cfg, browser)):
+            return PlainTextResponse("missing or wrong CSRF token; reload the page", 403)
+        name = annotator_of(request)
+        try:
+            if request.url.path == "/label":
+                _answer(session, state, browser, name, form.get("item", ""), form.get("label", ""))
+            elif request.url.path == "/undo":
+                done = state.answered.get(browser) or []
+                if done:
+                    state.undo[browser] = done[-1]
+            elif request.url.path == "/release":
+                session.release(browser)
+        except (ValueError, SessionError) as exc:
+            return PlainTextResponse(f"refused: {exc}", status_code=409)
+        return finish(Response(status_code=303, headers={"location": "/"}), request, browser,
+                      False, name)  # fmt: skip
+
+    async def status(request: Request) -> Response:
+        if (bad := guard(request)) is not None:
+            return bad
+        st = session.status(cfg.level)
+        return JSONResponse(_jsonable(st))
+
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/label", post, methods=["POST"]),
+        Route("/undo", post, methods=["POST"]),
+        Route("/release", post, methods=["POST"]),
+        Route("/api/status", status, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.session = session
+    return app
+
+
+def _jsonable(o: Any) -> Any:
+    import math
+
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "item"):
+        return _jsonable(o.item())
+    return o
+
+
+def _answer(session, state: _State, browser: str, name: str, item_id: str, label: str) -> None:
+    """Record an answer: a new annotation of a leased item, or — while undoing — a correction of
+    this annotator's own earlier answer (never a deletion)."""
+    if state.undo.get(browser) == item_id:
+        session.relabel(item_id, label, reason=UNDO_REASON, annotator=name, own=True, source="web")
+        del state.undo[browser]
+        return
+    session.record(
+        [item_id], [label], batch_size=1, source="web", annotator=name, holder=browser, rows=False
+    )
+    state.answered.setdefault(browser, []).append(item_id)
+
+
+def _current_item(session, cfg: ServeConfig, state: _State, browser: str, name: str):
+    """``(item index, undo note)`` to show, or ``(None, message)``."""
+    from .session import SessionError
+
+    if browser in state.undo:
+        iid = state.undo[browser]
+        it = int(session.pool_file.index_of([iid])[0])
+        mine = session._annotator_labels(name).get(it)
+        return it, f"You answered {mine!r} for this item; your new answer replaces it (audited)."
+    try:
+        items = session.next(
+            cfg.batch, annotator=name, holder=browser, lease=cfg.lease, stage_size=cfg.stage_size
+        )
+    except SessionError as exc:
+        return None, str(exc)
+    return int(items[0]), None
+
+
+def _keys(classes: list[str]) -> list[str]:
+    if all(len(c) == 1 for c in classes) and len(set(c.lower() for c in classes)) == len(classes):
+        return classes
+    return [str(k + 1) for k in range(len(classes))][:9] + [""] * max(0, len(classes) - 9)
+
+
+def _plot_svg(session, level: float) -> str:
+    """A small inline SVG: the estimate against the labels spent, with its interval band."""
+    from .report import estimate_path
+
+    try:
+        path = estimate_path(session, level)
+    except Exception:  # nothing to plot is never an error of the page
+        return ""
+    if path.empty:
+        return "<p class='note'>The plot appears once a stage is complete.</p>"
+    w, h, pad = 320, 120, 24
+    x0, x1 = float(path["labels"].min()), float(path["labels"].max())
+    y0 = float(path["low"].replace([float("inf"), float("-inf")], float("nan")).min())
+    y1 = float(path["high"].replace([float("inf"), float("-inf")], float("nan")).max())
+    if not (y1 > y0):
+        y0, y1 = y0 - 0.5, y0 + 0.5
+    if not (x1 > x0):
+        x0, x1 = x0 - 1, x0 + 1
+
+    def px(x, y):
+        return (
+            pad + (x - x0) / (x1 - x0) * (w - 2 * pad),
+            h - pad - (y - y0) / (y1 - y0) * (h - 2 * pad),
+        )
+
+    parts = [f"<svg id='plot' width='{w}' height='{h}' viewBox='0 0 {w} {h}' role='img'>"]
+    colors = ["#3b5bdb", "#e8590c", "#2b8a3e", "#862e9c"]
+    for k, (m, g) in enumerate(path.groupby("model", sort=False)):
+        c = colors[k % len(colors)]
+        up = [px(x, y) for x, y in zip(g["labels"], g["high"], strict=True)]
+        lo = [px(x, y) for x, y in zip(g["labels"], g["low"], strict=True)][::-1]
+        band = " ".join(f"{a:.1f},{b:.1f}" for a, b in up + lo)
+        line = " ".join(
+            f"{a:.1f},{b:.1f}"
+            for a, b in (px(x, y) for x, y in zip(g["labels"], g["estimate"], strict=True))
+        )
+        parts.append(f"<polygon points='{band}' fill='{c}' fill-opacity='0.18'/>")
+        parts.append(f"<polyline points='{line}' fill='none' stroke='{c}' stroke-width='2'/>")
+        parts.append(
+            f"<text x='{pad}' y='{12 + 12 * k}' font-size='10' fill='{c}'>{html.escape(str(m))}</text>"
+        )
+    parts.append(
+        f"<text x='{pad}' y='{h - 6}' font-size='10'>{x0:g}</text>"
+        f"<text x='{w - pad}' y='{h - 6}' font-size='10' text-anchor='end'>{x1:g} labels</text>"
+        f"<text x='2' y='{pad}' font-size='10'>{y1:.3g}</text>"
+        f"<text x='2' y='{h - pad}' font-size='10'>{y0:.3g}</text></svg>"
+    )
+    return "".join(parts)
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 900px; color: #222; }
+.bar { background: #eee; height: 10px; border-radius: 5px; overflow: hidden; }
+.bar > div { background: #3b5bdb; height: 100%; }
+.item { border: 1px solid #ccc; border-radius: 6px; padding: 1em; margin: 1em 0; }
+.item th { text-align: left; padding-right: 1em; vertical-align: top; color: #555; }
+.item td { white-space: pre-wrap; }
+button { font-size: 1.1em; margin: 0.2em; padding: 0.4em 1em; }
+kbd { border: 1px solid #aaa; border-radius: 3px; padding: 0 4px; font-size: 0.8em; }
+.note { color: #666; font-size: 0.9em; } .undo { color: #a61e4d; }
+.side { display: flex; gap: 2em; align-items: flex-start; flex-wrap: wrap; }
+"""
+
+
+def _render(session, cfg: ServeConfig, state: _State, browser: str, name: str, nonce: str) -> str:
+    esc = html.escape
+    it, note = _current_item(session, cfg, state, browser, name)
+    st = session.status(cfg.level)
+    csrf = _csrf(cfg, browser)
+    budget = st["budget"]
+    used = st["budget_used"]
+    if budget:
+        frac = min(used / budget, 1.0)
+        progress = f"{used:g} of {budget:g} labels ({frac:.0%})"
+    else:
+        frac = 0.0
+        progress = f"{used:g} labels (no budget set)"
+    est_lines = []
+    for r in st["estimates"]:
+        est_lines.append(
+            f"<li><b>{esc(str(st['measure']))} [{esc(str(r['model']))}]</b> = "
+            f"<span class='estimate'>{r['estimate']:.4f}</span>, {st['level']:.0%} interval "
+            f"[{r['low']:.4f}, {r['high']:.4f}] ({r['draws']} draws)</li>"
+        )
+    estimate = (
+        "<ul>" + "".join(est_lines) + "</ul>"
+        if est_lines
+        else ("<p class='note'>No estimate yet: it appears once a stage is complete.</p>")
+    )
+    mine = len(state.answered.get(browser, []))
+    classes = [str(c) for c in session.pool.classes] if session.pool.classes is not None else []
+    keys = _keys(classes)
+    if it is None:
+        item_html = f"<div class='item' id='done'><p>{esc(note or '')}</p></div>"
+    else:
+        iid = str(session.pool_file.ids[it])
+        rows = "".join(
+            f"<tr><th>{esc(str(c))}</th><td>{esc(str(session.pool_file.text[c].iloc[it]))}</td></tr>"
+            for c in session.pool_file.text.columns
+        )
+        buttons = "".join(
+            f"<button type='submit' name='label' value='{esc(c, quote=True)}' "
+            f"data-key='{esc(k, quote=True)}'>{esc(c)} <kbd>{esc(k)}</kbd></button>"
+            for c, k in zip(classes, keys, strict=True)
+        )
+        undo_note = f"<p class='undo'>{esc(note)}</p>" if note else ""
+        item_html = (
+            f"<div class='item' id='item' data-item='{esc(iid, quote=True)}'>{undo_note}"
+            f"<p>item <code id='item-id'>{esc(iid)}</code></p><table>{rows}</table>"
+            f"<form method='post' action='/label' id='answer'>"
+            f"<input type='hidden' name='csrf' value='{csrf}'>"
+            f"<input type='hidden' name='item' value='{esc(iid, quote=True)}'>"
+            f"{buttons}</form></div>"
+        )
+    undo_form = (
+        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
+        f"value='{csrf}'><button type='submit'>undo last answer <kbd>u</kbd></button></form>"
+        if mine and browser not in state.undo
+        else ""
+    )
+    script = f"""<script nonce='{nonce}'>
+document.addEventListener('keydown', (e) => {{
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const key = e.key.toLowerCase();
+  if (key === 'u' || e.key === 'Backspace') {{
+    const f = document.getElementById('undo'); if (f) {{ e.preventDefault(); f.submit(); }}
+    return;
+  }}
+  for (const b of document.querySelectorAll('#answer button')) {{
+    if (b.dataset.key && b.dataset.key.toLowerCase() === key) {{
+      e.preventDefault(); b.click(); return;
+    }}
+  }}
+}});
+// the estimate stays live while others label: refresh it every few seconds
+async function refresh() {{
+  try {{
+    const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
+    const parts = st.estimates.map(r => `${{st.measure}} [${{r.model}}] = ${{r.estimate.toFixed(4)}} `
+      + `[${{r.low.toFixed(4)}}, ${{r.high.toFixed(4)}}]`);
+    document.getElementById('live').textContent =
+      `live: ${{st.labels}} labels; ` + (parts.length ? parts.join('; ') : 'no estimate yet');
+  }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
+}}
+refresh();
+setInterval(refresh, 5000);
+</script>"""
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>bae: label {esc(st['measure'])}</title><style>{_CSS}</style></head><body>"
+        f"<h1>Labeling: {esc(st['measure'])}</h1>"
+        f"<p class='note'>annotator <b id='annotator'>{esc(name)}</b>; {mine} answers in this "
+        f"browser; session {esc(str(session.path))}</p>"
+        f"<div class='bar' title='{esc(progress, quote=True)}'><div style='width:{frac:.1%}'></div>"
+        f"</div><p id='progress'>{esc(progress)}; {st['pending']} items of the current stage "
+        f"to label</p>{item_html}{undo_form}"
+        f"<div class='side'><div><h2>Estimate</h2>{estimate}<p class='note' id='live'></p></div><div>{_plot_svg(session, cfg.level)}"
+        f"</div></div>{script}</body></html>"
+    )
+
+
+def serve(cfg: ServeConfig, *, echo=print) -> None:
+    """Run the server until interrupted (prints the address, and the token when one is needed)."""
+    import uvicorn
+
+    if not is_loopback(cfg.host) and not cfg.token:
+        cfg.token = secrets.token_urlsafe(24)
+    app = create_app(cfg)
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    url = f"http://{host}:{cfg.port}/"
+    if cfg.token and not is_loopback(cfg.host):
+        url += f"?token={cfg.token}"
+        echo(f"serving {cfg.session} on {cfg.host} (not loopback): the access token is required")
+    echo(f"open {url} (annotators: add ?annotator=NAME once per browser); Ctrl-C stops")
+    try:
+        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    finally:
+        app.state.session.close()

@@ -1,0 +1,348 @@
+"""``bae serve`` in a real headless browser (Debian's chromium through chromium-driver and
+Selenium), together with annotators working through ``bae next``/``bae record``: the scripted
+team session of issue 14, and the page's security rules (escaping, CSRF, leases, token)."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from bayes_activeeval.cli import main
+from bayes_activeeval.datasets import make_classification_pool
+from bayes_activeeval.session import Session
+
+ROOT = Path(__file__).resolve().parents[1]
+POOL_OPTS = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p", "--score-col", "score"]
+BUDGET = 40
+
+
+def _browser() -> tuple[str, str] | None:
+    chromium = next(
+        (shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None
+    )
+    driver = shutil.which("chromedriver")
+    return (chromium, driver) if chromium and driver else None
+
+
+pytestmark = pytest.mark.skipif(
+    _browser() is None, reason="no chromium (and chromium-driver) installed"
+)
+
+
+def ok(*args):
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    assert res.exit_code == 0, (res.output, res.stderr)
+    return res
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(session: Path, port: int, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bayes_activeeval.cli",
+            "serve",
+            str(session),
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_ready(proc: subprocess.Popen, port: int) -> str:
+    line = ""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith("open ") or proc.poll() is not None:
+            break
+    assert line.startswith("open "), (line, proc.poll())
+    url = line.split()[1]
+    while time.monotonic() < deadline:  # the socket is bound a moment after the line
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return url
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    """A pool whose text fields hold markup, a session (static design, budget 40) and its server
+    on loopback; beside it a second session served on 0.0.0.0 (token required) for the checks
+    of forged requests. Both servers start at once (one start-up wait)."""
+    d = tmp_path_factory.mktemp("serve")
+    sp = make_classification_pool(3_000, 0.2, separation=3.0, rng=31)
+    v = sp.pool.view()
+    ids = [f"s{i}" for i in range(sp.pool.n_items)]
+    pd.DataFrame(
+        {
+            "id": ids,
+            "pred": v.pred,
+            "p": v.positive_prob(),
+            "score": sp.pool.scores["model"],
+            "text": [f"<script>window.pwned=1</script><b>item {i}</b> & co" for i in range(3_000)],
+            "source": [f"=HYPERLINK('x{i}')" for i in range(3_000)],
+        }
+    ).to_csv(d / "pool.csv", index=False)
+    truth = dict(zip(ids, sp.labels.tolist(), strict=True))
+    session, other = d / "team.bae", d / "other.bae"
+    ok("init", d / "pool.csv", "--measure", "accuracy", "--session", session, *POOL_OPTS,
+       "--text-col", "text", "--text-col", "source", "--budget", BUDGET, "--seed", 4)  # fmt: skip
+    ok("init", d / "pool.csv", "--measure", "accuracy", "--session", other, *POOL_OPTS)
+    port, port2 = free_port(), free_port()
+    procs = [
+        launch(session, port, "--n", str(BUDGET), "--batch", "4", "--annotator", "web"),
+        launch(other, port2, "--host", "0.0.0.0", "--batch", "2"),
+    ]
+    try:
+        url, url2 = wait_ready(procs[0], port), wait_ready(procs[1], port2)
+        yield {"dir": d, "session": session, "truth": truth, "url": url, "port": port,
+               "other": other, "url2": url2, "port2": port2}  # fmt: skip
+    finally:
+        for p in procs:
+            stop(p)
+
+
+@pytest.fixture(scope="module")
+def browsers():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = _browser()
+    out = []
+    for _ in range(2):
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = chromium
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--no-first-run", "--disable-background-networking", "--disable-sync",
+                     f"--user-data-dir={tempfile.mkdtemp()}"):  # fmt: skip
+            opts.add_argument(flag)
+        out.append(webdriver.Chrome(options=opts, service=Service(executable_path=driver)))
+    yield out
+    for b in out:
+        b.quit()
+
+
+def shown_item(driver) -> str | None:
+    from selenium.webdriver.common.by import By
+
+    found = driver.find_elements(By.ID, "item")
+    return found[0].get_attribute("data-item") if found else None
+
+
+def press(driver, key: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.TAG_NAME, "body").send_keys(key)
+    WebDriverWait(driver, 15).until(ec.staleness_of(page))
+
+
+def batch_ids(path: Path) -> list[str]:
+    return pd.read_csv(path, dtype=str, keep_default_na=False)["id"].tolist()
+
+
+def labels_csv(path: Path, rows: list[tuple[str, int]]) -> Path:
+    pd.DataFrame(rows, columns=["id", "label"]).to_csv(path, index=False)
+    return path
+
+
+def test_two_annotators_and_two_browsers_label_one_session_at_once(team, browsers):
+    """Alice and Bob work through `bae next`/`bae record`, Carol and Dave in two browsers on
+    `bae serve`, at the same time; Alice mistypes one label (fixed by `bae relabel`), Carol
+    mistypes one (fixed with undo on the page), Bob labels one of Alice's items differently (a
+    disagreement). At the end every annotation is there exactly once and the estimate equals
+    that of the same labels recorded by one person."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d, s, truth = team["dir"], team["session"], team["truth"]
+    expected: list[tuple[str, str, str, str]] = []  # (item, annotator, kind, label)
+
+    ok("next", s, "--n", 8, "--stage-size", BUDGET, "--annotator", "alice", "--out", d / "a.csv")
+    ok("next", s, "--n", 8, "--annotator", "bob", "--out", d / "b.csv")
+    alice, bob = batch_ids(d / "a.csv"), batch_ids(d / "b.csv")
+    assert len(alice) == len(bob) == 8 and not set(alice) & set(bob)
+
+    carol, dave = browsers
+    carol.get(team["url"] + "?annotator=carol")
+    dave.get(team["url"] + "?annotator=dave")
+    assert carol.find_element(By.ID, "annotator").text == "carol"
+    # the fields are shown escaped: markup is text, the injected script never ran
+    cell = carol.find_element(By.CSS_SELECTOR, "#item td")
+    assert cell.text.startswith("<script>window.pwned=1</script><b>item ")
+    assert carol.execute_script("return window.pwned === undefined")
+
+    seen = {"carol": [], "dave": []}
+    mistyped = False
+    recorded_cli = False
+    while True:
+        progressed = False
+        for name, drv in (("carol", carol), ("dave", dave)):
+            item = shown_item(drv)
+            if item is None:
+                continue
+            progressed = True
+            assert (
+                item not in alice
+                and item not in bob
+                and item not in seen["dave" if name == "carol" else "carol"]
+            )
+            y = truth[item]
+            if name == "carol" and not mistyped and len(seen["carol"]) == 1:
+                mistyped = True
+                press(drv, str(1 - y))  # a slip of the finger …
+                expected.append((item, "carol", "label", str(1 - y)))
+                press(drv, "u")  # … undone: the same item comes back
+                assert shown_item(drv) == item
+                assert "your new answer replaces it" in drv.find_element(By.ID, "item").text
+                press(drv, str(y))
+                expected.append((item, "carol", "correction", str(y)))
+            else:
+                press(drv, str(y))
+                expected.append((item, name, "label", str(y)))
+            seen[name].append(item)
+        if not recorded_cli and len(seen["carol"]) >= 3:
+            # meanwhile, at their desks: Alice (one slip) and Bob record their batches
+            recorded_cli = True
+            slip = alice[2]
+            rows = [(i, 1 - truth[i] if i == slip else truth[i]) for i in alice]
+            ok("record", s, labels_csv(d / "la.csv", rows), "--annotator", "alice")
+            expected += [(i, "alice", "label", str(y)) for i, y in rows]
+            rows = [(i, truth[i]) for i in bob] + [(alice[5], 1 - truth[alice[5]])]
+            ok("record", s, labels_csv(d / "lb.csv", rows), "--annotator", "bob")
+            expected += [(i, "bob", "label", str(y)) for i, y in rows]
+            ok("relabel", s, slip, truth[slip], "--reason", "checked the slip", "--annotator",
+               "lead")  # fmt: skip
+            expected.append((slip, "lead", "correction", str(truth[slip])))
+        if not progressed:
+            break
+    assert recorded_cli and mistyped
+    assert len(seen["carol"]) + len(seen["dave"]) == BUDGET - 16
+    assert seen["carol"] and seen["dave"]
+    carol.refresh()  # (she may have finished while Dave still held items)
+    done = carol.find_element(By.ID, "done").text
+    assert "budget of 40 is used up" in done
+    # the page shows progress and the live estimate with its interval and plot
+    assert "40 of 40 labels (100%)" in carol.find_element(By.ID, "progress").text
+    assert carol.find_elements(By.CSS_SELECTOR, "svg#plot polyline")
+    assert "95% interval" in carol.page_source
+    WebDriverWait(carol, 10).until(lambda d: "live: 40 labels; accuracy" in d.find_element(
+        By.ID, "live").text)  # fmt: skip
+
+    with Session.open(s, readonly=True) as ss:
+        got = sorted((r.id, r.annotator, r.kind, r.label) for r in ss.annotations().itertuples())
+        st = ss.status()
+    assert got == sorted(expected)  # every annotation, each exactly once
+    assert st["labels"] == BUDGET and st["pending"] == 0 and st["corrections"] == 2
+    assert st["agreement"]["items"] == 1 and st["agreement"]["agree"] == 0.0
+
+    # the same labels recorded by one person
+    ref = d / "ref.bae"
+    ok("init", d / "pool.csv", "--measure", "accuracy", "--session", ref, *POOL_OPTS,
+       "--budget", BUDGET, "--seed", 4)  # fmt: skip
+    ok("next", ref, "--n", BUDGET, "--out", d / "ref.csv")
+    ids = batch_ids(d / "ref.csv")
+    ok("record", ref, labels_csv(d / "rl.csv", [(i, truth[i]) for i in ids]))
+    want = json.loads(ok("status", ref, "--json").stdout)["estimates"]
+    have = json.loads(ok("status", s, "--json").stdout)["estimates"]
+    assert [(r["estimate"], r["stderr"]) for r in have] == [
+        (r["estimate"], r["stderr"]) for r in want
+    ]
+
+
+def _client():
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    return opener, jar
+
+
+def _call(opener, url, data=None, headers=None):
+    req = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with opener.open(req, timeout=20) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_page_refuses_forged_requests_and_items_of_others(team):
+    # a loopback server answers only requests addressed to it (no DNS rebinding)
+    port = team["port"]
+    assert _call(_client()[0], team["url"], headers={"Host": f"evil.example:{port}"})[0] == 403
+    # any other address: the printed token is required, then carried by a cookie
+    s, url = team["other"], team["url2"]
+    assert "token=" in url
+    base = f"http://127.0.0.1:{team['port2']}/"
+    assert _call(_client()[0], base)[0] == 403
+    assert _call(_client()[0], base + "?token=wrong")[0] == 403
+    opener, _ = _client()
+    code, page = _call(opener, base + "?" + url.split("?", 1)[1])
+    assert code == 200
+    code, page = _call(opener, base)
+    assert code == 200  # the cookie carries the token from now on
+    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    mine = re.search(r"data-item='([^']+)'", page).group(1)
+    with Session.open(s, readonly=True) as ss:
+        leased = set(ss.leases()["id"])
+        other = next(str(i) for i in ss.pool_file.ids[ss.pending_items()] if i not in leased)
+    post = f"{base}label"
+    # no CSRF token, a wrong one, another origin, another browser: refused, nothing written
+    assert _call(opener, post, f"item={mine}&label=1".encode())[0] == 403
+    assert _call(opener, post, f"item={mine}&label=1&csrf=00".encode())[0] == 403
+    code, _ = _call(opener, post, f"item={mine}&label=1&csrf={csrf}".encode(),
+                    {"Origin": "http://evil.example"})  # fmt: skip
+    assert code == 403
+    stranger, _ = _client()
+    assert _call(stranger, base + "?" + url.split("?", 1)[1])[0] == 200
+    assert _call(stranger, post, f"item={mine}&label=1&csrf={csrf}".encode())[0] == 403
+    # an item not leased to this browser: refused
+    code, body = _call(opener, post, f"item={other}&label=1&csrf={csrf}".encode())
+    assert code == 409 and "not leased to you" in body
+    with Session.open(s, readonly=True) as ss:
+        assert ss.n_labels == 0
+    code, _ = _call(opener, post, f"item={mine}&label=1&csrf={csrf}".encode())
+    assert code == 200  # redirected to the next item
+    with Session.open(s, readonly=True) as ss:
+        assert list(ss.labels()["id"]) == [mine]
+    assert json.loads(_call(opener, base + "api/status")[1])["labels"] == 1
