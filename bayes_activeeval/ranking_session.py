@@ -38,7 +38,9 @@ def is_ranking_session(path: str) -> bool:
     if not Path(path).is_file():
         return False
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # immutable: a read that creates no -wal/-shm file beside a (WAL) session of another kind
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        con = sqlite3.connect(uri, uri=True)
         try:
             row = con.execute("SELECT value FROM meta WHERE key = 'task'").fetchone()
         finally:
