@@ -21,7 +21,17 @@ A module may import from its own layer or a lower one, never from a higher one; 
 another module's private (underscore) names.
 """
 
-from . import benchmark, datasets, intervals, kernel, measures, planning, posterior, proposals
+from . import (
+    benchmark,
+    datasets,
+    intervals,
+    kernel,
+    measures,
+    planning,
+    posterior,
+    proposals,
+    ranking,
+)
 from .adaptive import ActiveEvaluator
 from .beliefs import CategoricalBelief, GaussianBelief
 from .comparison import (
@@ -85,6 +95,7 @@ __all__ = [
     "planning",
     "posterior",
     "proposals",
+    "ranking",
     "ratio_bias",
     "score_strata",
     "sequential_compare",

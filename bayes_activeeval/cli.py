@@ -193,7 +193,13 @@ _pool_option = click.option(
 @click.option("--weight-col", default=None, help="Item weight column p(x).")
 @click.option("--classes", default=None, help="Comma-separated class labels (sorted).")
 @click.option("--pos-label", default=None, help="The positive class of binary measures.")
-@click.option("--task", type=click.Choice(["binary", "multiclass", "regression"]), default=None)
+@click.option(
+    "--task", type=click.Choice(["binary", "multiclass", "regression", "ranking"]), default=None
+)
+@click.option("--query-col", default="qid", show_default=True, help="Ranking: query id column.")
+@click.option("--item-col", default="doc", show_default=True, help="Ranking: document column.")
+@click.option("--rank", "ranks", multiple=True, help="Ranking: NAME=COLUMN of 1-based ranks.")
+@click.option("--relevance-cols", default=None, help="Ranking: P(grade=0),P(grade=1),… columns.")
 @click.option("--model", "models", multiple=True, help="Evaluate only these models.")
 @click.option("--budget", type=float, default=None, help="Labels allowed (or total label cost).")
 @click.option("--design", type=click.Choice(["static", "adaptive"]), default="static")
@@ -202,12 +208,17 @@ _pool_option = click.option(
 @click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing session file.")
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
-         std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, models, budget,
-         design, oracle, seed, mix, overwrite):  # fmt: skip
+         std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
+         item_col, ranks, relevance_cols, models, budget, design, oracle, seed, mix,
+         overwrite):  # fmt: skip
     """Create a labeling session for the pool file POOL (CSV or Parquet)."""
     from .io import PoolSpec
     from .session import Design, Session
 
+    if task == "ranking":
+        _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
+                      cost_col, models, budget, seed, mix, overwrite)  # fmt: skip
+        return
     pred = _model_columns(pred_col, preds, "pred")
     if pred is None:
         raise ValueError("name the prediction column: --pred-col COLUMN or --pred NAME=COLUMN")
@@ -243,6 +254,53 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         )
 
 
+def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
+                  cost_col, models, budget, seed, mix, overwrite):  # fmt: skip
+    from .ranking_session import RankingSession
+
+    read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
+    if not read["ranks"]:
+        raise ValueError("name the rankers' rank columns: --rank NAME=COLUMN")
+    if relevance_cols:
+        read["relevance"] = [c.strip() for c in relevance_cols.split(",")]
+    if cost_col:
+        read["cost"] = cost_col
+    with RankingSession.create(
+        session_path, pool, read, measure=measure, models=tuple(models), budget=budget,
+        seed=seed, mix=mix, overwrite=overwrite,
+    ) as s:  # fmt: skip
+        st = s.status()
+        click.echo(
+            f"created {session_path}: {s.pool.n_queries:,} queries, rankers "
+            f"{', '.join(s.models)}, measure {s.measure}, budget {budget:g} "
+            f"({st['queries_in_sample']} queries drawn)"
+        )
+
+
+def _next_ranking(session: str, n: int, out: str | None, overwrite: bool) -> None:
+    from .io import check_output
+    from .ranking_session import RankingSession
+
+    with RankingSession.open(session) as rs:
+        if out:
+            check_output(out, overwrite=overwrite)
+        frame = rs.next(n)
+    if out:
+        frame.to_csv(out, index=False)
+        click.echo(
+            f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade written to {out}",
+            err=True,
+        )
+    else:
+        click.echo(frame.to_csv(index=False), nl=False)
+
+
+def _ranking(session: str) -> bool:
+    from .ranking_session import is_ranking_session
+
+    return is_ranking_session(session)
+
+
 # -- next -----------------------------------------------------------------------------------------
 @main.command("next")
 @click.argument("session")
@@ -260,11 +318,16 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     """List the items to label next (CSV: id and text columns), leased to you.
 
     Asking again lists the same items until they are labeled; others get other items until your
-    lease expires (--lease minutes).
+    lease expires (--lease minutes). For a ranking session: the next N queries, one row per
+    (query, document) to grade.
     """
     import pandas as pd
 
     from .io import check_output, escape_cell, write_new_file
+
+    if _ranking(session):
+        _next_ranking(session, n, out, overwrite)
+        return
 
     with _open(session, pool_path) as s:
         if out:
@@ -320,6 +383,18 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
     from tqdm import tqdm
 
     from .io import read_labels
+
+    if _ranking(session):  # a CSV with columns qid, doc, grade
+        import pandas as pd
+
+        from .ranking_session import RankingSession
+
+        with RankingSession.open(session) as rs:
+            done, skipped = rs.record(pd.read_csv(labels, dtype={"qid": str, "doc": str}))
+            st = rs.status()
+        click.echo(f"recorded {done} grades ({skipped} already present); "
+                   f"{st['queries_graded']} of {st['queries_in_sample']} queries graded")  # fmt: skip
+        return
 
     frame = read_labels(labels, id_col=id_col, label_col=label_col)
     with _open(session, pool_path) as s:
@@ -453,6 +528,9 @@ def _ask(s, item_id: str, choices: str):
 def status(session, level, as_json, pool_path):
     """Estimate with interval, labels used, budget left, agreement between annotators (and the
     posterior if there is one). Reads the session without writing to it."""
+    if _ranking(session):
+        click.echo(_ranking_text(session, level, as_json))
+        return
     with _open(session, pool_path, readonly=True) as s:
         st = s.status(level)
         post = _posterior_summary(s)
@@ -533,14 +611,57 @@ def format_status(s, st) -> str:
 @click.option("--level", type=float, default=0.95, show_default=True)
 @_pool_option
 def report(session, out, overwrite, level, pool_path):
-    """Write a self-contained HTML report (plots embedded). Reads the session without writing."""
+    """Write a self-contained HTML report (plots embedded). Reads the session without writing.
+
+    For a ranking session: a text report (estimate or paired test) written to --out.
+    """
     from .io import check_output
     from .report import write_report
+
+    if _ranking(session):
+        check_output(out, overwrite=overwrite)
+        text = _ranking_text(session, level, False)
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        click.echo(text)
+        click.echo(f"report written to {out}")
+        return
 
     with _open(session, pool_path, readonly=True) as s:
         check_output(out, overwrite=overwrite, protected=_protected(s))
         write_report(s, out, level=level, overwrite=overwrite)
     click.echo(f"report written to {out}")
+
+
+def _ranking_text(session: str, level: float, as_json: bool) -> str:
+    from .ranking_session import RankingSession
+
+    with RankingSession.open(session) as rs:
+        st = rs.status()
+        res = rs.result()
+    if res is not None:
+        lo, hi = res.confidence_interval(level)
+        if len(st["models"]) == 1:
+            st.update(estimate=res.value, stderr=res.stderr, low=lo, high=hi)
+        else:
+            st.update(estimate=res.estimate, stderr=res.stderr, low=lo, high=hi,
+                      pvalue=res.pvalue, estimates=res.estimates)  # fmt: skip
+    if as_json:
+        return json.dumps(st, indent=2, default=float)
+    target = f"{st['measure']} [{' - '.join(st['models'])}]"
+    lines = [
+        f"ranking session {session}: {target}, {st['design']} design, budget {st['budget']:g}",
+        f"queries graded: {st['queries_graded']} of {st['queries_in_sample']} drawn "
+        f"(cost {st['cost_graded']:.4g})",
+    ]
+    if res is None:
+        lines.append("no estimate yet: grade the queries of `bae next` first")
+    else:
+        lines.append(f"{target} = {st['estimate']:.4f} ± {st['stderr']:.4f} (SE), "
+                     f"{level:.0%} interval [{st['low']:.4f}, {st['high']:.4f}]")  # fmt: skip
+        if "pvalue" in st:
+            lines.append(f"paired Wald test of equality: p = {st['pvalue']:.4g}")
+    return "\n".join(lines)
 
 
 # -- relabel --------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ LAYERS = {
     "demo": 3,
     "serve": 3,
     "cli": 3,
+    "ranking_session": 3,
     "__init__": 3,
 }
 

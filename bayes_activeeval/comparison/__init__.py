@@ -21,7 +21,7 @@ Layout: :mod:`.pairwise` (two models: :func:`compare`, :func:`comparison_proposa
 """
 
 from .multiple import MC_METHODS, multiple_comparison
-from .pairwise import PROPOSAL_KINDS, compare, comparison_proposal, disagreement
+from .pairwise import PROPOSAL_KINDS, compare, comparison_proposal, disagreement, wald_test
 from .results import (
     MVN_ABSEPS,
     BestModel,
@@ -46,4 +46,5 @@ __all__ = [
     "disagreement",
     "invert_score_test",
     "multiple_comparison",
+    "wald_test",
 ]

@@ -104,6 +104,20 @@ def _z(estimate: float, stderr: float) -> float:
     return 0.0 if estimate == 0 else np.copysign(np.inf, estimate)
 
 
+def wald_test(
+    estimate: float, stderr: float, alternative: str = "two-sided"
+) -> tuple[float, float]:
+    """Wald statistic ``T = Δ̂/SE`` and its p-value (Sawade (2012), Eq. 3.23-3.24).
+
+    For callers that estimate ``Δ̂`` and its standard error themselves (e.g.
+    :mod:`bayes_activeeval.ranking`). A zero standard error gives ``T = 0`` if ``Δ̂ = 0`` and
+    ``±inf`` otherwise.
+    """
+    alternative = _check_alternative(alternative)
+    z = _z(float(estimate), float(stderr))
+    return float(z), _wald_pvalue(z, alternative)
+
+
 def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
     """Items where the losses of models ``a`` and ``b`` can differ, ``D_≠`` (Sawade (2012),
     Sec. 5.2.2).

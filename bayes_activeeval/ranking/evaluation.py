@@ -1,0 +1,484 @@
+"""Optimal query proposals, budgeted draws, estimates and paired tests for rankers.
+
+The estimation proposal (Sawade (2012), Eq. 6.7 and 6.10) and the comparison proposal (Eq. 6.8-6.9
+and 6.11) are the package's one optimal proposal with queries as items,
+
+    q*(x) ∝ λ(x)^(-1/2) · sqrt( E_{y∼p(y|x;θ)} ‖Dg(R)(ℓ(r(x), y) − R)‖² ),
+
+whose expectation over all grade vectors is computed in polynomial time from the first and second
+moments of the per-query losses (Thm. 6.1; :mod:`bayes_activeeval.ranking.recursions`). Draws,
+importance weights, the self-normalized estimate, its delta-method variance and the intervals are
+those of :mod:`bayes_activeeval.proposals` and :mod:`bayes_activeeval.estimators`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_fraction, check_rng, show
+from ..comparison import ComparisonResult, wald_test
+from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
+from ..measures import difference, stack
+from ..proposals import DEFAULT_MIX, Draws, Proposal
+from .measures import RankingMeasure, get, loss_moments, query_losses
+from .pool import RankingPool
+
+__all__ = ["DESIGNS", "compare", "draw", "estimate", "evaluate", "proposal", "test"]
+
+#: Sampling designs: the optimal proposal (Eq. 6.10/6.11), uniform queries, the optimal proposal
+#: under a uniform relevance model (the thesis's ``active_uniD``), and ``q ∝ λ^(-1/2)``
+#: (``active_λ``). The cost-blind ``active_uniC`` is ``design="optimal", costs=False``.
+DESIGNS = ("optimal", "passive", "uniform-relevance", "cost")
+
+
+def _models(pool: RankingPool, models: Any, two: bool) -> tuple[str, ...]:
+    if two:
+        if models is None:
+            if len(pool.models) != 2:
+                raise ValueError(
+                    f"the pool has rankers {list(pool.models)}; name two with models=(a, b)"
+                )
+            models = pool.models
+        if isinstance(models, str) or len(tuple(models)) != 2:
+            raise ValueError(f"models must name exactly two rankers, got {models!r}")
+        a, b = (pool.check_model(m) for m in models)
+        if a == b:
+            raise ValueError(f"models must be two different rankers, got {models!r}")
+        return (a, b)
+    return (pool.check_model(models),)
+
+
+def _target(measure: RankingMeasure, models: tuple[str, ...]):
+    base = measure.measure()
+    if len(models) == 1:
+        return base
+    return difference(base, *models)
+
+
+def proposal(
+    pool: RankingPool,
+    measure: str | RankingMeasure,
+    *,
+    model: str | None = None,
+    models: Sequence[str] | None = None,
+    design: str = "optimal",
+    costs: bool = True,
+    relevance: np.ndarray | None = None,
+    mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
+    n_samples: int = 256,
+    rng: Any = None,
+) -> Proposal:
+    """The query proposal for estimating a ranker's measure or comparing two rankers.
+
+    ``design="optimal"``: ``q*(x) ∝ λ(x)^(-1/2) sqrt(E[(Dg(Ř)(ℓ − Ř))²|x;θ])`` with the pool's
+    relevance model ``p(y_z|x, z; θ)`` and the intrinsic risk ``Ř`` (Sawade (2012), Eq. 6.10 for
+    one ranker; Eq. 6.11 with ``δ = l(r₁) − l(r₂)`` and ``Δ̌`` for two), the expectations computed
+    in polynomial time (Thm. 6.1). The costs enter as in Eq. 6.7-6.9.
+
+    Parameters
+    ----------
+    pool : RankingPool
+    measure : str or RankingMeasure
+        ``"dcg"``, ``"err"``, ``"dcg@k"``, ``"err@k"``, ``"ndcg@k"``, ``"precision@k"``.
+    model : str, optional
+        The ranker to evaluate (estimation).
+    models : (str, str), optional
+        The two rankers to compare (``Δ = G_a − G_b``); overrides ``model``.
+    design : {"optimal", "passive", "uniform-relevance", "cost"}
+        ``"passive"``: uniform queries. ``"uniform-relevance"``: the optimal proposal under
+        ``p(y_z) = 1/|Y|`` (``active_uniD``; for DCG and ERR it is not uniform). ``"cost"``:
+        ``q ∝ λ^(-1/2)`` (``active_λ``).
+    costs : bool
+        Use the query costs (default). ``False`` gives the cost-blind proposal (``active_uniC``).
+    relevance : ndarray (m, D, K), optional
+        Relevance probabilities to use instead of the pool's.
+    mix : float
+        Defensive mixture ``q ← (1 − δ) q + δ/m``: weights at most ``1/δ``, variance at most
+        ``1/(1 − δ)`` times the unmixed one (default 0.05).
+    estimator : {"ipw", "model_assisted"}
+        The estimator the proposal is optimal for. ``"model_assisted"`` (see :func:`estimate`)
+        replaces ``E[(Dg(ℓ − Ř))²|x]`` by the relevance model's conditional variance
+        ``E[(Dg(ℓ − m(x)))²|x]``, ``m(x) = E[ℓ|x;θ]`` (the same formula with the residual in place
+        of ``ℓ − Ř``).
+    n_samples, rng
+        Monte Carlo grade vectors for NDCG@k, whose moments have no closed form.
+
+    Returns
+    -------
+    Proposal
+        Over the pool's queries (``proposal.q`` sums to 1); ``info`` holds ``u`` (the expected
+        squared deviation per query) and ``risk`` (``Ř``); ``proposal.expected_cost(pool.costs)``
+        is ``E_q[λ]`` (``n* = Λ/E_q[λ]``, Eq. 6.7).
+    """
+    rm = get(measure)
+    mods = _models(pool, models, True) if models is not None else _models(pool, model, False)
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
+    _check_estimator(estimator)
+    mix = check_fraction(mix, "mix", allow_one=True)
+    m = pool.n_queries
+    p = np.full(m, 1.0 / m)
+    lam = pool.costs if costs else np.ones(m)
+    info: dict[str, Any] = {"measure": rm.name, "models": mods, "mix": mix}
+    if design == "passive":
+        q = p.copy()
+    elif design == "cost":
+        q = 1.0 / np.sqrt(lam)
+    else:
+        if design == "uniform-relevance":
+            rel = pool.uniform_relevance()
+        else:
+            rel = pool.relevance if relevance is None else np.asarray(relevance, dtype=float)
+            if rel.shape != pool.relevance.shape:
+                raise ValueError(
+                    f"relevance has shape {rel.shape}; expected {pool.relevance.shape}"
+                )
+        target = _target(rm, mods)
+        mean, sec = loss_moments(pool, rm, mods, rel, n_samples=n_samples, rng=check_rng(rng))
+        R = mean.mean(axis=0)
+        J = target.jacobian(R)
+        if not np.all(np.isfinite(J)):
+            raise ValueError(
+                f"{rm.name} is undefined at the intrinsic risk {np.round(R, 6).tolist()} "
+                "(e.g. no relevant document is possible); cannot build the optimal proposal"
+            )
+        offset = np.zeros(J.shape[0]) if target.scale_invariant else J @ R
+        # E‖J(ℓ − R)‖² = Σ_o [J E[ℓℓᵀ] Jᵀ]_oo − 2 (J E ℓ)_o o_o + o_o²
+        quad = np.einsum("od,mde,oe->m", J, sec, J)
+        lin = (mean @ J.T) @ offset
+        u = np.maximum(quad - 2.0 * lin + offset @ offset, 0.0)
+        if estimator == "model_assisted":
+            explained = mean @ J.T - offset
+            u = np.maximum(u - np.einsum("mo,mo->m", explained, explained), 0.0)
+        info.update(u=u, risk=R, jacobian=J, estimator=estimator)
+        q = np.sqrt(u / lam)
+        if q.sum() <= 0:
+            q = p.copy()
+    q = q / q.sum()
+    if mix and design != "passive":
+        q = (1.0 - mix) * q + mix * p
+    return Proposal(q, p, "passive" if design == "passive" else "optimal", info)
+
+
+def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) -> Draws:
+    """Draw queries i.i.d. from ``proposal`` until the label budget (in cost units) is spent.
+
+    A query costs its ``λ(x)`` the first time it is drawn; a repeat costs nothing (the grades
+    are reused) but enters the estimate again (Sawade (2012), Sec. 4.3 and 6.2). Drawing stops
+    before the first new query whose cost would exceed what is left (so the spent cost never
+    exceeds ``budget``), or right after the purchase that leaves no affordable query unbought.
+    """
+    try:
+        budget = float(budget)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"budget must be a number (cost units), got {budget!r}") from exc
+    if not (np.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget must be positive and finite, got {show(budget)}")
+    if proposal.n_items != pool.n_queries:
+        raise ValueError(
+            f"the proposal covers {proposal.n_items} queries but the pool has {pool.n_queries}"
+        )
+    cheapest = float(pool.costs[proposal.q > 0].min())
+    if budget < cheapest:
+        raise ValueError(
+            f"budget={show(budget)} cannot buy a single query (the cheapest costs {cheapest:.6g})"
+        )
+    rng = check_rng(rng)
+    block = int(min(max(4 * budget / max(proposal.expected_cost(pool.costs), 1e-12), 64), 1e6))
+    out: Draws | None = None
+    seen: set[int] = set()
+    unbought = proposal.q > 0
+    spent = 0.0
+    while True:
+        d = proposal.draw(block, rng=rng)
+        stop = None
+        for t, i in enumerate(d.indices.tolist()):
+            if i in seen:
+                continue
+            c = pool.costs[i]
+            if spent + c > budget:
+                stop = t
+                break
+            seen.add(i)
+            spent += c
+            unbought[i] = False
+            # nothing left that the budget could buy: stop after this draw
+            if not np.any(unbought & (pool.costs <= budget - spent)):
+                stop = t + 1
+                break
+        part = d if stop is None else d[:stop]
+        out = part if out is None else out + part
+        if stop is not None:
+            return out
+
+
+def estimate(
+    pool: RankingPool,
+    measure: str | RankingMeasure,
+    draws: Draws,
+    labels: Mapping[Any, Mapping[Any, Any]] | np.ndarray,
+    *,
+    model: str | None = None,
+    estimator: str = "ipw",
+    relevance: np.ndarray | None = None,
+    bias_correction: bool = False,
+) -> Estimate:
+    """The self-normalized estimate of a ranker's measure from graded queries.
+
+    ``R̂ = Σ v_i ℓ(r(x_i), y_i) / Σ v_i`` (Sawade (2012), Eq. 3.11 with the ranking loss of
+    Eq. 6.1/6.2; Eq. 3.31 and the delta method for NDCG@k and precision@k), by
+    :func:`bayes_activeeval.weighted_estimate`.
+
+    Parameters
+    ----------
+    labels : mapping or ndarray
+        ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
+        the pool (``RankingPool.grade_matrix``).
+    estimator : {"ipw", "model_assisted"}
+        ``"model_assisted"``: use the relevance model as a control variate,
+        ``R̂ = R̂_IS − λ(M̂_IS − M)`` with ``m(x) = E[ℓ|x;θ]`` known exactly for every query
+        (Thm. 6.1) and ``M`` its pool mean (:func:`bayes_activeeval.model_assisted_estimate`,
+        ``λ`` tuned). Consistent whatever the relevance model; much less variable when it is good.
+    relevance : ndarray (m, D, K), optional
+        The relevance model for ``"model_assisted"`` (default: the pool's).
+    """
+    rm = get(measure)
+    model = pool.check_model(model)
+    _check_estimator(estimator)
+    L, n_q = _losses(pool, rm, (model,), draws, labels)
+    est = _estimate(pool, rm, (model,), rm.measure(), L, draws, n_q, estimator, relevance)
+    if bias_correction and estimator == "ipw":
+        est = weighted_estimate(L, draws.weights, rm.measure(), n_labels=n_q, bias_correction=True)
+    return _with_details(est, pool, draws)
+
+
+def test(
+    pool: RankingPool,
+    measure: str | RankingMeasure,
+    draws: Draws,
+    labels: Mapping[Any, Mapping[Any, Any]] | np.ndarray,
+    *,
+    models: Sequence[str] | None = None,
+    alternative: str = "two-sided",
+    estimator: str = "ipw",
+    relevance: np.ndarray | None = None,
+) -> ComparisonResult:
+    """Paired Wald test of ``H0: G_a = G_b`` from graded queries (Sawade (2012), Eq. 3.21-3.24).
+
+    Both rankers are scored on the same queries with the same weights; ``Δ̂ = Ĝ_a − Ĝ_b`` and its
+    standard error come from :func:`bayes_activeeval.weighted_estimate` with the difference
+    measure (delta method for the ratio measures); ``estimator="model_assisted"`` as in
+    :func:`estimate`.
+    """
+    rm = get(measure)
+    a, b = _models(pool, models, True)
+    _check_estimator(estimator)
+    L, n_q = _losses(pool, rm, (a, b), draws, labels)
+    base = rm.measure()
+    est = _estimate(pool, rm, (a, b), difference(base, a, b), L, draws, n_q, estimator, relevance)
+    per = _estimate(pool, rm, (a, b), stack(base, (a, b)), L, draws, n_q, estimator, relevance)
+    value, se = float(est.values[0]), float(est.stderrs[0])
+    z, pvalue = wald_test(value, se, alternative)
+    return ComparisonResult(
+        statistic=z,
+        pvalue=pvalue,
+        estimate=value,
+        stderr=se,
+        alternative=alternative,
+        models=(a, b),
+        estimates={a: float(per.values[0]), b: float(per.values[1])},
+        stderrs={a: float(per.stderrs[0]), b: float(per.stderrs[1])},
+        n_draws=len(draws),
+        n_labels=n_q,
+        measure=rm.name,
+        greater_is_better=True,
+    )
+
+
+def evaluate(
+    pool: RankingPool,
+    measure: str | RankingMeasure,
+    labeler: Callable[[list[Any]], Mapping[Any, Mapping[Any, Any]]],
+    budget: float,
+    *,
+    model: str | None = None,
+    design: str = "optimal",
+    costs: bool = True,
+    mix: float = DEFAULT_MIX,
+    estimator: str = "ipw",
+    rng: Any = None,
+) -> Estimate:
+    """Estimate a ranker's DCG, ERR, NDCG@k or precision@k within a label budget.
+
+    Sawade (2012), Sec. 6.2-6.3 (Algorithm 2 with the ranking proposal of Eq. 6.10): build the
+    query proposal, draw queries until ``budget`` (cost units) is spent, ask ``labeler`` once for
+    the grades of every drawn query, and return the self-normalized estimate with its
+    delta-method standard error.
+
+    Parameters
+    ----------
+    pool : RankingPool
+    measure : str or RankingMeasure
+    labeler : callable
+        ``labeler(query_ids) -> {qid: {doc: grade}}`` for every document of those queries.
+    budget : float
+        Label budget in cost units (the pool's query costs).
+    model : str, optional
+        The ranker (default: the pool's only one).
+    design, costs, mix
+        See :func:`proposal`.
+    estimator : {"ipw", "model_assisted"}
+        See :func:`estimate`; the proposal is built for the same estimator.
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    Estimate
+        ``n_labels`` counts graded queries; ``details`` holds the design, the spent ``cost`` and
+        the number of graded ``documents``.
+
+    Examples
+    --------
+    >>> from bayes_activeeval import ranking
+    >>> data = ranking.make_ranking_pool(300, rng=0)
+    >>> est = ranking.evaluate(data.pool, "dcg", data.labeler, budget=60.0, model="a", rng=1)
+    >>> lo, hi = est.confidence_interval(0.95)
+    """
+    rng = check_rng(rng)
+    model = pool.check_model(model)
+    prop = proposal(
+        pool,
+        measure,
+        model=model,
+        design=design,
+        costs=costs,
+        mix=mix,
+        estimator=estimator,
+        rng=rng,
+    )
+    draws = draw(pool, prop, budget, rng=rng)
+    labels = _ask(pool, labeler, draws)
+    est = estimate(pool, measure, draws, labels, model=model, estimator=estimator)
+    return dataclasses.replace(est, details={**est.details, "design": design, "costs": costs})
+
+
+def compare(
+    pool: RankingPool,
+    measure: str | RankingMeasure,
+    labeler: Callable[[list[Any]], Mapping[Any, Mapping[Any, Any]]],
+    budget: float,
+    *,
+    models: Sequence[str] | None = None,
+    design: str = "optimal",
+    costs: bool = True,
+    mix: float = DEFAULT_MIX,
+    alternative: str = "two-sided",
+    estimator: str = "ipw",
+    rng: Any = None,
+) -> ComparisonResult:
+    """Compare two rankers within a label budget: paired estimate of ``Δ = G_a − G_b``, Wald test
+    and interval (Sawade (2012), Sec. 6.2-6.3 with the proposal of Eq. 6.11; Eq. 3.21-3.24).
+
+    Parameters are those of :func:`evaluate` (``estimator`` included), with ``models=(a, b)`` and
+    ``alternative``
+    (``"two-sided"``, ``"less"``: ``G_a < G_b``, ``"greater"``).
+
+    Examples
+    --------
+    >>> from bayes_activeeval import ranking
+    >>> data = ranking.make_ranking_pool(300, rng=0)
+    >>> res = ranking.compare(data.pool, "err", data.labeler, budget=60.0, models=("a", "b"), rng=1)
+    >>> lo, hi = res.confidence_interval(0.95)
+    """
+    rng = check_rng(rng)
+    pair = _models(pool, models, True)
+    prop = proposal(
+        pool,
+        measure,
+        models=pair,
+        design=design,
+        costs=costs,
+        mix=mix,
+        estimator=estimator,
+        rng=rng,
+    )
+    draws = draw(pool, prop, budget, rng=rng)
+    labels = _ask(pool, labeler, draws)
+    return test(
+        pool, measure, draws, labels, models=pair, alternative=alternative, estimator=estimator
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+def _check_estimator(estimator: str) -> None:
+    if estimator not in ("ipw", "model_assisted"):
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+
+
+def _estimate(pool, rm, models, target, L, draws, n_q, estimator, relevance) -> Estimate:
+    if estimator == "ipw":
+        return weighted_estimate(L, draws.weights, target, n_labels=n_q)
+    # m(x) = E[ℓ|x;θ] for every query (cached per measure for the pool's own relevance model)
+    key = (rm, models) if relevance is None else None
+    cached = pool._expected.get(key) if key is not None else None
+    if cached is None:
+        rel = pool.relevance if relevance is None else np.asarray(relevance, dtype=float)
+        mean, _ = loss_moments(pool, rm, models, rel, n_samples=256, rng=np.random.default_rng(0))
+        cached = (mean, mean.mean(axis=0))
+        if key is not None:
+            pool._expected[key] = cached
+    mean, M = cached
+    return model_assisted_estimate(L, draws.weights, mean[draws.indices], M, target, n_labels=n_q)
+
+
+def _ask(pool: RankingPool, labeler, draws: Draws):
+    if not callable(labeler):
+        raise TypeError(f"labeler must be callable, got {labeler!r}")
+    qids = [pool.query_ids[i] for i in draws.unique()]
+    labels = labeler(qids)
+    if not isinstance(labels, Mapping):
+        raise TypeError(
+            f"labeler must return a mapping {{qid: {{doc: grade}}}}, got {type(labels).__name__}"
+        )
+    return labels
+
+
+def _losses(pool, rm, models, draws, labels) -> tuple[np.ndarray, int]:
+    if not isinstance(draws, Draws):
+        raise TypeError(f"draws must be a Draws object, got {type(draws).__name__}")
+    idx = draws.indices
+    if isinstance(labels, Mapping):
+        G = pool.grade_matrix(labels, idx)
+    else:
+        G = np.asarray(labels)
+        if G.shape != (pool.n_queries, pool.max_docs):
+            raise ValueError(
+                f"labels has shape {G.shape}; expected a mapping or an array of shape "
+                f"{(pool.n_queries, pool.max_docs)}"
+            )
+        uq = np.unique(idx)
+        real = np.arange(pool.max_docs)[None, :] < pool.n_docs[uq][:, None]
+        g = G[uq]
+        if np.any(real & ((g < 0) | (g > pool.max_grade))):
+            r, c = np.argwhere(real & ((g < 0) | (g > pool.max_grade)))[0]
+            raise ValueError(
+                f"labels for query {pool.query_ids[uq[r]]!r}, document "
+                f"{pool.doc_ids[uq[r]][c]!r} is {show(g[r, c])}; grades are 0..{pool.max_grade}"
+            )
+    L = np.concatenate([query_losses(pool, rm, m, G, idx) for m in models], axis=1)
+    return L, draws.n_distinct
+
+
+def _with_details(est: Estimate, pool: RankingPool, draws: Draws) -> Estimate:
+    uq = np.unique(draws.indices)
+    details = {
+        **est.details,
+        "cost": float(pool.costs[uq].sum()),
+        "documents": int(pool.n_docs[uq].sum()),
+    }
+    return dataclasses.replace(est, details=details)

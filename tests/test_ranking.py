@@ -1,0 +1,471 @@
+"""Ranking evaluation (Sawade (2012), Ch. 6): recursions against brute force, proposals, estimator."""
+
+import itertools
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayes_activeeval as bae
+from bayes_activeeval import ranking
+from bayes_activeeval.ranking import recursions as mo
+from bayes_activeeval.ranking.measures import get, loss_moments, monte_carlo_moments, query_losses
+
+
+# ------------------------------------------------------------------------------------------------
+# a tiny pool and plain-Python reference implementations
+# ------------------------------------------------------------------------------------------------
+def _ref_dcg(grades_in_order, k=None):
+    out = 0.0
+    for i, y in enumerate(grades_in_order, start=1):
+        if k is None or i <= k:
+            out += (2**y - 1) / math.log2(i + 1)
+    return out
+
+
+def _ref_err(grades_in_order, ymax, k=None):
+    out, stay = 0.0, 1.0
+    for i, y in enumerate(grades_in_order, start=1):
+        if k is not None and i > k:
+            break
+        r = (2**y - 1) / 2**ymax
+        out += stay * r / i
+        stay *= 1 - r
+    return out
+
+
+def _ref_loss(kind, k, grades, order, ymax, all_grades):
+    g = [grades[d] for d in order]
+    if kind == "dcg":
+        return [_ref_dcg(g, k)]
+    if kind == "err":
+        return [_ref_err(g, ymax, k)]
+    if kind == "precision":
+        return [sum(1 for y in g[:k] if y >= 1), k]
+    ideal = _ref_dcg(sorted(all_grades, reverse=True), k)
+    return [_ref_dcg(g, k), ideal]
+
+
+def _tiny_frame(rng, n_queries=4, K=3):
+    rows = []
+    for q in range(n_queries):
+        D = int(rng.integers(2, 5))
+        docs = [f"d{j}" for j in range(D)]
+        # ranker a lists a random subset in random order, b another (partial overlap)
+        la = list(rng.permutation(D)[: int(rng.integers(1, D + 1))])
+        lb = list(rng.permutation(D)[: int(rng.integers(1, D + 1))])
+        P = rng.dirichlet(np.ones(K) * 0.7, D)
+        for j in range(D):
+            row = {"qid": f"q{q}", "doc": docs[j], "cost": 1.0 + q}
+            row["rank_a"] = la.index(j) + 1 if j in la else np.nan
+            row["rank_b"] = lb.index(j) + 1 if j in lb else np.nan
+            for c in range(K):
+                row[f"p{c}"] = P[j, c]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _tiny_pool(seed=0, K=3, n_queries=4):
+    frame = _tiny_frame(np.random.default_rng(seed), n_queries, K)
+    return ranking.RankingPool.from_frame(
+        frame,
+        query="qid",
+        item="doc",
+        ranks={"a": "rank_a", "b": "rank_b"},
+        relevance=[f"p{c}" for c in range(K)],
+        cost="cost",
+    )
+
+
+def _lists(pool, q, model):
+    pos = pool.positions[model][q]
+    return [int(d) for d in np.argsort(pos) if pos[d] > 0]
+
+
+def _brute(pool, measure, models):
+    """Mean and second moments of the stacked losses by enumerating every grade vector."""
+    rm = get(measure)
+    K = pool.n_grades
+    means, secs = [], []
+    for q in range(pool.n_queries):
+        D = int(pool.n_docs[q])
+        P = pool.relevance[q, :D]
+        orders = [_lists(pool, q, m) for m in models]
+        mean = 0.0
+        sec = 0.0
+        for y in itertools.product(range(K), repeat=D):
+            w = float(np.prod([P[j, y[j]] for j in range(D)]))
+            L = np.concatenate(
+                [_ref_loss(rm.kind, rm.k, y, o, pool.max_grade, list(y)) for o in orders]
+            )
+            mean = mean + w * L
+            sec = sec + w * np.outer(L, L)
+        means.append(mean)
+        secs.append(sec)
+    return np.array(means), np.array(secs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Thm 6.1 recursions = brute-force enumeration
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("measure", ["dcg", "err", "dcg@2", "err@2", "precision@2"])
+@pytest.mark.parametrize("models", [("a",), ("b",), ("a", "b")])
+@pytest.mark.parametrize("K", [3, 5])
+def test_moments_equal_brute_force(measure, models, K):
+    pool = _tiny_pool(seed=K, K=K, n_queries=5)
+    mean, sec = loss_moments(pool, get(measure), models, pool.relevance)
+    bmean, bsec = _brute(pool, measure, models)
+    np.testing.assert_allclose(mean, bmean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sec, bsec, rtol=1e-10, atol=1e-12)
+
+
+def test_err_cross_of_a_ranking_with_itself_is_its_second_moment():
+    data = ranking.make_ranking_pool(40, min_docs=5, max_docs=30, rng=3)
+    pool = data.pool
+    o, p = pool.order("a"), pool.positions["a"]
+    _, second = mo.err_mean_second(pool.relevance, o, pool.max_grade)
+    cross = mo.err_cross(pool.relevance, o, o, p, p, pool.max_grade, chunk=7)
+    np.testing.assert_allclose(cross, second, rtol=1e-10)
+
+
+def test_ndcg_moments_by_monte_carlo_match_brute_force():
+    pool = _tiny_pool(seed=5, K=3)
+    rm = get("ndcg@2")
+    mean, sec = monte_carlo_moments(pool, rm, ("a", "b"), pool.relevance, 8_000, 0)
+    bmean, bsec = _brute(pool, "ndcg@2", ("a", "b"))
+    np.testing.assert_allclose(mean, bmean, rtol=0.03, atol=0.02)
+    np.testing.assert_allclose(sec, bsec, rtol=0.05, atol=0.05)
+
+
+def test_query_losses_equal_reference():
+    pool = _tiny_pool(seed=2, K=5)
+    rng = np.random.default_rng(0)
+    G = np.where(
+        np.arange(pool.max_docs)[None, :] < pool.n_docs[:, None],
+        rng.integers(0, 5, (pool.n_queries, pool.max_docs)),
+        -1,
+    )
+    for measure in ["dcg", "err", "dcg@2", "err@3", "precision@2", "ndcg@2", "ndcg"]:
+        rm = get(measure)
+        for m in ("a", "b"):
+            L = query_losses(pool, rm, m, G, np.arange(pool.n_queries))
+            for q in range(pool.n_queries):
+                y = list(G[q, : pool.n_docs[q]])
+                ref = _ref_loss(rm.kind, rm.k, y, _lists(pool, q, m), 4, y)
+                np.testing.assert_allclose(L[q], ref, rtol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------
+# proposals
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("measure", ["dcg", "err", "precision@2"])
+@pytest.mark.parametrize("models", [("a",), ("a", "b")])
+@pytest.mark.parametrize("costs", [True, False])
+def test_proposal_matches_brute_force_optimum(measure, models, costs):
+    pool = _tiny_pool(seed=11, K=3, n_queries=6)
+    kw = {"model": models[0]} if len(models) == 1 else {"models": models}
+    prop = ranking.proposal(pool, measure, mix=0.0, costs=costs, **kw)
+    assert prop.q.sum() == pytest.approx(1.0)
+    bmean, bsec = _brute(pool, measure, models)
+    R = bmean.mean(axis=0)
+    d = get(measure).dim
+    if len(models) == 1:
+        J = np.array([[1.0]]) if d == 1 else np.array([[1 / R[1], -R[0] / R[1] ** 2]])
+    else:
+        Ja = np.array([1.0]) if d == 1 else np.array([1 / R[1], -R[0] / R[1] ** 2])
+        Jb = np.array([1.0]) if d == 1 else np.array([1 / R[3], -R[2] / R[3] ** 2])
+        J = np.concatenate([Ja, -Jb])[None, :]
+    # u(x) = E[(J(ℓ − R))²] from the brute-force moments
+    u = (
+        np.einsum("od,mde,oe->m", J, bsec, J)
+        - 2 * (bmean @ J.T)[:, 0] * (J @ R)[0]
+        + (J @ R)[0] ** 2
+    )
+    lam = pool.costs if costs else np.ones(pool.n_queries)
+    q = np.sqrt(u / lam)
+    np.testing.assert_allclose(prop.q, q / q.sum(), rtol=1e-9)
+    np.testing.assert_allclose(prop.info["u"], u, rtol=1e-9, atol=1e-12)
+
+
+def test_model_assisted_proposal_uses_the_conditional_variance():
+    pool = _tiny_pool(seed=4, K=3, n_queries=6)
+    for kw in ({"model": "a"}, {"models": ("a", "b")}):
+        ipw = ranking.proposal(pool, "err", mix=0.0, **kw)
+        ma = ranking.proposal(pool, "err", mix=0.0, estimator="model_assisted", **kw)
+        models = (kw["model"],) if "model" in kw else kw["models"]
+        bmean, bsec = _brute(pool, "err", models)
+        J = np.array([1.0]) if len(models) == 1 else np.array([1.0, -1.0])
+        var = np.einsum("d,mde,e->m", J, bsec, J) - (bmean @ J) ** 2  # Var[Jℓ | x]
+        np.testing.assert_allclose(ma.info["u"], var, rtol=1e-9, atol=1e-14)
+        assert np.all(ma.info["u"] <= ipw.info["u"] + 1e-12)
+
+
+def test_designs():
+    data = ranking.make_ranking_pool(200, rng=1)
+    pool = data.pool
+    passive = ranking.proposal(pool, "dcg", model="a", design="passive")
+    np.testing.assert_allclose(passive.q, 1 / pool.n_queries)
+    cost = ranking.proposal(pool, "dcg", model="a", design="cost", mix=0)
+    np.testing.assert_allclose(cost.q, pool.costs**-0.5 / np.sum(pool.costs**-0.5))
+    uni = ranking.proposal(pool, "err", models=("a", "b"), design="uniform-relevance", mix=0)
+    # active_uniD is the optimal proposal under a uniform relevance model: not uniform
+    ref = ranking.proposal(
+        pool, "err", models=("a", "b"), relevance=pool.uniform_relevance(), mix=0
+    )
+    np.testing.assert_allclose(uni.q, ref.q)
+    assert uni.q.std() > 0
+    for prop in (passive, cost, uni):
+        assert prop.q.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="design"):
+        ranking.proposal(pool, "dcg", model="a", design="fancy")
+
+
+# ------------------------------------------------------------------------------------------------
+# estimator: unbiased, intervals, budget
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def synth():
+    return ranking.make_ranking_pool(600, max_docs=60, rng=7)
+
+
+@pytest.mark.parametrize(
+    ("measure", "models", "estimator"),
+    [
+        ("dcg", ("a",), "ipw"),
+        ("err", ("a",), "ipw"),
+        ("ndcg@10", ("a",), "ipw"),
+        ("err", ("a", "b"), "ipw"),
+        ("dcg", ("a",), "model_assisted"),
+        ("err", ("a", "b"), "model_assisted"),
+    ],
+)
+def test_estimator_unbiased_and_covers(synth, measure, models, estimator):
+    pool = synth.pool
+    kw = {"model": models[0]} if len(models) == 1 else {"models": models}
+    prop = ranking.proposal(pool, measure, n_samples=32, rng=0, estimator=estimator, **kw)
+    if len(models) == 1:
+        truth = synth.true_value(measure, models[0])
+    else:
+        truth = synth.true_value(measure, "a") - synth.true_value(measure, "b")
+    rng = np.random.default_rng(1)
+    vals, cover = [], []
+    for _ in range(400):
+        d = ranking.draw(pool, prop, 60.0, rng=rng)
+        if len(models) == 1:
+            est = ranking.estimate(
+                pool, measure, d, synth.grades, model=models[0], estimator=estimator
+            )
+            vals.append(est.value)
+            lo, hi = est.confidence_interval(0.95)
+        else:
+            res = ranking.test(pool, measure, d, synth.grades, models=models, estimator=estimator)
+            vals.append(res.estimate)
+            lo, hi = res.confidence_interval(0.95)
+        cover.append(lo <= truth <= hi)
+    vals = np.array(vals)
+    mc_se = vals.std(ddof=1) / np.sqrt(vals.size)
+    # SNIS bias is O(1/n) (about a tenth of a standard error at n ≈ 60): well inside 4 MC SE
+    assert abs(vals.mean() - truth) < 4 * mc_se
+    assert np.mean(cover) > 0.89  # 400 runs: ±0.022 around 0.95 at 2 SE
+
+
+def test_budget_is_respected_and_repeats_are_free(synth):
+    pool = synth.pool
+    prop = ranking.proposal(pool, "dcg", model="a")
+    for seed in range(5):
+        d = ranking.draw(pool, prop, 25.0, rng=seed)
+        spent = pool.costs[np.unique(d.indices)].sum()
+        assert spent <= 25.0
+        assert len(d) >= d.n_distinct
+        assert isinstance(d, bae.Draws)
+        np.testing.assert_allclose(d.weights, prop.p[d.indices] / prop.q[d.indices])
+    with pytest.raises(ValueError, match="budget"):
+        ranking.draw(pool, prop, 1e-6)
+    with pytest.raises(ValueError, match="budget"):
+        ranking.draw(pool, prop, -1)
+
+
+def test_evaluate_and_compare_end_to_end(synth):
+    pool = synth.pool
+    calls = []
+
+    def labeler(qids):
+        calls.append(list(qids))
+        return synth.labeler(qids)
+
+    est = ranking.evaluate(pool, "dcg", labeler, budget=40.0, model="a", rng=0)
+    assert isinstance(est, bae.Estimate)
+    assert len(calls) == 1 and len(set(calls[0])) == len(calls[0]) == est.n_labels
+    assert est.details["cost"] <= 40.0
+    # the same draws through the lower-level API give the same estimate
+    prop = ranking.proposal(pool, "dcg", model="a")
+    d = ranking.draw(pool, prop, 40.0, rng=np.random.default_rng(0))
+    again = ranking.estimate(pool, "dcg", d, synth.grades, model="a")
+    assert again.value == pytest.approx(est.value)
+    res = ranking.compare(pool, "err", synth.labeler, budget=40.0, models=("a", "b"), rng=0)
+    assert isinstance(res, bae.ComparisonResult)
+    lo, hi = res.confidence_interval(0.95)
+    assert lo < res.estimate < hi
+    assert 0 <= res.pvalue <= 1
+    assert set(res.estimates) == {"a", "b"}
+
+
+def test_mapping_and_matrix_labels_agree(synth):
+    pool = synth.pool
+    prop = ranking.proposal(pool, "err", model="b")
+    d = ranking.draw(pool, prop, 20.0, rng=3)
+    labels = synth.labeler([pool.query_ids[i] for i in d.unique()])
+    a = ranking.estimate(pool, "err", d, labels, model="b")
+    b = ranking.estimate(pool, "err", d, synth.grades, model="b")
+    assert a.value == pytest.approx(b.value)
+    assert a.stderr == pytest.approx(b.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# agreement with ir-measures (gdeval's ERR and nDCG, trec_eval's P@k)
+# ------------------------------------------------------------------------------------------------
+def _irm_inputs(synth, model, n):
+    pool = synth.pool
+    qrels, run = {}, {}
+    for q in range(n):
+        qid = str(q + 1)  # gdeval wants numeric topic ids
+        docs = pool.doc_ids[q]
+        qrels[qid] = {d: int(synth.grades[q, j]) for j, d in enumerate(docs)}
+        pos = pool.positions[model][q]
+        run[qid] = {d: float(-pos[j]) for j, d in enumerate(docs) if pos[j] > 0}
+    return qrels, run
+
+
+@pytest.mark.skipif(shutil.which("perl") is None, reason="gdeval (ERR, nDCG) needs perl")
+@pytest.mark.parametrize("k", [10, 100])
+def test_err_and_ndcg_agree_with_ir_measures_gdeval(synth, k):
+    irm = pytest.importorskip("ir_measures")
+    n = 150
+    qrels, run = _irm_inputs(synth, "a", n)
+    got = {
+        (str(m.measure), m.query_id): m.value
+        for m in irm.iter_calc(
+            [irm.ERR @ k, irm.parse_measure(f"nDCG(dcg='exp-log2')@{k}")], qrels, run
+        )
+    }
+    err = ranking.query_values(synth.pool, f"err@{k}", "a", synth.grades)
+    ndcg = ranking.query_values(synth.pool, f"ndcg@{k}", "a", synth.grades)
+    for q in range(n):
+        qid = str(q + 1)
+        assert err[q] == pytest.approx(got[(f"ERR@{k}", qid)], abs=1e-5)  # gdeval prints 5 digits
+        key = (f"nDCG(dcg='exp-log2')@{k}", qid)
+        if key in got:
+            assert ndcg[q] == pytest.approx(got[key], abs=1e-5)
+
+
+def test_precision_agrees_with_ir_measures_trec_eval(synth):
+    irm = pytest.importorskip("ir_measures")
+    n = 150
+    qrels, run = _irm_inputs(synth, "b", n)
+    got = {m.query_id: m.value for m in irm.iter_calc([irm.P(rel=1) @ 10], qrels, run)}
+    prec = ranking.query_values(synth.pool, "precision@10", "b", synth.grades)
+    for q in range(n):
+        assert prec[q] == pytest.approx(got[str(q + 1)], abs=1e-12)
+
+
+def test_dcg_agrees_with_exact_definition_on_long_lists(synth):
+    # DCG = Σ (2^y − 1)/log2(i + 1) by the brute-force reference, on 60-document lists
+    pool = synth.pool
+    dcg = ranking.query_values(pool, "dcg", "a", synth.grades)
+    for q in range(0, pool.n_queries, 37):
+        y = synth.grades[q]
+        assert dcg[q] == pytest.approx(_ref_dcg([y[d] for d in _lists(pool, q, "a")]))
+
+
+# ------------------------------------------------------------------------------------------------
+# input validation
+# ------------------------------------------------------------------------------------------------
+def _frame():
+    return pd.DataFrame(
+        {
+            "qid": ["q1", "q1", "q1", "q2", "q2"],
+            "doc": ["x", "y", "z", "x", "w"],
+            "rank_a": [1, 2, np.nan, 2, 1],
+            "rank_b": [2, np.nan, 1, 1, np.nan],
+            "p0": [0.5, 0.2, 0.3, 0.9, 0.1],
+            "p1": [0.5, 0.8, 0.7, 0.1, 0.9],
+            "cost": [1.0, 1.0, 1.0, 2.0, 2.0],
+        }
+    )
+
+
+def _from(frame, **kw):
+    args = {
+        "query": "qid",
+        "item": "doc",
+        "ranks": {"a": "rank_a", "b": "rank_b"},
+        "relevance": ["p0", "p1"],
+        "cost": "cost",
+    }
+    args.update(kw)
+    return ranking.RankingPool.from_frame(frame, **args)
+
+
+def test_from_frame_builds_the_pool(tmp_path):
+    pool = _from(_frame())
+    assert pool.n_queries == 2 and pool.max_grade == 1 and pool.models == ("a", "b")
+    np.testing.assert_array_equal(pool.costs, [1.0, 2.0])
+    np.testing.assert_array_equal(pool.order("a"), [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(pool.order("b"), [[2, 0], [0, -1]])
+    path = tmp_path / "pool.parquet"
+    _frame().to_parquet(path)
+    again = ranking.RankingPool.from_parquet(
+        path, query="qid", item="doc", ranks={"a": "rank_a"}, relevance=["p0", "p1"]
+    )
+    assert again.models == ("a",) and np.all(again.costs == 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "kwargs", "match"),
+    [
+        (None, {"query": "query"}, "query='query' is not a column"),
+        (None, {"ranks": {"a": "nope"}}, r"ranks\['a'\]='nope'"),
+        (None, {"relevance": ["p0"]}, "at least two columns"),
+        (("rank_a", 0, 0.0), {}, "whole numbers >= 1"),
+        (("rank_a", 0, 1.5), {}, "whole numbers >= 1"),
+        (("rank_a", 1, 3.0), {}, "without gaps or repeats"),
+        (("rank_b", 2, 2.0), {}, "without gaps or repeats"),
+        (("p0", 0, 1.5), {}, r"probabilities must be in \[0, 1\]"),
+        (("p0", 0, 0.2), {}, "sums to 0.7"),
+        (("cost", 0, -1.0), {}, "positive and finite"),
+        (("cost", 1, 3.0), {}, "the same on its rows"),
+        (("doc", 1, "x"), {}, "duplicate row for query 'q1'"),
+    ],
+)
+def test_from_frame_errors_name_argument_and_value(change, kwargs, match):
+    frame = _frame()
+    if change is not None:
+        col, row, value = change
+        frame[col] = frame[col].astype(object)
+        frame.loc[row, col] = value
+    with pytest.raises(ValueError, match=match):
+        _from(frame, **kwargs)
+
+
+def test_labels_are_checked():
+    pool = _from(_frame())
+    prop = ranking.proposal(pool, "dcg", model="a")
+    d = ranking.draw(pool, prop, 3.0, rng=0)
+    good = {"q1": {"x": 1, "y": 0, "z": 1}, "q2": {"x": 0, "w": 1}}
+    ranking.estimate(pool, "dcg", d, good, model="a")
+    with pytest.raises(ValueError, match="no grade for document 'z'"):
+        ranking.estimate(pool, "dcg", d, {"q1": {"x": 1, "y": 0}, "q2": good["q2"]}, model="a")
+    with pytest.raises(ValueError, match=r"grades are whole numbers 0\.\.1"):
+        bad = {"q1": {"x": 2, "y": 0, "z": 1}, "q2": good["q2"]}
+        ranking.estimate(pool, "dcg", d, bad, model="a")
+    with pytest.raises(ValueError, match="not a document of that query"):
+        bad = {"q1": {**good["q1"], "v": 0}, "q2": good["q2"]}
+        ranking.estimate(pool, "dcg", d, bad, model="a")
+    with pytest.raises(ValueError, match="model='c'"):
+        ranking.proposal(pool, "dcg", model="c")
+    with pytest.raises(ValueError, match="measure='map'"):
+        ranking.proposal(pool, "map", model="a")
+    with pytest.raises(ValueError, match="precision needs a cut-off"):
+        ranking.get("precision")
