@@ -376,6 +376,20 @@ def optimal_proposal(
         If the measure is undefined under the belief (e.g. precision when no item is predicted
         positive), or, with ``mix=0``, if the proposal gives zero mass to an item that needs it.
     """
+    if getattr(pool, "is_lazy", False):  # a pool on dask: the same steps, chunk by chunk
+        from .lazy import optimal_proposal as lazy_optimal_proposal
+
+        return lazy_optimal_proposal(
+            pool,
+            measure,
+            model=model,
+            belief=belief,
+            risk=risk,
+            costs=costs,
+            belief_floor=belief_floor,
+            mix=mix,
+            estimator=estimator,
+        )
     mix = check_fraction(mix, "mix", allow_one=True)
     itg = deviation_integrand(
         pool,
@@ -416,6 +430,10 @@ def optimal_proposal(
 
 def passive_proposal(pool) -> Proposal:
     """Passive sampling: ``q = p`` (the uniform pool distribution unless the pool is weighted)."""
+    if getattr(pool, "is_lazy", False):
+        from .lazy import passive_proposal as lazy_passive_proposal
+
+        return lazy_passive_proposal(pool)
     return Proposal(pool.p.copy(), pool.p, "passive")
 
 

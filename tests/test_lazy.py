@@ -1,0 +1,230 @@
+"""The lazy (dask-backed) pool gives the in-memory results: q to 1e-12 relative, the same draws from
+the same rng, identical estimates from the same draws; on a LocalCluster too."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bayes_activeeval as bae
+from bayes_activeeval.datasets import make_classification_pool, make_regression_pool
+from bayes_activeeval.lazy import LazyPool, LazyProposal
+
+da = pytest.importorskip("dask.array")
+
+N = 30_000
+CHUNK = 4_096  # several chunks, the last one short
+
+
+@pytest.fixture(scope="module")
+def two_model():
+    return make_classification_pool(
+        N, 0.02, separation=4.0, noise=0.4, threshold=0.3, n_models=2, rng=5
+    )
+
+
+@pytest.fixture(scope="module")
+def frame(two_model):
+    pool = two_model.pool
+    ds = pool.to_dataset()
+    return pd.DataFrame(
+        {
+            "pred_a": ds["prediction"].sel(model="m0").values,
+            "pred_b": ds["prediction"].sel(model="m1").values,
+            "p_a": pool.view("m0").prob[:, 1],
+            "p_b": pool.view("m1").prob[:, 1],
+            "score_a": pool.scores["m0"],
+            "cost": 1.0 + (np.arange(N) % 7),
+            "w": 0.5 + (np.arange(N) % 3),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def parquet_path(tmp_path_factory, frame):
+    path = tmp_path_factory.mktemp("lazy") / "pool.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=CHUNK)
+    return path
+
+
+def lazy_pair(parquet_path, frame, **kw):
+    lazy = bae.Pool.from_parquet(
+        parquet_path,
+        predictions={"a": "pred_a", "b": "pred_b"},
+        probs={"a": "p_a", "b": "p_b"},
+        chunk_size=CHUNK,
+        **kw,
+    )
+    mem = bae.Pool(
+        predictions={"a": frame["pred_a"].to_numpy(), "b": frame["pred_b"].to_numpy()},
+        probs={"a": frame["p_a"].to_numpy(), "b": frame["p_b"].to_numpy()},
+        costs=frame["cost"].to_numpy() if "costs" in kw else None,
+        weights=frame["w"].to_numpy() if "weights" in kw else None,
+    )
+    return lazy, mem
+
+
+def rel(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+
+
+def test_from_parquet_reads_metadata_only(parquet_path, frame):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    assert isinstance(lazy, LazyPool) and isinstance(lazy, bae.Pool)
+    assert lazy.n_items == N and len(lazy) == N
+    assert lazy.n_chunks == -(-N // CHUNK)
+    assert lazy.task == "binary" and list(lazy.classes) == [0, 1] and lazy.pos == 1
+    assert lazy.models == ("a", "b")
+    ds = lazy.to_dataset()
+    assert ds["prediction"].chunks is not None  # dask-backed, nothing loaded
+    np.testing.assert_array_equal(
+        ds["prediction"].sel(model="a").values, mem.to_dataset()["prediction"].sel(model="a")
+    )
+
+
+@pytest.mark.parametrize(
+    "measure, model, kw",
+    [
+        ("f1", "a", {}),
+        ("error_rate", "b", {}),
+        ("recall", "a", {"costs": "cost"}),
+        ("precision", "a", {"weights": "w"}),
+        (bae.difference("f1", "a", "b"), None, {}),
+        ("brier", "a", {}),  # not tabular: the generic per-chunk path
+    ],
+)
+def test_optimal_proposal_matches_in_memory(parquet_path, frame, measure, model, kw):
+    lazy, mem = lazy_pair(parquet_path, frame, **kw)
+    lp = bae.optimal_proposal(lazy, measure, model=model)
+    mp = bae.optimal_proposal(mem, measure, model=model)
+    assert isinstance(lp, LazyProposal) and lp.kind == "optimal"
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    assert rel(lp.info["risk"], mp.info["risk"]) < 1e-12
+    np.testing.assert_allclose(lp.chunk_mass.sum(), 1.0, rtol=1e-12)
+    # the same rng gives the same items; weights and q agree to rounding
+    ld = lp.draw(2_000, rng=7)
+    md = mp.draw(2_000, rng=7)
+    np.testing.assert_array_equal(ld.indices, md.indices)
+    assert rel(ld.weights, md.weights) < 1e-12
+    assert rel(lp.predicted_variance(), mp.predicted_variance()) < 1e-10
+    if "costs" in kw:
+        assert rel(lp.expected_cost(), mp.expected_cost(mem.costs)) < 1e-12
+
+
+def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    draws = bae.optimal_proposal(mem, "f1", model="a").draw(1_500, rng=3)
+    labels = two_model.labels[draws.indices]
+    for kw in ({}, {"bias_correction": True}, {"estimator": "model_assisted"}):
+        le = bae.estimate(lazy, "f1", draws, labels, model="a", **kw)
+        me = bae.estimate(mem, "f1", draws, labels, model="a", **kw)
+        if kw.get("estimator") == "model_assisted":  # M is a sum over chunks: rounding only
+            np.testing.assert_allclose(le.values, me.values, rtol=1e-12)
+            np.testing.assert_allclose(le.cov, me.cov, rtol=1e-10)
+        else:
+            np.testing.assert_array_equal(le.values, me.values)
+            np.testing.assert_array_equal(le.cov, me.cov)
+    lc = bae.compare(lazy, "error_rate", draws, labels, models=("a", "b"))
+    mc = bae.compare(mem, "error_rate", draws, labels, models=("a", "b"))
+    assert lc.estimate == mc.estimate and lc.pvalue == mc.pvalue
+
+
+def test_unique_draws_and_passive(parquet_path, frame):
+    lazy, mem = lazy_pair(parquet_path, frame, weights="w")
+    lp, mp = bae.optimal_proposal(lazy, "f1", model="a"), bae.optimal_proposal(mem, "f1", model="a")
+    ld, md = lp.draw(300, rng=11, unique=True), mp.draw(300, rng=11, unique=True)
+    np.testing.assert_array_equal(ld.indices, md.indices)
+    assert ld.n_distinct == 300
+    lpas, mpas = bae.passive_proposal(lazy), bae.passive_proposal(mem)
+    assert rel(lpas.q.compute(), mpas.q) < 1e-12
+    np.testing.assert_array_equal(lpas.draw(500, rng=1).indices, mpas.draw(500, rng=1).indices)
+    np.testing.assert_allclose(lp.weights(md.indices[:50]), mp.weights(md.indices[:50]), rtol=1e-12)
+
+
+def test_from_dask_zarr_and_dataframe_agree(tmp_path, frame):
+    import dask.dataframe as dd
+    import zarr
+
+    pa_, pb_ = frame["p_a"].to_numpy(), frame["pred_a"].to_numpy()
+    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1")
+    via_dask = bae.Pool.from_dask(
+        da.from_array(pb_, chunks=5_000), da.from_array(pa_, chunks=3_000)
+    )
+    assert via_dask.n_chunks == 6
+    group = zarr.open_group(str(tmp_path / "pool.zarr"), mode="w")
+    group.create_array("pred", data=pb_, chunks=(2_000,))
+    group.create_array("p", data=pa_, chunks=(2_000,))
+    via_zarr = bae.Pool.from_zarr(str(tmp_path / "pool.zarr"), chunk_size=8_000)
+    via_frame = bae.Pool.from_dask_dataframe(
+        dd.from_pandas(frame.rename(columns={"pred_a": "pred", "p_a": "p"}), npartitions=4)
+    )
+    for lazy in (via_dask, via_zarr, via_frame):
+        q = bae.optimal_proposal(lazy, "f1").q.compute()
+        assert rel(q, ref.q) < 1e-12
+
+
+def test_regression_and_multiclass(tmp_path):
+    sp = make_regression_pool(5_000, rng=2)
+    v = sp.pool.view()
+    lazy = bae.Pool.from_dask(
+        da.from_array(v.pred, chunks=1_500), predictive_std=da.from_array(v.std, chunks=1_500)
+    )
+    assert lazy.task == "regression"
+    assert (
+        rel(bae.optimal_proposal(lazy, "mse").q.compute(), bae.optimal_proposal(sp.pool, "mse").q)
+        < 1e-12
+    )
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet([1, 1, 1], 5_000)
+    pred = np.array(["x", "y", "z"])[probs.argmax(1)]
+    mem = bae.Pool(predictions=pred, probs=probs)
+    path = tmp_path / "mc.parquet"
+    pq.write_table(
+        pa.table({"pred": pred, "p0": probs[:, 0], "p1": probs[:, 1], "p2": probs[:, 2]}),
+        path,
+        row_group_size=1_000,
+    )
+    lazy = bae.Pool.from_parquet(path, probs=["p0", "p1", "p2"], chunk_size=2_000)
+    assert list(lazy.classes) == ["x", "y", "z"]
+    lq = bae.optimal_proposal(lazy, "accuracy").q.compute()
+    assert rel(lq, bae.optimal_proposal(mem, "accuracy").q) < 1e-12
+
+
+def test_bad_input_names_the_item(tmp_path):
+    path = tmp_path / "bad.parquet"
+    p = np.full(3_000, 0.2)
+    p[2_345] = 1.5
+    pq.write_table(pa.table({"pred": np.zeros(3_000, np.int8), "p": p}), path, row_group_size=1_000)
+    lazy = bae.Pool.from_parquet(path, classes=[0, 1], chunk_size=1_000)
+    with pytest.raises(ValueError, match=r"items 2000\.\.2999"):
+        bae.optimal_proposal(lazy, "error_rate")
+    with pytest.raises(ValueError, match="no column 'q'"):
+        bae.Pool.from_parquet(path, probs="q")
+    with pytest.raises(ValueError, match="outside the pool"):
+        lazy.take([3_000])
+
+
+def test_local_cluster(parquet_path, frame, two_model):
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        lazy, mem = lazy_pair(parquet_path, frame, client=client)
+        lp = bae.optimal_proposal(lazy, "f1", model="a")
+        mp = bae.optimal_proposal(mem, "f1", model="a")
+        assert rel(lp.q.compute(), mp.q) < 1e-12
+        draws = lp.draw(1_000, rng=4)
+        np.testing.assert_array_equal(draws.indices, mp.draw(1_000, rng=4).indices)
+        labels = two_model.labels[draws.indices]
+        le = bae.estimate(lazy, "f1", draws, labels, model="a")
+        me = bae.estimate(mem, "f1", draws, labels, model="a")
+        np.testing.assert_array_equal(le.values, me.values)
+        # the ambient client is used when none is passed
+        ambient, _ = lazy_pair(parquet_path, frame)
+        assert rel(bae.optimal_proposal(ambient, "f1", model="a").q.compute(), mp.q) < 1e-12
+        assert sum(client.run(lambda: 1).values()) == 2  # two workers
