@@ -212,9 +212,12 @@ class _Spec:
             )
         except (ValueError, TypeError) as exc:
             n = len(next(iter(parts.values())))
-            raise type(exc)(
-                f"{exc} (in the chunk of items {offset}..{offset + n - 1}; indices are within it)"
-            ) from exc
+            where = (
+                "among the items read (indices are within them)"
+                if p is not None
+                else f"in the chunk of items {offset}..{offset + n - 1}; indices are within it"
+            )
+            raise type(exc)(f"{exc} ({where})") from exc
         n = cp.n_items
         if p is not None:
             cp._weights = p
@@ -478,23 +481,30 @@ class LazyPool(Pool):
         idx = self._check_indices(indices)
         if idx.size == 0:
             raise ValueError("no items to take")
-        key = idx.tobytes()
-        if self._take_cache is not None and self._take_cache[0] == key:
+        cache_key = idx.tobytes()
+        if self._take_cache is not None and self._take_cache[0] == cache_key:
             return self._take_cache[1]
+        dask = _import_dask()
         chunk = self.chunk_of(idx)
         ks = np.unique(chunk)
+        # gather the raw columns of the rows only; validation and encoding run on those rows
         got = self._compute(
-            [self._chunk_task(int(k), _take_rows, idx[chunk == k] - self.offsets[k]) for k in ks]
+            [
+                dask.delayed(_take_raw, pure=False)(
+                    self._parts[k], idx[chunk == k] - self.offsets[k], self._spec
+                )
+                for k in ks
+            ]
         )
-        keys = got[0].keys()
-        out = {key: np.empty((idx.size, *got[0][key].shape[1:]), got[0][key].dtype) for key in keys}
+        cols = got[0].keys()
+        out = {c: np.empty((idx.size, *got[0][c].shape[1:]), got[0][c].dtype) for c in cols}
         for k, g in zip(ks, got, strict=True):
             sel = chunk == k
-            for key in keys:
-                out[key][sel] = g[key]
+            for c in cols:
+                out[c][sel] = g[c]
         p = out.pop("__p")
         pool = self._spec.pool(out, 0, p=p)
-        self._take_cache = (key, pool)  # views of several models read the same items once
+        self._take_cache = (cache_key, pool)  # views of several models read the items once
         return pool
 
     def view(self, model: str | None = None, idx: Any = None):
@@ -577,21 +587,13 @@ def _weight_sum(parts, offset):
     return float(w.sum())
 
 
-def _take_rows(cp: Pool, offset: int, local: np.ndarray) -> dict[str, np.ndarray]:
-    """Raw-role columns of the rows ``local`` of a chunk pool (encoded predictions decoded back)."""
-    out: dict[str, np.ndarray] = {}
-    for m in cp.models:
-        v = cp.view(m, local)
-        out[f"pred/{m}"] = v.pred if cp.task == "regression" else cp.classes[v.pred]
-        if v.prob is not None:
-            out[f"prob/{m}"] = v.prob
-        if v.std is not None:
-            out[f"std/{m}"] = v.std
-        if v.score is not None:
-            out[f"score/{m}"] = v.score
-    if cp.costs is not None:
-        out["cost"] = cp.costs[local]
-    out["__p"] = cp.p[local]
+def _take_raw(parts, local: np.ndarray, spec: _Spec) -> dict[str, np.ndarray]:
+    """The raw columns of the rows ``local`` of a chunk, and their global ``p``."""
+    out = {k: np.asarray(v)[local] for k, v in parts.items() if k != "weight"}
+    if spec.weight_total is None:
+        out["__p"] = np.full(local.size, 1.0 / spec.n_items)
+    else:
+        out["__p"] = np.asarray(parts["weight"], dtype=float)[local] / spec.weight_total
     return out
 
 
@@ -687,13 +689,22 @@ def _q_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> np.ndarray:
     return s
 
 
-def _draw_chunk(cp: Pool, offset: int, qfn: Callable, prm: Any, targets: np.ndarray):
+def _draw_chunk(
+    cp: Pool,
+    offset: int,
+    qfn: Callable,
+    prm: Any,
+    targets: np.ndarray,
+    itemfn: Callable | None = None,
+):
     """Items of a chunk at the cumulative-``q`` positions ``targets`` (the second level of the
-    two-level draw): ``(local indices, q, p)`` at them."""
+    two-level draw): ``(local indices, q, p, records)`` at them; ``records`` is what
+    ``itemfn(cp, offset, prm, local)`` keeps of the drawn items (or None)."""
     q = qfn(cp, offset, prm)
     cdf = np.cumsum(q)
-    local = np.minimum(np.searchsorted(cdf, targets, side="right"), q.size - 1)
-    return local.astype(np.int64), q[local], cp.p[local]
+    local = np.minimum(np.searchsorted(cdf, targets, side="right"), q.size - 1).astype(np.int64)
+    recs = None if itemfn is None else itemfn(cp, offset, prm, local)
+    return local, q[local], cp.p[local], recs
 
 
 def _pred_var_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> float:
@@ -751,6 +762,7 @@ class LazyProposal(Proposal):
         self.chunk_mass = np.asarray(chunk_mass, dtype=float)
         self._cdf = np.cumsum(self.chunk_mass)
         self._q = None
+        self._itemfn: Callable | None = None  # what a draw also returns of each item
 
     @property
     def q(self):
@@ -840,23 +852,33 @@ class LazyProposal(Proposal):
         idx = idx[:cut]
         return Draws(idx, p / q, q)
 
-    def _sample(self, n: int, rng: np.random.Generator):
+    def _sample(self, n: int, rng: np.random.Generator, records: bool = False):
         pool = self.pool
         t = rng.random(n) * self._cdf[-1]
         chunk = np.minimum(np.searchsorted(self._cdf, t, side="right"), pool.n_chunks - 1)
         ks = np.unique(chunk)
         start = np.concatenate([[0.0], self._cdf[:-1]])
+        itemfn = self._itemfn if records else None
         tasks = [
-            pool._chunk_task(int(k), _draw_chunk, self._qfn, self._params, t[chunk == k] - start[k])
+            pool._chunk_task(
+                int(k), _draw_chunk, self._qfn, self._params, t[chunk == k] - start[k], itemfn
+            )
             for k in ks
         ]
         idx = np.empty(n, dtype=np.int64)
         q = np.empty(n)
         p = np.empty(n)
-        for k, (local, qk, pk) in zip(ks, pool._compute(tasks), strict=True):
+        recs: dict[str, np.ndarray] = {}
+        for k, (local, qk, pk, rk) in zip(ks, pool._compute(tasks), strict=True):
             sel = chunk == k
             idx[sel] = local + pool.offsets[k]
             q[sel], p[sel] = qk, pk
+            for key, val in (rk or {}).items():
+                if key not in recs:
+                    recs[key] = np.empty((n, *val.shape[1:]), dtype=val.dtype)
+                recs[key][sel] = val
+        if records:
+            return idx, q, p, recs
         return idx, q, p
 
     def predicted_variance(self, u: Any = None) -> float:

@@ -228,3 +228,42 @@ def test_local_cluster(parquet_path, frame, two_model):
         ambient, _ = lazy_pair(parquet_path, frame)
         assert rel(bae.optimal_proposal(ambient, "f1", model="a").q.compute(), mp.q) < 1e-12
         assert sum(client.run(lambda: 1).values()) == 2  # two workers
+
+
+@pytest.mark.parametrize(
+    "measure, kw, pool_kw",
+    [
+        ("f1", {"model": "a"}, {}),
+        ("recall", {"model": "b", "mix": 0.1, "epsilon": 0.0}, {"weights": "w"}),
+        ("precision", {"model": "a"}, {"costs": "cost"}),
+        (bae.difference("f1", "a", "b"), {}, {}),
+    ],
+)
+def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, measure, kw, pool_kw):
+    from bayes_activeeval.lazy_adaptive import LazyActiveEvaluator
+
+    lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
+    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, **kw)
+    ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
+    assert isinstance(ev_l, LazyActiveEvaluator)
+    labels = two_model.labels
+    assert ev_l.available() == ev_m.available()
+    for _ in range(3):
+        il, im = ev_l.query(40), ev_m.query(40)
+        np.testing.assert_array_equal(il, im)
+        ev_l.update(il, labels[il])
+        ev_m.update(im, labels[im])
+        assert ev_l.available() == ev_m.available()
+    assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-12
+    budget = ev_m.cost + (120.0 if "costs" in pool_kw else 60)
+    el = ev_l.run(lambda i: labels[i], budget=budget, progress=False)
+    em = ev_m.run(lambda i: labels[i], budget=budget, progress=False)
+    np.testing.assert_array_equal(ev_l.draws()["item"], ev_m.draws()["item"])
+    np.testing.assert_allclose(el.values, em.values, rtol=1e-12)
+    np.testing.assert_allclose(el.cov, em.cov, rtol=1e-10)
+    ec_l, ec_m = ev_l.estimate(variance="clt"), ev_m.estimate(variance="clt")
+    np.testing.assert_allclose(ec_l.cov, ec_m.cov, rtol=1e-10)
+    assert ev_l.cost == pytest.approx(ev_m.cost, rel=1e-12)
+    h_l, h_m = ev_l.history, ev_m.history
+    np.testing.assert_allclose(h_l["value"], h_m["value"], rtol=1e-12)
+    np.testing.assert_allclose(h_l["epsilon"], h_m["epsilon"], rtol=1e-12)
