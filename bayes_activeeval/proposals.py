@@ -471,6 +471,20 @@ def stratified_proposal(
     mix : float
         Defensive mixture with ``p`` (default 0: every stratum already has positive mass).
     """
+    if getattr(pool, "is_lazy", False):  # exact strata and sums, chunk by chunk
+        from .lazy import stratified_proposal as lazy_stratified_proposal
+
+        return lazy_stratified_proposal(
+            pool,
+            measure,
+            strata=strata,
+            allocation=allocation,
+            model=model,
+            scores=scores,
+            belief=belief,
+            method=method,
+            mix=mix,
+        )
     if allocation not in ("proportional", "neyman"):
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
     mix = check_fraction(mix, "mix", allow_one=True)

@@ -267,3 +267,32 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
     h_l, h_m = ev_l.history, ev_m.history
     np.testing.assert_allclose(h_l["value"], h_m["value"], rtol=1e-12)
     np.testing.assert_allclose(h_l["epsilon"], h_m["epsilon"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["quantile", "csf"])
+@pytest.mark.parametrize("allocation", ["proportional", "neyman"])
+def test_stratified_proposal_matches_in_memory(parquet_path, frame, method, allocation):
+    lazy, mem = lazy_pair(parquet_path, frame, weights="w")
+    kw = {"strata": 7, "model": "a", "method": method, "allocation": allocation, "mix": 0.05}
+    lp = bae.stratified_proposal(lazy, "f1", **kw)
+    mp = bae.stratified_proposal(mem, "f1", **kw)
+    np.testing.assert_array_equal(lp.info["stratum_mass"] > 0, mp.info["stratum_mass"] > 0)
+    assert rel(lp.info["stratum_mass"], mp.info["stratum_mass"]) < 1e-12
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    np.testing.assert_array_equal(lp.draw(500, rng=2).indices, mp.draw(500, rng=2).indices)
+
+
+def test_exact_quantiles_with_ties_and_gathering(monkeypatch):
+    from bayes_activeeval import lazy as lz
+
+    monkeypatch.setattr(lz, "GATHER_LIMIT", 50)  # force histogram passes
+    monkeypatch.setattr(lz, "QUANTILE_BINS", 8)
+    rng = np.random.default_rng(1)
+    for p in (np.round(rng.beta(0.5, 3, 20_000), 3), rng.beta(0.5, 3, 20_000)):  # ties, none
+        pool = bae.Pool.from_dask(
+            da.from_array((p > 0.5).astype(int), chunks=3_000), da.from_array(p, chunks=3_000)
+        )
+        inner, _, _ = lz.lazy_score_strata(pool, 9, method="quantile", model=None)
+        ref = np.quantile(p, np.linspace(0, 1, 10))
+        expect = np.unique(ref[1:-1])
+        np.testing.assert_array_equal(inner, expect[(expect > p.min()) & (expect <= p.max())])
