@@ -15,10 +15,18 @@ stage needs is linear in ``π`` per cell ``(k, c)``:
 One pass over the pool at the start computes ``W_j`` (and its cost-weighted twin) per chunk. A
 label changes ``π`` at one item, so ``W`` is corrected in place by ``p(x)(e_y − π(x))``. A stage
 (new ``R_t``, ``J_t``, ``ε_t``, normalizer, chunk masses) therefore costs ``O(chunks × cells)``,
-independent of ``n``; the draws read only the chunks they land in (two-level draw, see
-:mod:`bayes_activeeval.lazy`), and the labeled items' losses are table look-ups. The results equal
-the in-memory evaluator's: the same ``rng`` gives the same queries and the same estimates (up to
-the order of floating-point summation).
+independent of ``n``, and the labeled items' losses are table look-ups.
+
+Draws (``draws="reservoir"``, the default) never read the pool either: for unlabeled items
+``q_t`` is a *mixture of fixed distributions*, ``q_t = Σ_{k,c} w_kc r_kc + δ p`` with
+``r_kc(x) ∝ p(x) π_c(x) c(x)^(-1/2) 1[k(x) = k]`` and stage weights ``w_kc ∝ n_t[k, c]``. Each
+``r_kc`` is sampled once, in one pass, into a reservoir of pre-drawn items (refilled by another
+pass when used up); a draw picks a component by its weight and takes its next item. Labeled items,
+whose belief is a point mass, are handled exactly by rejection (:meth:`_sample_reservoir`). The
+draws follow ``q_t`` exactly and are reproducible from ``rng``, but are not the in-memory
+evaluator's items. ``draws="exact"`` instead draws by inverse CDF over the chunks, reading every
+chunk a draw lands in: then the same ``rng`` gives the in-memory evaluator's queries and
+estimates (up to the order of floating-point summation), which the tests check.
 """
 
 from __future__ import annotations
@@ -136,6 +144,33 @@ def _item_records(cp, offset, prm: _StageParams, local: np.ndarray) -> dict[str,
     }
 
 
+def _reservoir_chunk(cp, offset, measure, model, models, floor, want: dict, seed: int):
+    """Draws from the fixed component distributions on one chunk: for cell ``(k, c)``
+    ``r_kc(x) ∝ p(x) π_c(x) c(x)^(-1/2) 1[k(x) = k]``, for ``"p"`` ``r(x) ∝ p(x)``; ``want`` maps
+    a component to its number of draws here. Returns the drawn items' records per component."""
+    rng = np.random.default_rng(seed)
+    keys, _ = _keys(cp, measure, model)
+    probs = _floored_probs(cp, models, floor)
+    p = cp.p
+    pc = p / np.sqrt(cp.costs) if cp.costs is not None else p
+    costs = cp.costs if cp.costs is not None else np.ones(cp.n_items)
+    out = {}
+    for comp, m in want.items():
+        w = p if comp == "p" else np.where(keys == comp[0], pc * probs[:, comp[1]], 0.0)
+        cdf = np.cumsum(w)
+        local = np.minimum(
+            np.searchsorted(cdf, rng.random(m) * cdf[-1], side="right"), cp.n_items - 1
+        )
+        out[comp] = (
+            local + offset,
+            keys[local].astype(np.int64),
+            probs[local],
+            p[local],
+            costs[local],
+        )
+    return out
+
+
 class _Costs:
     """Stands in for the pool's cost vector where :class:`ActiveEvaluator` only sums it."""
 
@@ -151,10 +186,21 @@ class LazyActiveEvaluator(ActiveEvaluator):
     :class:`~bayes_activeeval.lazy.LazyPool`; same parameters and methods).
 
     Supported: a tabular classification measure, the plug-in oracle (``oracle="model"``), a
-    deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)`` in
-    memory plus reading the chunks that receive draws; the label cache is sparse (labeled items
-    only). ``posterior()``, ``get_state()``/``save()`` and other oracle models need the in-memory
-    pool.
+    deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)``;
+    the label cache is sparse (labeled items only). ``posterior()``, ``get_state()``/``save()``
+    and other oracle models need the in-memory pool.
+
+    Parameters
+    ----------
+    draws : {"reservoir", "exact"}
+        ``"reservoir"`` (default): draws from pre-drawn samples of the fixed mixture components
+        of ``q_t`` (no pass over the pool per stage; one pass per refill). ``"exact"``: inverse-CDF
+        draws over the chunks, identical to the in-memory evaluator's, reading the chunks the
+        draws land in at every stage.
+    reservoir : int
+        Items pre-drawn per mixture component and refill (default ``2**14``).
+    Other parameters
+        As for :class:`~bayes_activeeval.ActiveEvaluator`.
     """
 
     def __init__(
@@ -172,7 +218,14 @@ class LazyActiveEvaluator(ActiveEvaluator):
         oracle_options: dict[str, Any] | None = None,
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
         _restore: dict[str, Any] | None = None,
+        draws: str = "reservoir",
+        reservoir: int = 1 << 14,
     ) -> None:
+        if draws not in ("reservoir", "exact"):
+            raise ValueError(f"draws must be 'reservoir' or 'exact', got {draws!r}")
+        self.draws_mode = draws
+        self.reservoir_size = check_count(reservoir, "reservoir")
+        self._res: dict[Any, list] = {}  # component -> [records..., next position]
         if pool.task == "regression":
             raise ValueError(
                 "ActiveEvaluator needs a classification pool (oracle models give class "
@@ -223,6 +276,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
         )
         self._W = np.stack([s[0] for s in stats])  # (chunks, K, C)
         self._Wc = np.stack([s[1] for s in stats]) if pool.has_costs else self._W
+        # the fixed mixture components (no label corrections): cell (k, c) has mass A0[k, c]
+        self._A0 = (self._Wc if pool.has_costs else self._W).copy()
         self._count = np.stack([s[2] for s in stats])  # (chunks, K)
         self._P = np.array([s[3] for s in stats])
         self._table = stats[0][5]  # (K, C, d)
@@ -288,8 +343,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
             S_k, S = self._P.copy(), float(self._P.sum())
         known_idx = np.array(sorted(self._known), dtype=np.int64)
         known_y = np.array([self._known[i] for i in known_idx.tolist()], dtype=np.int64)
+        self._stage_measure = self.measure if self.measure.models is not None else self._measure_arg
         prm = _StageParams(
-            self.measure if self.measure.models is not None else self._measure_arg,
+            self._stage_measure,
             self._chunk_model,
             self._models,
             self.belief_floor,
@@ -340,6 +396,154 @@ class LazyActiveEvaluator(ActiveEvaluator):
             out[j] = s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
         return out
 
+    # -- draws in O(cells + chunks): a mixture of fixed distributions --------------------------------
+    def _q_records(self, key, probs, p, cost, items) -> np.ndarray:
+        """``q_t`` from item records (vectorized ``_q_of``)."""
+        prm: _StageParams = self._proposal._params
+        if prm.passive:
+            s = p.copy()
+        else:
+            probs = probs.copy()
+            lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
+            known = lab >= 0
+            if known.any():
+                probs[known] = 0.0
+                probs[np.flatnonzero(known), lab[known]] = 1.0
+            s = p * np.einsum("ic,ic->i", probs, prm.nf[key])
+            if prm.costs:
+                s = s / np.sqrt(cost)
+        return s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+
+    def _fill(self, need: dict) -> None:
+        """Refill the reservoirs of the components in ``need`` (one pass over the chunks)."""
+        pool = self.pool
+        want_total = {comp: max(self.reservoir_size, 2 * m) for comp, m in need.items() if m > 0}
+        per_chunk: list[dict] = [{} for _ in range(pool.n_chunks)]
+        for comp, m in want_total.items():
+            mass = self._P if comp == "p" else self._A0[:, comp[0], comp[1]]
+            counts = self.rng.multinomial(m, mass / mass.sum())
+            for j in np.flatnonzero(counts).tolist():
+                per_chunk[j][comp] = int(counts[j])
+        seeds = self.rng.integers(0, 2**63 - 1, size=pool.n_chunks)
+        ks = [j for j in range(pool.n_chunks) if per_chunk[j]]
+        got = pool._compute(
+            [
+                pool._chunk_task(
+                    j,
+                    _reservoir_chunk,
+                    self._stage_measure,
+                    self._chunk_model,
+                    self._models,
+                    self.belief_floor,
+                    per_chunk[j],
+                    int(seeds[j]),
+                )
+                for j in ks
+            ]
+        )
+        for comp in want_total:
+            parts = [g[comp] for g in got if comp in g]
+            recs = [np.concatenate([pt[f] for pt in parts]) for f in range(5)]
+            order = self.rng.permutation(recs[0].size)  # chunk order -> i.i.d. order
+            old = self._res.get(comp)
+            recs = [r[order] for r in recs]
+            if old is not None:  # keep the unused ones first
+                pos = old[5]
+                recs = [np.concatenate([o[pos:], r]) for o, r in zip(old[:5], recs, strict=True)]
+            self._res[comp] = [*recs, 0]
+
+    def _sample_reservoir(self, n: int):
+        """``n`` i.i.d. draws from ``q_t``, exactly, without reading the pool.
+
+        For unlabeled items ``q_t`` is a mixture of fixed distributions,
+        ``q_t = Σ_{k,c} w_kc r_kc + δ p`` with ``w_kc = (1 − δ) n_t[k, c] A_kc / S_t`` (the cell
+        masses ``A_kc`` of :func:`_stats_chunk` before any label), so a draw picks a component by
+        its weight and takes the next of that component's pre-drawn items (drawn in one pass,
+        refilled when used up). A labeled item's ``q_t`` differs from the mixture's ``q_base``;
+        draws come from ``g = max(q_base, q_t)`` (extra point masses at labeled items) and are
+        accepted with probability ``q_t/g``: rejection sampling, exact.
+        """
+        prm: _StageParams = self._proposal._params
+        K, C = prm.nf.shape
+        A = self._A0.sum(axis=0)
+        comps: list[Any] = [(k, c) for k in range(K) for c in range(C)]
+        if prm.passive:
+            w = [0.0] * len(comps) + [1.0]
+        else:
+            w = [(1.0 - prm.mix) / prm.S * prm.nf[k, c] * A[k, c] for k, c in comps] + [prm.mix]
+        comps.append("p")
+        # extra mass at labeled items where q_t exceeds the mixture's q_base
+        kn = np.array(sorted(self._known), dtype=np.int64)
+        extra = np.zeros(0)
+        if kn.size and not prm.passive:
+            key = np.array([self._rec[i][0] for i in kn.tolist()], dtype=np.int64)
+            probs = np.array([self._rec[i][1] for i in kn.tolist()])
+            p = np.array([self._rec[i][2] for i in kn.tolist()])
+            cost = np.array([self._rec[i][3] for i in kn.tolist()])
+            q_t = self._q_records(key, probs, p, cost, kn)
+            base = p * np.einsum("ic,ic->i", probs, prm.nf[key])
+            if prm.costs:
+                base = base / np.sqrt(cost)
+            q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            extra = np.maximum(q_t - q_base, 0.0)
+        weights = np.concatenate([np.asarray(w, dtype=float), extra])
+        weights /= weights.sum()
+        out_idx, out_recs = [], []
+        got = 0
+        while got < n:
+            m = n - got
+            pick = self.rng.choice(weights.size, size=m, p=weights)
+            need = {}
+            for j in np.unique(pick[pick < len(comps)]).tolist():
+                comp = comps[j]
+                cnt = int(np.count_nonzero(pick == j))
+                r = self._res.get(comp)
+                if r is None or r[0].size - r[5] < cnt:
+                    need[comp] = cnt
+            if need:
+                self._fill(need)
+            idx = np.empty(m, dtype=np.int64)
+            key = np.empty(m, dtype=np.int64)
+            probs = np.empty((m, C))
+            p = np.empty(m)
+            cost = np.empty(m)
+            for j in np.unique(pick).tolist():
+                sel = np.flatnonzero(pick == j)
+                if j < len(comps):
+                    r = self._res[comps[j]]
+                    lo, hi = r[5], r[5] + sel.size
+                    idx[sel], key[sel], probs[sel], p[sel], cost[sel] = (
+                        r[0][lo:hi],
+                        r[1][lo:hi],
+                        r[2][lo:hi],
+                        r[3][lo:hi],
+                        r[4][lo:hi],
+                    )
+                    r[5] = hi
+                else:
+                    i = int(kn[j - len(comps)])
+                    rk, rp, rpp, rc = self._rec[i]
+                    idx[sel], key[sel], probs[sel], p[sel], cost[sel] = i, rk, rp, rpp, rc
+            q = self._q_records(key, probs, p, cost, idx)
+            accept = np.ones(m, dtype=bool)
+            lab = np.array([i in self._known for i in idx.tolist()], dtype=bool)
+            if lab.any() and not prm.passive:
+                base = p[lab] * np.einsum("ic,ic->i", probs[lab], prm.nf[key[lab]])
+                if prm.costs:
+                    base = base / np.sqrt(cost[lab])
+                q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p[lab]
+                g = np.maximum(q_base, q[lab])
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratio = np.where(g > 0, q[lab] / g, 0.0)
+                accept[lab] = self.rng.random(int(lab.sum())) < ratio
+            a = np.flatnonzero(accept)
+            out_idx.append(idx[a])
+            out_recs.append((key[a], probs[a], p[a], cost[a], q[a]))
+            got += a.size
+        idx = np.concatenate(out_idx)
+        key, probs, p, cost, q = (np.concatenate([r[f] for r in out_recs]) for f in range(5))
+        return idx, q, p, {"key": key, "probs": probs, "p": p, "cost": cost}
+
     # -- the loop ----------------------------------------------------------------------------------
     def available(self) -> int:
         """Items a query can still return (positive probability and no label)."""
@@ -371,7 +575,10 @@ class LazyActiveEvaluator(ActiveEvaluator):
                     "items would take too many draws (use epsilon > 0 or mix > 0)"
                 )
             k = _draw_count(need, mass)
-            ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
+            if self.draws_mode == "exact":
+                ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
+            else:
+                ind, qd, pd_, recs = self._sample_reservoir(k)
             w = pd_ / qd
             for j, i in enumerate(ind.tolist()):
                 if i not in self._rec:

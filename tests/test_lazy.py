@@ -243,7 +243,7 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
     from bayes_activeeval.lazy_adaptive import LazyActiveEvaluator
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
-    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, **kw)
+    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, draws="exact", **kw)
     ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
     assert isinstance(ev_l, LazyActiveEvaluator)
     labels = two_model.labels
@@ -296,3 +296,32 @@ def test_exact_quantiles_with_ties_and_gathering(monkeypatch):
         ref = np.quantile(p, np.linspace(0, 1, 10))
         expect = np.unique(ref[1:-1])
         np.testing.assert_array_equal(inner, expect[(expect > p.min()) & (expect <= p.max())])
+
+
+@pytest.mark.parametrize("pool_kw", [{}, {"costs": "cost"}])
+def test_reservoir_draws_follow_q(parquet_path, frame, two_model, pool_kw):
+    """The default lazy draws (a mixture of pre-drawn fixed distributions, rejection at labeled
+    items) follow q_t exactly: chi-square over q-quantile groups, and labeled items' rates."""
+    from scipy import stats
+
+    lazy, _ = lazy_pair(parquet_path, frame, **pool_kw)
+    ev = bae.ActiveEvaluator(lazy, "f1", model="a", rng=1, reservoir=2_000, mix=0.02)
+    labels = two_model.labels
+    for _ in range(3):
+        idx = ev.query(60)
+        ev.update(idx, labels[idx])
+    q = ev.proposal.q.compute()
+    n = 400_000
+    idx, qd, _, _ = ev._sample_reservoir(n)
+    np.testing.assert_allclose(qd, q[idx], rtol=1e-12)  # q at the draws is the proposal's
+    groups = np.minimum((np.argsort(np.argsort(q)) * 20) // q.size, 19)
+    known = ev.known
+    groups[known] = 20  # the labeled items (point-mass belief) as their own group
+    expected = n * np.bincount(groups, weights=q, minlength=21)
+    observed = np.bincount(groups[idx], minlength=21)
+    chi2 = float(np.sum((observed - expected) ** 2 / expected))
+    assert chi2 < stats.chi2.ppf(0.999, 20), (chi2, observed, expected)
+    assert ev.n_labels == 180 and len(ev._res) > 0
+    budget = ev.cost + 200
+    est = ev.run(lambda i: labels[i], budget=budget, progress=False)
+    assert ev.cost >= budget and np.isfinite(est.value)
