@@ -39,7 +39,7 @@ import numpy as np
 from ._validation import check_count, check_fraction, check_rng, show
 from .beliefs import CategoricalBelief, as_belief
 from .measures import Measure
-from .pool import DEFAULT_MODEL, Pool, _infer_classes, _infer_pos
+from .pool import DEFAULT_MODEL, Pool
 from .proposals import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
@@ -317,17 +317,26 @@ class LazyPool(Pool):
             self.classes = None
             self.pos_label, self.pos = None, None
         else:
-            if classes is None:
-                seen = self._unique_predictions()
-                probe = None
-                if has_probs:
-                    shape = (1,) if prob_ndim == 1 else (1, n_prob_cols)
-                    probe = {DEFAULT_MODEL: np.zeros(shape)}
-                self.classes = _infer_classes(None, {DEFAULT_MODEL: seen}, probe)
-            else:
-                self.classes = _infer_classes(classes, None, None)
-            self.task = "binary" if len(self.classes) == 2 else "multiclass"
-            self.pos_label, self.pos = _infer_pos(pos_label, self.classes)
+            # the classes and the positive class exactly as an in-memory pool infers them: from a
+            # probe pool over the distinct predictions (or the given classes)
+            values = self._unique_predictions() if classes is None else np.asarray(classes)
+            probe_probs = None
+            if has_probs:
+                probe_probs = (
+                    np.full(values.size, 0.5)
+                    if prob_ndim == 1
+                    else np.full((values.size, n_prob_cols), 1.0 / n_prob_cols)
+                )
+            probe = Pool(
+                predictions=values,
+                probs=probe_probs,
+                classes=classes,
+                pos_label=pos_label,
+                task="classification",
+            )
+            self.classes = probe.classes
+            self.task = probe.task
+            self.pos_label, self.pos = probe.pos_label, probe.pos
         weight_total = None
         if has_weights:
             weight_total = float(sum(self._compute_parts(None, _weight_sum)))
