@@ -325,3 +325,20 @@ def test_reservoir_draws_follow_q(parquet_path, frame, two_model, pool_kw):
     budget = ev.cost + 200
     est = ev.run(lambda i: labels[i], budget=budget, progress=False)
     assert ev.cost >= budget and np.isfinite(est.value)
+
+
+def test_comparison_proposal_and_tests_on_a_lazy_pool(parquet_path, frame, two_model):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    lp = bae.comparison_proposal(lazy, "error_rate", models=("a", "b"))
+    mp = bae.comparison_proposal(mem, "error_rate", models=("a", "b"))
+    assert isinstance(lp, LazyProposal)
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    d = mp.draw(800, rng=3)
+    y = two_model.labels[d.indices]
+    lr = bae.compare(lazy, "error_rate", d, y, models=("a", "b"), proposal=lp)
+    mr = bae.compare(mem, "error_rate", d, y, models=("a", "b"), proposal=mp)
+    assert lr.support_mass == pytest.approx(mr.support_mass, rel=1e-12)
+    assert lr.estimate == pytest.approx(mr.estimate, rel=1e-12)
+    lm = bae.multiple_comparison(lazy, "accuracy", d, y)
+    mm = bae.multiple_comparison(mem, "accuracy", d, y)
+    assert repr(lm) == repr(mm)
