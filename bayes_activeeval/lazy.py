@@ -38,19 +38,18 @@ import numpy as np
 
 from ._validation import check_count, check_fraction, check_rng, show
 from .beliefs import CategoricalBelief, as_belief
-from .measures import Measure
-from .pool import DEFAULT_MODEL, Pool
-from .proposals import (
+from .kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
-    Draws,
-    Proposal,
-    _support_needed,
-    expected_sq_deviation,
-    explained_sq_deviation,
+    deviation_integrand,
     intrinsic_risk,
     loss_table,
+    proposal_scores,
+    support_needed,
 )
+from .measures import Measure
+from .pool import DEFAULT_MODEL, Pool
+from .proposals import Draws, Proposal, ProposalInfo, default_scores
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -652,14 +651,20 @@ class _OptimalParams:
 
 def _u_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> np.ndarray:
     """``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²`` on a chunk (Sawade (2012), Thm. 4.1, the integrand of
-    Eq. 4.6), or the belief's conditional variance for the model-assisted estimator."""
-    m, views = _resolve(cp, prm.measure, prm.model)
-    b = _chunk_belief(cp, offset, m, prm.model, prm.belief, prm.floor)
-    table = loss_table(cp, m, views) if isinstance(b, CategoricalBelief) else None
-    u = expected_sq_deviation(cp, m, views, b, prm.R, prm.J, table=table)
-    if prm.estimator == "model_assisted":
-        u = np.maximum(u - explained_sq_deviation(cp, m, views, b, prm.R, prm.J, table=table), 0.0)
-    return u
+    Eq. 4.6), or the belief's conditional variance for the model-assisted estimator: the core
+    kernel's :func:`~bayes_activeeval.kernel.deviation_integrand` at the pool-wide ``R``."""
+    m, _ = _resolve(cp, prm.measure, prm.model)
+    b = _chunk_belief(cp, offset, m, prm.model, prm.belief, 0.0)  # the kernel floors it
+    itg = deviation_integrand(
+        cp,
+        prm.measure,
+        model=prm.model,
+        belief=b,
+        risk=prm.R,
+        belief_floor=prm.floor,
+        estimator=prm.estimator,
+    )
+    return itg.u
 
 
 def _s_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> np.ndarray:
@@ -668,12 +673,10 @@ def _s_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> np.ndarray:
     p = cp.p
     if prm.passive:
         return p.copy()
-    s = np.sqrt(np.maximum(_u_chunk(cp, offset, prm), 0.0))
-    if not prm.uniform:
-        s *= p
-    if prm.costs:
-        s /= np.sqrt(cp.costs)
-    return s
+    u = _u_chunk(cp, offset, prm)
+    return proposal_scores(
+        np.sqrt(np.maximum(u, 0.0)), p, cp.costs if prm.costs else None, uniform_p=prm.uniform
+    )
 
 
 def _mass_chunk(cp: Pool, offset: int, prm: _OptimalParams, check_support: bool):
@@ -682,15 +685,15 @@ def _mass_chunk(cp: Pool, offset: int, prm: _OptimalParams, check_support: bool)
     first, count = -1, 0
     if check_support:
         m, views = _resolve(cp, prm.measure, prm.model)
-        bad = np.flatnonzero(_support_needed(cp, m, views) & (s <= 0))
+        bad = np.flatnonzero(support_needed(cp, m, views) & (s <= 0))
         if bad.size:
             first, count = offset + int(bad[0]), int(bad.size)
     return float(s.sum()), float(cp.p.sum()), first, count
 
 
 def _q_chunk(cp: Pool, offset: int, prm: _OptimalParams) -> np.ndarray:
-    """``q(x) = (1 − δ) s(x)/S + δ p(x)`` on a chunk: the mixed optimal proposal, computed with
-    the same operations as the in-memory ``_mix``."""
+    """``q(x) = (1 − δ) s(x)/S + δ p(x)`` on a chunk: the mixed optimal proposal, with the same
+    operations as :func:`~bayes_activeeval.kernel.mix_proposal` but the pool-wide ``S``."""
     s = _s_chunk(cp, offset, prm)
     s *= (1.0 - prm.mix) / prm.S
     if prm.mix:
@@ -750,7 +753,11 @@ class LazyProposal(Proposal):
     chunk_mass : ndarray (n_chunks,)
         ``Q_k``, the proposal's mass in each chunk: the first level of the two-level draw.
     kind, info
-        As for :class:`Proposal`; ``info`` has no per-item ``u`` (see :meth:`predicted_variance`).
+        As for :class:`Proposal`; ``info`` (a :class:`~bayes_activeeval.proposals.ProposalInfo`)
+        has no per-item ``u``, ``a`` or ``strata`` (see :meth:`predicted_variance`).
+    normalizer, edges, support
+        The optimal proposal's ``S = Σ_x s(x)``; a stratified proposal's stratum edges; an
+        adaptive proposal's number of items with ``q > 0`` (else ``None``).
     """
 
     def __init__(
@@ -765,7 +772,13 @@ class LazyProposal(Proposal):
         # no Proposal.__post_init__: q is never materialized
         self.pool = pool
         self.kind = kind
-        self.info = {} if info is None else info
+        extra = dict(info or {})
+        #: pool-wide numbers that are not per-item: the optimal proposal's normalizer ``Σ s``,
+        #: a stratified proposal's stratum edges, an adaptive proposal's support size
+        self.normalizer = extra.pop("normalizer", None)
+        self.edges = extra.pop("edges", None)
+        self.support = extra.pop("support", None)
+        self.info = ProposalInfo(**extra)
         self._qfn = qfn
         self._params = params
         self.chunk_mass = np.asarray(chunk_mass, dtype=float)
@@ -1346,9 +1359,7 @@ QUANTILE_BINS = 4096
 
 
 def _chunk_scores(cp: Pool, offset: int, model) -> np.ndarray:
-    from .proposals import _default_scores
-
-    s = np.asarray(_default_scores(cp, model), dtype=float)
+    s = np.asarray(default_scores(cp, model), dtype=float)
     bad = np.flatnonzero(~np.isfinite(s))
     if bad.size:
         raise ValueError(f"scores[{offset + bad[0]}] = {show(s[bad[0]])}; scores must be finite")

@@ -52,6 +52,7 @@ __all__ = [
     "Proposal",
     "ProposalInfo",
     "class_deviation_norms",
+    "default_scores",
     "expected_loss",
     "optimal_proposal",
     "passive_proposal",
@@ -489,7 +490,7 @@ def stratified_proposal(
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
     if isinstance(strata, (int, np.integer)) and not isinstance(strata, bool):
-        s = _default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
+        s = default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
         labels, _ = score_strata(s, int(strata), method=method)
     else:
         labels = np.asarray(strata)
@@ -521,7 +522,9 @@ def stratified_proposal(
     return Proposal(q, p, "stratified", info)
 
 
-def _default_scores(pool, model: str | None) -> np.ndarray:
+def default_scores(pool, model: str | None) -> np.ndarray:
+    """The scores a stratified proposal stratifies on by default: the pool's raw scores, else the
+    positive-class probability (binary) or the top class probability, else the predictive std."""
     model = pool.check_model(model)
     if pool.scores is not None:
         return pool.scores[model]

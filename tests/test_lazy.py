@@ -240,7 +240,7 @@ def test_local_cluster(parquet_path, frame, two_model):
     ],
 )
 def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, measure, kw, pool_kw):
-    from bayes_activeeval.lazy_adaptive import LazyActiveEvaluator
+    from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
     ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, draws="exact", **kw)

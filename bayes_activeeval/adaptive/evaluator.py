@@ -86,7 +86,7 @@ class ActiveEvaluator:
     def __new__(cls, pool=None, *args: Any, **kwargs: Any):
         # a pool on dask gets the evaluator that works in cell-level sufficient statistics
         if cls is ActiveEvaluator and getattr(pool, "is_lazy", False):
-            from .lazy_adaptive import LazyActiveEvaluator
+            from .lazy import LazyActiveEvaluator
 
             return super().__new__(LazyActiveEvaluator)
         return super().__new__(cls)

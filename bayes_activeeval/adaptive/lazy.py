@@ -37,18 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng
-from .adaptive import (
-    DEFAULT_EPSILON,
-    MAX_DRAWS_PER_QUERY,
-    ActiveEvaluator,
-    _draw_count,
-    epsilon_schedule,
-)
-from .beliefs import as_belief
-from .estimators import Estimate
-from .lazy import LazyPool, LazyProposal
-from .proposals import DEFAULT_BELIEF_FLOOR, _centre, loss_table
+from .._validation import check_count, check_fraction, check_rng
+from ..beliefs import as_belief
+from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
+from ..kernel import DEFAULT_BELIEF_FLOOR, loss_table
+from ..lazy import LazyPool, LazyProposal
+from .evaluator import MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
+from .proposal import DEFAULT_EPSILON, epsilon_schedule
 
 __all__ = ["LazyActiveEvaluator"]
 
@@ -324,7 +319,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
                 "(e.g. no item predicted or believed positive); cannot build the proposal"
             )
-        dev = T @ J.T - _centre(m, J, R)
+        # the centring Dg(R)·R, exactly zero for a scale-invariant g (as the kernel's)
+        offset = np.zeros(J.shape[0]) if m.scale_invariant else J @ R
+        dev = T @ J.T - offset
         norms = np.sqrt(np.einsum("kcm,kcm->kc", dev, dev))
         nz = np.any(T != 0, axis=2)
         floor_all = not m.scale_invariant
@@ -553,7 +550,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         for i in self._known.keys() | self._req:  # those the support count includes
             key, _, p, _ = self._rec[i]
             n_taken += p > 0 and (self.mix > 0 or prm.passive or bool(positive_key[key]))
-        return self._proposal.info["support"] - n_taken
+        return self._proposal.support - n_taken
 
     def _query(self, n: int, max_cost: float | None) -> np.ndarray:
         prop = self._proposal
@@ -574,7 +571,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
                     f"the proposal has mass {mass:.3g} on unlabeled items; drawing {need} new "
                     "items would take too many draws (use epsilon > 0 or mix > 0)"
                 )
-            k = _draw_count(need, mass)
+            k = draw_count(need, mass)
             if self.draws_mode == "exact":
                 ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
             else:
@@ -685,8 +682,6 @@ class LazyActiveEvaluator(ActiveEvaluator):
         self, warn: bool, variance: str = "martingale", bias_correction: bool = False
     ) -> Estimate:
         import warnings
-
-        from .estimators import UndefinedEstimateWarning, weighted_estimate
 
         idx, w, L, _ = self._arrays()
         winf = w
