@@ -1359,7 +1359,12 @@ QUANTILE_BINS = 4096
 
 
 def _chunk_scores(cp: Pool, offset: int, model) -> np.ndarray:
-    s = np.asarray(default_scores(cp, model), dtype=float)
+    """The scores of a chunk: the pool's default scores of ``model``, or, when ``model`` is a
+    tuple ``(fn, *args)``, ``fn(chunk_pool, offset, *args)``."""
+    if isinstance(model, tuple):
+        s = np.asarray(model[0](cp, offset, *model[1:]), dtype=float)
+    else:
+        s = np.asarray(default_scores(cp, model), dtype=float)
     bad = np.flatnonzero(~np.isfinite(s))
     if bad.size:
         raise ValueError(f"scores[{offset + bad[0]}] = {show(s[bad[0]])}; scores must be finite")
@@ -1480,6 +1485,8 @@ def lazy_score_strata(pool: LazyPool, n_strata: int, *, method: str, model=None)
 
     ``"csf"``: one pass for the score range, one for the histogram (histograms add over chunks).
     ``"quantile"``: the order statistics behind ``np.quantile`` found by :func:`_order_statistics`.
+    ``model`` names the model whose default scores are stratified, or is a tuple
+    ``(fn, *args)`` with ``fn(chunk_pool, offset, *args)`` the scores of a chunk.
 
     Returns
     -------

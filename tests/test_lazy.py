@@ -342,3 +342,31 @@ def test_comparison_proposal_and_tests_on_a_lazy_pool(parquet_path, frame, two_m
     lm = bae.multiple_comparison(lazy, "accuracy", d, y)
     mm = bae.multiple_comparison(mem, "accuracy", d, y)
     assert repr(lm) == repr(mm)
+
+
+@pytest.mark.parametrize("method", ["sqrt", "paper", "proportional"])
+def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, method):
+    from bayes_activeeval.benchmark.lazy import LazyBenchmarkDesign
+
+    lazy, mem = lazy_pair(parquet_path, frame)
+    ld = bae.benchmark.design(lazy, budget=300, model="a", method=method)
+    md = bae.benchmark.design(mem, budget=300, model="a", method=method)
+    assert isinstance(ld, LazyBenchmarkDesign)
+    np.testing.assert_array_equal(ld.stratum_sizes, md.stratum_sizes)
+    np.testing.assert_array_equal(ld.allocation, md.allocation)
+    np.testing.assert_array_equal(ld.strata.compute(), md.strata)
+    pd.testing.assert_frame_equal(ld.summary(), md.summary(), rtol=1e-12)
+    lr, mr = ld.predicted_variance_ratio(), md.predicted_variance_ratio()
+    for t in mr:
+        assert lr[t] == pytest.approx(mr[t], rel=1e-10)
+    s = ld.sample(rng=0)
+    assert len(s) == md.allocation.sum() and np.unique(s.indices).size == len(s)
+    np.testing.assert_array_equal(s.strata, md.strata[s.indices])
+    np.testing.assert_array_equal(np.bincount(s.strata, minlength=md.n_strata), md.allocation)
+    ms = md.sample_at(s.indices)
+    np.testing.assert_array_equal(s.inclusion, ms.inclusion)
+    y = two_model.labels[s.indices]
+    rule = frame["pred_b"].to_numpy()[s.indices]
+    le = bae.benchmark.evaluate(y, rule, s, posterior=None)
+    me = bae.benchmark.evaluate(y, rule, ms, posterior=None)
+    assert le.table.identical(me.table)
