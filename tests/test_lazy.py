@@ -370,3 +370,54 @@ def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, meth
     le = bae.benchmark.evaluate(y, rule, s, posterior=None)
     me = bae.benchmark.evaluate(y, rule, ms, posterior=None)
     assert le.table.identical(me.table)
+
+
+def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path):
+    """`bae init pool.parquet --lazy`: the same static design, draws and estimates as without."""
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+
+    rng = np.random.default_rng(3)
+    n = 12_000
+    p = 1 / (1 + np.exp(-(rng.standard_normal(n) * 2.5 - 4)))
+    y = (rng.random(n) < p).astype(int)
+    ids = np.array([f"x{i}" for i in range(n)])
+    pool_path = tmp_path / "pool.parquet"
+    pq.write_table(
+        pa.table({"id": ids, "pred": (p > 0.3).astype(np.int8), "p": p}),
+        pool_path,
+        row_group_size=2_500,
+    )
+    truth = dict(zip(ids.tolist(), y.tolist(), strict=True))
+    runner = CliRunner()
+    out = {}
+    for lazy in (False, True):
+        session = str(tmp_path / f"s{int(lazy)}.bae")
+        args = ["init", str(pool_path), "--id-col", "id", "--pred-col", "pred", "--prob-col", "p"]
+        args += ["--measure", "f1", "--session", session, "--budget", "60"]
+        r = runner.invoke(main, [*args, "--lazy"] if lazy else args)
+        assert r.exit_code == 0, r.output
+        for _ in range(3):
+            r = runner.invoke(main, ["next", session, "--n", "20"])
+            assert r.exit_code == 0, r.output
+            got = pd.read_csv(__import__("io").StringIO(r.output))["id"].astype(str)
+            labels = tmp_path / "labels.csv"
+            pd.DataFrame({"id": got, "label": [truth[i] for i in got]}).to_csv(labels, index=False)
+            r = runner.invoke(main, ["record", session, str(labels)])
+            assert r.exit_code == 0, r.output
+        r = runner.invoke(main, ["status", session, "--json"])
+        assert r.exit_code == 0, r.output
+        out[lazy] = __import__("json").loads(r.output)
+        r = runner.invoke(main, ["report", session, "--out", str(tmp_path / f"r{int(lazy)}.html")])
+        assert r.exit_code == 0, r.output
+    assert out[True]["labels"] == out[False]["labels"] >= 55
+    e_l, e_m = out[True]["estimates"][0], out[False]["estimates"][0]
+    assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=1e-12)
+    assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=1e-10)
+    r = runner.invoke(
+        main,
+        ["init", str(pool_path), "--pred-col", "pred", "--prob-col", "p", "--measure", "f1",
+         "--session", str(tmp_path / "a.bae"), "--lazy", "--design", "adaptive"],
+    )  # fmt: skip
+    assert r.exit_code == 2 and "static design" in r.output
