@@ -1024,7 +1024,8 @@ def optimal_proposal(
     return LazyProposal(pool, "optimal", _q_chunk, prm, chunk_mass, info)
 
 
-def _replace(prm: _OptimalParams, **kw) -> _OptimalParams:
+def _replace(prm, **kw):
+    """A copy of a frozen parameter set with some fields changed."""
     from dataclasses import replace
 
     return replace(prm, **kw)
@@ -1491,10 +1492,10 @@ def lazy_score_strata(pool: LazyPool, n_strata: int, *, method: str, model=None)
     Returns
     -------
     inner : ndarray
-        Inner boundaries (an item's raw stratum is ``searchsorted(inner, score, "right")``).
-    used : ndarray
-        The raw strata that are non-empty (relabelled ``0..H-1`` in this order).
-    edges : ndarray (H + 1,)
+        Inner boundaries (an item's raw stratum is ``searchsorted(inner, score, "right")``;
+        strata left empty are dropped by the caller, as ``score_strata`` does).
+    lo, hi : float
+        The smallest and largest score.
     """
     if isinstance(n_strata, bool) or not isinstance(n_strata, (int, np.integer)) or n_strata < 1:
         raise ValueError(f"n_strata must be a positive integer, got {n_strata!r}")
@@ -1560,13 +1561,7 @@ def _strat_u_chunk(cp: Pool, offset: int, prm: _StrataParams, opt: _OptimalParam
 
 
 def _strat_mass_chunk(cp: Pool, offset: int, prm: _StrataParams) -> float:
-    return float(_strat_q(cp, offset, replace_params(prm, mix=0.0, total=1.0)).sum())
-
-
-def replace_params(prm, **kw):
-    from dataclasses import replace
-
-    return replace(prm, **kw)
+    return float(_strat_q(cp, offset, _replace(prm, mix=0.0, total=1.0)).sum())
 
 
 def stratified_proposal(
@@ -1619,7 +1614,7 @@ def stratified_proposal(
         if measure is None:
             raise ValueError("allocation='neyman' needs a measure")
         opt = optimal_proposal(pool, measure, model=model, belief=belief, mix=0.0, costs=False)
-        prm0 = replace_params(prm0, relabel=relabel)
+        prm0 = _replace(prm0, relabel=relabel)
         pu = np.sum(pool.map_chunks(_strat_u_chunk, prm0, opt._params, H), axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             Ubar = pu / P
@@ -1631,7 +1626,7 @@ def stratified_proposal(
     prm = _StrataParams(model, inner, relabel, a, P, 0.0, 1.0)
     chunk_raw = np.array(pool.map_chunks(_strat_mass_chunk, prm))
     total = float(chunk_raw.sum())
-    prm = replace_params(prm, mix=mix, total=total)
+    prm = _replace(prm, mix=mix, total=total)
     if pool.has_uniform_weights:
         P_k = pool.chunk_sizes / pool.n_items
     else:
