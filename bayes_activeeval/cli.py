@@ -207,10 +207,15 @@ _pool_option = click.option(
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing session file.")
+@click.option(
+    "--lazy",
+    is_flag=True,
+    help="Parquet pools beyond memory: read the pool chunk by chunk on dask (static design).",
+)
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
          std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
          item_col, ranks, relevance_cols, models, budget, design, oracle, seed, mix,
-         overwrite):  # fmt: skip
+         overwrite, lazy):  # fmt: skip
     """Create a labeling session for the pool file POOL (CSV or Parquet)."""
     from .io import PoolSpec
     from .session import Design, Session
@@ -234,7 +239,10 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         classes=None if classes is None else tuple(c.strip() for c in classes.split(",")),
         pos_label=pos_label,
         task=task,
+        lazy=lazy,
     )
+    if lazy and design != "static":
+        raise ValueError("--lazy sessions use the static design (--design static)")
     d = Design(
         measure=measure,
         kind=design,

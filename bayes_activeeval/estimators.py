@@ -629,10 +629,15 @@ def estimate(
         )
     if estimator != "model_assisted":
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
-    b = as_belief(pool, belief, pool.models_of(m, model))
-    M = intrinsic_risk(pool, m, views, b)
-    idx = draws.indices
-    mm = b.expect(lambda yy, s: m.loss(yy, views(idx)), idx)
+    if getattr(pool, "is_lazy", False):  # M as a sum over chunks, m(x) at the drawn items only
+        from .lazy import model_assisted_terms
+
+        M, mm = model_assisted_terms(pool, m, model, belief, draws.indices)
+    else:
+        b = as_belief(pool, belief, pool.models_of(m, model))
+        M = intrinsic_risk(pool, m, views, b)
+        idx = draws.indices
+        mm = b.expect(lambda yy, s: m.loss(yy, views(idx)), idx)
     return model_assisted_estimate(
         L, draws.weights, mm, M, m, n_labels=n_labels, bias_correction=bias_correction
     )

@@ -98,6 +98,9 @@ class PoolSpec:
     task : {"binary", "multiclass", "regression"}, optional
     format : {"csv", "parquet"}, optional
         Default: from the file suffix (``.parquet``/``.pq`` is Parquet, anything else CSV).
+    lazy : bool
+        Parquet only: read the pool lazily on dask (:meth:`Pool.from_parquet`), so nothing of the
+        pool's size is held in memory; item ids are read when needed (:class:`LazyIds`).
     """
 
     pred: Any
@@ -112,6 +115,7 @@ class PoolSpec:
     pos_label: Any = None
     task: str | None = None
     format: str | None = None
+    lazy: bool = False
     _norm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -364,6 +368,8 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
         raise TypeError(f"spec must be a PoolSpec, got {type(spec).__name__}")
     p = Path(path).expanduser().resolve()
     fmt = _detect_format(p, spec.format)
+    if spec.lazy:
+        return _read_lazy_pool(p, fmt, spec)
     frame = _read_frame(p, fmt, spec.id_col)
     for col, option in spec.columns().items():
         _column(frame, col, option, p)
@@ -644,3 +650,128 @@ def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+# ------------------------------------------------------------------------------------------------
+# lazy pool files (Parquet on dask)
+class LazyIds:
+    """The item ids of a lazy pool file, read when asked for: ``ids[i]`` or ``ids[array]``.
+
+    Without an id column the ids are the row numbers. With one, the id column of a row group is
+    read (and a few row groups kept) when one of its items is asked for.
+    """
+
+    def __init__(self, path: Path, id_col: str | None, n: int) -> None:
+        self.path, self.id_col, self.n = path, id_col, n
+        self._groups: np.ndarray | None = None
+        self._cache: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _row_groups(self) -> np.ndarray:
+        if self._groups is None:
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(self.path).metadata
+            sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            self._groups = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return self._groups
+
+    def _group(self, g: int) -> np.ndarray:
+        if g not in self._cache:
+            import pyarrow.parquet as pq
+
+            col = pq.ParquetFile(self.path).read_row_group(g, columns=[self.id_col])
+            ids = col.column(self.id_col).to_pandas().astype(str).str.strip().to_numpy(object)
+            if len(self._cache) >= 8:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[g] = ids
+        return self._cache[g]
+
+    def __getitem__(self, idx):
+        scalar = np.ndim(idx) == 0
+        arr = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+        if self.id_col is None:
+            out = arr.astype(str).astype(object)
+        else:
+            starts = self._row_groups()
+            g = np.searchsorted(starts, arr, side="right") - 1
+            out = np.empty(arr.size, dtype=object)
+            for gg in np.unique(g).tolist():
+                sel = g == gg
+                out[sel] = self._group(gg)[arr[sel] - starts[gg]]
+        return out[0] if scalar else out
+
+    def index_of(self, ids: Sequence[str], name: str = "id") -> np.ndarray:
+        """Pool indices of the given ids (one pass over the id column)."""
+        ids = np.asarray([str(i).strip() for i in ids], dtype=object)
+        pos = np.full(ids.size, -1, dtype=np.int64)
+        if self.id_col is None:
+            for k, i in enumerate(ids.tolist()):
+                if i.isdigit() and int(i) < self.n:
+                    pos[k] = int(i)
+        else:
+            want = pd.Index(ids)
+            starts = self._row_groups()
+            for g in range(starts.size - 1):
+                hit = want.get_indexer(self._group(g))
+                rows = np.flatnonzero(hit >= 0)
+                pos[hit[rows]] = rows + starts[g]
+                if np.all(pos >= 0):
+                    break
+        bad = np.flatnonzero(pos < 0)
+        if bad.size:
+            raise ValueError(
+                f"unknown item {name} {ids[bad[0]]!r} (row {bad[0] + 1}): not in the pool file"
+                + (f" ({bad.size} unknown ids in all)" if bad.size > 1 else "")
+            )
+        return pos
+
+
+@dataclass(frozen=True)
+class LazyPoolFile(PoolFile):
+    """A pool file read lazily: ``pool`` is a :class:`~bayes_activeeval.lazy.LazyPool`, ``ids`` a
+    :class:`LazyIds`; ``text`` is empty (text columns are not read for lazy pools)."""
+
+    def index_of(self, ids: Sequence[str], name: str = "id") -> np.ndarray:
+        return self.ids.index_of(ids, name)
+
+
+def _read_lazy_pool(p: Path, fmt: str, spec: PoolSpec) -> LazyPoolFile:
+    """The lazy version of :func:`read_pool`: Parquet only, no text, cost or weight columns."""
+    if fmt != "parquet":
+        raise ValueError(f"--lazy reads Parquet files; {p.name} is {fmt}")
+    for option, value in (
+        ("--text-col", spec.text_cols),
+        ("--cost-col", spec.cost_col),
+        ("--weight-col", spec.weight_col),
+    ):
+        if value:
+            raise ValueError(f"{option} is not supported with --lazy yet")
+    if not p.exists():
+        raise ValueError(f"pool file {p} does not exist")
+    norm = spec._norm
+
+    def one(cols):
+        return cols[0] if len(cols) == 1 else list(cols)
+
+    pool = Pool.from_parquet(
+        str(p),
+        predictions=norm["pred"],
+        probs={m: one(c) for m, c in norm["prob"].items()} or None,
+        scores=norm["score"] or None,
+        predictive_std=norm["std"] or None,
+        classes=None if spec.classes is None else list(spec.classes),
+        pos_label=spec.pos_label,
+        task=spec.task,
+    )
+    if spec.id_col:
+        import pyarrow.parquet as pq
+
+        if spec.id_col not in pq.ParquetFile(p).schema_arrow.names:
+            raise ValueError(f"column {spec.id_col!r} (--id-col) is not in {p.name}")
+    ids = LazyIds(p, spec.id_col, pool.n_items)
+    return LazyPoolFile(
+        pool, ids, pd.DataFrame(index=pd.RangeIndex(0)), str(p), file_checksum(p), spec
+    )

@@ -191,6 +191,70 @@ class Pool:
         if self.item_ids is not None and len(np.unique(self.item_ids)) != n:
             raise ValueError("item_ids contains duplicates")
 
+    # -- pools beyond memory (lazy, on dask) ---------------------------------------------------
+    @classmethod
+    def from_parquet(cls, path: Any, predictions: Any = "pred", probs: Any = "p", **kwargs: Any):
+        """A lazy pool reading Parquet files chunk by chunk (needs the ``[dask]`` extra).
+
+        Parameters
+        ----------
+        path : str, path, glob or list of them
+            A Parquet file, a directory of them (read in sorted order), a glob or a list. Items are
+            numbered in file order, then row order.
+        predictions, probs : str, list of str, or dict of them
+            Column names: ``predictions`` holds ``f(x)``; ``probs`` one column of
+            ``P(y = pos_label | x)`` (binary) or a list of one column per class; a dict
+            ``{"a": "pred_a", "b": "pred_b"}`` names several models. ``probs=None`` for none.
+        predictive_std, scores : str or dict, optional
+            Column names, as for ``probs``.
+        costs, weights : str, optional
+            Column names of label costs ``c(x)`` and item weights (``p(x)`` after normalizing).
+        classes, pos_label, task
+            As for :class:`Pool`; the classes are read from the predictions (one pass over that
+            column) when not given.
+        chunk_size : int
+            Items per chunk (default ``2**20``): whole row groups are grouped up to this many rows,
+            so write files with row groups no larger than it. Memory is bounded by a few chunks.
+        client : distributed.Client, optional
+            Where to compute; default the ambient client, if any, else dask's threads.
+
+        Returns
+        -------
+        LazyPool
+            A :class:`~bayes_activeeval.lazy.LazyPool`: ``optimal_proposal``, ``passive_proposal``,
+            ``Proposal.draw``, ``estimate`` and ``compare`` work on it unchanged.
+        """
+        from .lazy import from_parquet
+
+        return from_parquet(path, predictions, probs, **kwargs)
+
+    @classmethod
+    def from_zarr(cls, store: Any, predictions: Any = "pred", probs: Any = "p", **kwargs: Any):
+        """A lazy pool over the arrays of a Zarr group, named as in :meth:`from_parquet` (``probs``
+        may name one ``(n, C)`` array). ``chunk_size`` rechunks (default ``2**20`` items)."""
+        from .lazy import from_zarr
+
+        return from_zarr(store, predictions, probs, **kwargs)
+
+    @classmethod
+    def from_dask(cls, predictions: Any, probs: Any = None, **kwargs: Any):
+        """A lazy pool over dask arrays, with the arguments of :class:`Pool` (arrays instead of
+        columns). The chunks of the first predictions array are used unless ``chunk_size`` is
+        given."""
+        from .lazy import from_dask
+
+        return from_dask(predictions, probs, **kwargs)
+
+    @classmethod
+    def from_dask_dataframe(
+        cls, frame: Any, predictions: Any = "pred", probs: Any = "p", **kwargs: Any
+    ):
+        """A lazy pool over a dask DataFrame's partitions (one chunk per partition), columns named
+        as in :meth:`from_parquet`."""
+        from .lazy import from_dask_dataframe
+
+        return from_dask_dataframe(frame, predictions, probs, **kwargs)
+
     # -- basic properties ---------------------------------------------------------------------
     @property
     def n_classes(self) -> int:

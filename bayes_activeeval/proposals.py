@@ -52,6 +52,7 @@ __all__ = [
     "Proposal",
     "ProposalInfo",
     "class_deviation_norms",
+    "default_scores",
     "expected_loss",
     "optimal_proposal",
     "passive_proposal",
@@ -376,6 +377,20 @@ def optimal_proposal(
         If the measure is undefined under the belief (e.g. precision when no item is predicted
         positive), or, with ``mix=0``, if the proposal gives zero mass to an item that needs it.
     """
+    if getattr(pool, "is_lazy", False):  # a pool on dask: the same steps, chunk by chunk
+        from .lazy import optimal_proposal as lazy_optimal_proposal
+
+        return lazy_optimal_proposal(
+            pool,
+            measure,
+            model=model,
+            belief=belief,
+            risk=risk,
+            costs=costs,
+            belief_floor=belief_floor,
+            mix=mix,
+            estimator=estimator,
+        )
     mix = check_fraction(mix, "mix", allow_one=True)
     itg = deviation_integrand(
         pool,
@@ -416,6 +431,10 @@ def optimal_proposal(
 
 def passive_proposal(pool) -> Proposal:
     """Passive sampling: ``q = p`` (the uniform pool distribution unless the pool is weighted)."""
+    if getattr(pool, "is_lazy", False):
+        from .lazy import passive_proposal as lazy_passive_proposal
+
+        return lazy_passive_proposal(pool)
     return Proposal(pool.p.copy(), pool.p, "passive")
 
 
@@ -453,11 +472,25 @@ def stratified_proposal(
     mix : float
         Defensive mixture with ``p`` (default 0: every stratum already has positive mass).
     """
+    if getattr(pool, "is_lazy", False):  # exact strata and sums, chunk by chunk
+        from .lazy import stratified_proposal as lazy_stratified_proposal
+
+        return lazy_stratified_proposal(
+            pool,
+            measure,
+            strata=strata,
+            allocation=allocation,
+            model=model,
+            scores=scores,
+            belief=belief,
+            method=method,
+            mix=mix,
+        )
     if allocation not in ("proportional", "neyman"):
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
     if isinstance(strata, (int, np.integer)) and not isinstance(strata, bool):
-        s = _default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
+        s = default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
         labels, _ = score_strata(s, int(strata), method=method)
     else:
         labels = np.asarray(strata)
@@ -489,7 +522,9 @@ def stratified_proposal(
     return Proposal(q, p, "stratified", info)
 
 
-def _default_scores(pool, model: str | None) -> np.ndarray:
+def default_scores(pool, model: str | None) -> np.ndarray:
+    """The scores a stratified proposal stratifies on by default: the pool's raw scores, else the
+    positive-class probability (binary) or the top class probability, else the predictive std."""
     model = pool.check_model(model)
     if pool.scores is not None:
         return pool.scores[model]

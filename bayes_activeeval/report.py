@@ -267,28 +267,40 @@ def _fig_path(path: pd.DataFrame, measure: str, level: float) -> str | None:
     return _png(fig)
 
 
+def _score_for_plot(pool, model: str):
+    """The per-item score the proposal is plotted against, and its axis label."""
+    if pool.scores is not None:
+        return pool.scores[model], f"score ({model})"
+    if pool.has_std():
+        return pool.view(model).std, f"predictive std ({model})"
+    if pool.has_probs() and pool.task == "binary":
+        return pool.view(model).positive_prob(), f"P(positive) ({model})"
+    if pool.has_probs():
+        return pool.view(model).prob.max(axis=1), f"max class probability ({model})"
+    return pool.view(model).pred, f"prediction ({model})"
+
+
 def _fig_proposal(session, q: np.ndarray) -> str:
     plt = _pyplot()
     pool = session.pool
     model = session.design.models[0]
-    if pool.scores is not None:
-        score, xlabel = pool.scores[model], f"score ({model})"
-    elif pool.has_std():
-        score, xlabel = pool.view(model).std, f"predictive std ({model})"
-    elif pool.has_probs() and pool.task == "binary":
-        score, xlabel = pool.view(model).positive_prob(), f"P(positive) ({model})"
-    elif pool.has_probs():
-        score, xlabel = pool.view(model).prob.max(axis=1), f"max class probability ({model})"
-    else:
-        score, xlabel = pool.view(model).pred, f"prediction ({model})"
     n = q.size
     rng = np.random.default_rng(0)
     show = rng.choice(n, size=min(n, 20_000), replace=False) if n > 20_000 else np.arange(n)
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax.scatter(score[show], q[show] * n, s=3, alpha=0.35, label="pool items", rasterized=True)
     lab = session.labels()["item"].to_numpy(np.int64)
+    if getattr(pool, "is_lazy", False):  # read only the plotted items (and their q)
+        sel = np.concatenate([show, lab])
+        score_sel, xlabel = _score_for_plot(pool.take(sel), model)
+        q_sel = np.asarray(q[sel])
+        score, qq = score_sel[: show.size], q_sel[: show.size]
+        score_lab, q_lab = score_sel[show.size :], q_sel[show.size :]
+    else:
+        full, xlabel = _score_for_plot(pool, model)
+        score, qq, score_lab, q_lab = full[show], q[show], full[lab], q[lab]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.scatter(score, qq * n, s=3, alpha=0.35, label="pool items", rasterized=True)
     if lab.size:
-        ax.scatter(score[lab], q[lab] * n, s=10, color="C3", label="labeled items")
+        ax.scatter(score_lab, q_lab * n, s=10, color="C3", label="labeled items")
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", lw=0.8, ls="--", label="passive (q = 1/n)")
     ax.set_xlabel(_lit(xlabel))

@@ -28,6 +28,7 @@ LAYERS = {
     "intervals": 0,
     "estimators": 0,
     "proposals": 0,
+    "lazy": 0,  # the dask-backed pool; proposals and estimators dispatch to it
     "datasets": 0,
     # 1. Bayesian models: beliefs about labels (oracles), posteriors of the measure
     "oracles": 1,

@@ -28,6 +28,13 @@ from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unj
 MAX_DRAWS_PER_QUERY = 10_000_000
 
 
+def draw_count(need: int, mass: float) -> int:
+    """Draws to make for ``need`` new items when the unlabeled items hold ``mass`` of ``q``: 20%
+    more than expected, plus 16. The ``1e-9`` keeps the count from depending on the last bits of
+    ``mass`` (a sum over the pool, whose rounding differs between in-memory and chunked sums)."""
+    return int(min(math.ceil(need / mass * 1.2 - 1e-9) + 16, MAX_DRAWS_PER_QUERY))
+
+
 class ActiveEvaluator:
     """Adaptive importance-sampling evaluation with a Bayesian oracle model.
 
@@ -75,6 +82,14 @@ class ActiveEvaluator:
     >>> est.n_labels
     300
     """
+
+    def __new__(cls, pool=None, *args: Any, **kwargs: Any):
+        # a pool on dask gets the evaluator that works in cell-level sufficient statistics
+        if cls is ActiveEvaluator and getattr(pool, "is_lazy", False):
+            from .lazy import LazyActiveEvaluator
+
+            return super().__new__(LazyActiveEvaluator)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -314,7 +329,7 @@ class ActiveEvaluator:
                     f"the proposal has mass {mass:.3g} on unlabeled items; drawing {need} new "
                     "items would take too many draws (use epsilon > 0 or mix > 0)"
                 )
-            k = int(min(math.ceil(need / mass * 1.2) + 16, MAX_DRAWS_PER_QUERY))
+            k = draw_count(need, mass)
             d = prop.draw(k, self.rng)
             ind = d.indices
             is_fresh = fresh[ind]

@@ -207,7 +207,7 @@ class BenchmarkDesign:
         return "\n".join(lines)
 
 
-def _allocate(sizes: np.ndarray, target: np.ndarray, budget: int, minimum: int) -> np.ndarray:
+def allocate(sizes: np.ndarray, target: np.ndarray, budget: int, minimum: int) -> np.ndarray:
     """Integer allocation ``n_h`` proportional to ``target`` with ``min(N_h, minimum) <= n_h <= N_h``."""
     sizes = sizes.astype(np.int64)
     lo = np.minimum(sizes, minimum).astype(float)
@@ -403,6 +403,25 @@ def design(
     -------
     BenchmarkDesign
     """
+    if getattr(pool_or_guess, "is_lazy", False):  # a pool on dask: stratum-level sums
+        from .lazy import lazy_design
+
+        return lazy_design(
+            pool_or_guess,
+            budget=budget,
+            targets=targets,
+            guess=guess,
+            method=method,
+            scheme=scheme,
+            n_strata=n_strata,
+            strata=strata,
+            prevalence=prevalence,
+            rule_rate=rule_rate,
+            guess_precision=guess_precision,
+            model=model,
+            defensive=defensive,
+            min_per_stratum=min_per_stratum,
+        )
     if method not in ("sqrt", "paper", "proportional", "equal"):
         raise ValueError(
             f"method must be 'sqrt', 'paper', 'proportional' or 'equal', got {method!r}"
@@ -494,7 +513,7 @@ def design(
     target = (1 - lam) * target + lam * budget * sizes / N
 
     if scheme == "stratified":
-        alloc = _allocate(sizes, target, budget, mps)
+        alloc = allocate(sizes, target, budget, mps)
         incl = (alloc / sizes)[h]
     else:
         if method == "sqrt":

@@ -594,12 +594,14 @@ class Session(SessionRecords):
         """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
         contingency-table model fitted to the labeled draws of the completed stages with their
         design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`);
-        ``None`` before any stage completes or for regression pools.
+        ``None`` before any stage completes, for regression pools and for lazy pools.
 
         Several models: the stacked measure, one output per model.
         """
         d, labels = self.labeled_draws()
         if len(d) == 0 or self.pool.task == "regression":
+            return None
+        if getattr(self.pool, "is_lazy", False):  # the cell model reads every item's prediction
             return None
         from ..posterior import contingency_posterior
 

@@ -1,0 +1,715 @@
+"""Adaptive evaluation on a lazy pool: every stage in cell-level sufficient statistics.
+
+:class:`~bayes_activeeval.ActiveEvaluator` on a :class:`~bayes_activeeval.lazy.LazyPool` becomes a
+:class:`LazyActiveEvaluator`. For a *tabular* measure (the loss depends on an item only through its
+prediction key ``k(x)``, e.g. F1, precision, recall, error rate and their differences) and the
+plug-in belief ``π`` (the model's probabilities, floored, labeled items a point mass), everything a
+stage needs is linear in ``π`` per cell ``(k, c)``:
+
+- the plug-in risk ``R_t = Σ_{k,c} W[k, c] ℓ[k, c]`` with ``W[k, c] = Σ_x p(x) π_c(x) 1[k(x) = k]``
+  (Sawade (2012), Eq. 4.21);
+- the practical proposal of Marchant & Rubinstein (2021), Prop. 2 (deterministic oracle),
+  ``q_t(x) ∝ p(x) c(x)^(-1/2) Σ_c π_c(x) max{‖Dg(R_t)(ℓ[k(x), c] − R_t)‖, ε'_t 1[ℓ ≠ 0]}``, whose
+  normalizer and per-chunk masses are ``Σ_{k,c} W_j[k, c] n_t[k, c]`` over chunks ``j``.
+
+One pass over the pool at the start computes ``W_j`` (and its cost-weighted twin) per chunk. A
+label changes ``π`` at one item, so ``W`` is corrected in place by ``p(x)(e_y − π(x))``. A stage
+(new ``R_t``, ``J_t``, ``ε_t``, normalizer, chunk masses) therefore costs ``O(chunks × cells)``,
+independent of ``n``, and the labeled items' losses are table look-ups.
+
+Draws (``draws="reservoir"``, the default) never read the pool either: for unlabeled items
+``q_t`` is a *mixture of fixed distributions*, ``q_t = Σ_{k,c} w_kc r_kc + δ p`` with
+``r_kc(x) ∝ p(x) π_c(x) c(x)^(-1/2) 1[k(x) = k]`` and stage weights ``w_kc ∝ n_t[k, c]``. Each
+``r_kc`` is sampled once, in one pass, into a reservoir of pre-drawn items (refilled by another
+pass when used up); a draw picks a component by its weight and takes its next item. Labeled items,
+whose belief is a point mass, are handled exactly by rejection (:meth:`_sample_reservoir`). The
+draws follow ``q_t`` exactly and are reproducible from ``rng``, but are not the in-memory
+evaluator's items. ``draws="exact"`` instead draws by inverse CDF over the chunks, reading every
+chunk a draw lands in: then the same ``rng`` gives the in-memory evaluator's queries and
+estimates (up to the order of floating-point summation), which the tests check.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_count, check_fraction, check_rng
+from ..beliefs import as_belief
+from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
+from ..kernel import DEFAULT_BELIEF_FLOOR, loss_table
+from ..lazy import LazyPool, LazyProposal
+from .evaluator import MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
+from .proposal import DEFAULT_EPSILON, epsilon_schedule
+
+__all__ = ["LazyActiveEvaluator"]
+
+
+def _floored_probs(cp, models, floor: float) -> np.ndarray:
+    """The plug-in belief of a chunk, floored as the in-memory ``_floor_unknown`` does."""
+    probs = as_belief(cp, None, models).probs
+    if floor <= 0:
+        return probs
+    out = np.maximum(probs, floor)
+    out /= out.sum(axis=1, keepdims=True)
+    return out
+
+
+def _keys(cp, measure, model) -> tuple[np.ndarray, np.ndarray]:
+    m, views = cp.resolve(measure, model)
+    table = loss_table(cp, m, views)
+    return table.keys, table.table
+
+
+def _stats_chunk(cp, offset, measure, model, models, floor):
+    """Per-chunk sufficient statistics: ``W[k, c] = Σ p π_c``, the same with ``p/sqrt(c)``, the
+    number of items with ``p > 0`` per key, ``Σ p`` and ``Σ c``."""
+    keys, table = _keys(cp, measure, model)
+    K, C, _ = table.shape
+    probs = _floored_probs(cp, models, floor)
+    p = cp.p
+    W = np.stack([np.bincount(keys, weights=p * probs[:, c], minlength=K) for c in range(C)], 1)
+    if cp.costs is not None:
+        pc = p / np.sqrt(cp.costs)
+        Wc = np.stack(
+            [np.bincount(keys, weights=pc * probs[:, c], minlength=K) for c in range(C)], 1
+        )
+        total_cost = float(cp.costs.sum())
+    else:
+        Wc, total_cost = W, float(cp.n_items)
+    count = np.bincount(keys[p > 0], minlength=K)
+    return W, Wc, count, float(p.sum()), total_cost, table
+
+
+@dataclass(frozen=True)
+class _StageParams:
+    """What a chunk needs to recompute ``q_t`` of its items."""
+
+    measure: Any
+    model: str | None
+    models: tuple[str, ...]
+    floor: float
+    nf: np.ndarray  # (K, C): the floored cell norms max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}
+    S: float
+    mix: float
+    costs: bool
+    known_idx: np.ndarray  # sorted global indices of labeled items
+    known_y: np.ndarray
+    passive: bool = False
+
+
+def _stage_q(cp, offset, prm: _StageParams) -> np.ndarray:
+    """``q_t`` on a chunk (Marchant & Rubinstein (2021), Prop. 2, with the mixture of Sec. 3.3.1)."""
+    keys, _ = _keys(cp, prm.measure, prm.model)
+    p = cp.p
+    if prm.passive:
+        s = p.copy()
+    else:
+        probs = _floored_probs(cp, prm.models, prm.floor)
+        lo, hi = np.searchsorted(prm.known_idx, [offset, offset + cp.n_items])
+        if hi > lo:  # labeled items: a point mass at their label
+            local = prm.known_idx[lo:hi] - offset
+            probs[local] = 0.0
+            probs[local, prm.known_y[lo:hi]] = 1.0
+        nf = prm.nf[keys]  # (n, C)
+        a = probs[:, 0] * nf[:, 0]
+        for c in range(1, probs.shape[1]):
+            a += probs[:, c] * nf[:, c]
+        s = p * a
+        if prm.costs:
+            s = s / np.sqrt(cp.costs)
+    s *= (1.0 - prm.mix) / prm.S
+    if prm.mix:
+        s += prm.mix * p
+    return s
+
+
+def _item_records(cp, offset, prm: _StageParams, local: np.ndarray) -> dict[str, np.ndarray]:
+    """What the evaluator keeps of a drawn item: key, floored belief, ``p`` and cost."""
+    keys, _ = _keys(cp, prm.measure, prm.model)
+    probs = _floored_probs(cp, prm.models, prm.floor)
+    return {
+        "key": keys[local].astype(np.int64),
+        "probs": probs[local],
+        "p": cp.p[local],
+        "cost": cp.costs[local] if cp.costs is not None else np.ones(local.size),
+    }
+
+
+def _reservoir_chunk(cp, offset, measure, model, models, floor, want: dict, seed: int):
+    """Draws from the fixed component distributions on one chunk: for cell ``(k, c)``
+    ``r_kc(x) ∝ p(x) π_c(x) c(x)^(-1/2) 1[k(x) = k]``, for ``"p"`` ``r(x) ∝ p(x)``; ``want`` maps
+    a component to its number of draws here. Returns the drawn items' records per component."""
+    rng = np.random.default_rng(seed)
+    keys, _ = _keys(cp, measure, model)
+    probs = _floored_probs(cp, models, floor)
+    p = cp.p
+    pc = p / np.sqrt(cp.costs) if cp.costs is not None else p
+    costs = cp.costs if cp.costs is not None else np.ones(cp.n_items)
+    out = {}
+    for comp, m in want.items():
+        w = p if comp == "p" else np.where(keys == comp[0], pc * probs[:, comp[1]], 0.0)
+        cdf = np.cumsum(w)
+        local = np.minimum(
+            np.searchsorted(cdf, rng.random(m) * cdf[-1], side="right"), cp.n_items - 1
+        )
+        out[comp] = (
+            local + offset,
+            keys[local].astype(np.int64),
+            probs[local],
+            p[local],
+            costs[local],
+        )
+    return out
+
+
+class _Costs:
+    """Stands in for the pool's cost vector where :class:`ActiveEvaluator` only sums it."""
+
+    def __init__(self, total: float) -> None:
+        self.total = total
+
+    def sum(self) -> float:
+        return self.total
+
+
+class LazyActiveEvaluator(ActiveEvaluator):
+    """:class:`~bayes_activeeval.ActiveEvaluator` on a lazy pool (created by it for a
+    :class:`~bayes_activeeval.lazy.LazyPool`; same parameters and methods).
+
+    Supported: a tabular classification measure, the plug-in oracle (``oracle="model"``), a
+    deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)``;
+    the label cache is sparse (labeled items only). ``posterior()``, ``get_state()``/``save()``
+    and other oracle models need the in-memory pool.
+
+    Parameters
+    ----------
+    draws : {"reservoir", "exact"}
+        ``"reservoir"`` (default): draws from pre-drawn samples of the fixed mixture components
+        of ``q_t`` (no pass over the pool per stage; one pass per refill). ``"exact"``: inverse-CDF
+        draws over the chunks, identical to the in-memory evaluator's, reading the chunks the
+        draws land in at every stage.
+    reservoir : int
+        Items pre-drawn per mixture component and refill (default ``2**14``).
+    Other parameters
+        As for :class:`~bayes_activeeval.ActiveEvaluator`.
+    """
+
+    def __init__(
+        self,
+        pool: LazyPool,
+        measure,
+        *,
+        oracle: Any = "model",
+        model: str | None = None,
+        deterministic: bool = True,
+        epsilon: float = DEFAULT_EPSILON,
+        mix: float = 0.0,
+        batch_size: int = 50,
+        rng: Any = None,
+        oracle_options: dict[str, Any] | None = None,
+        belief_floor: float = DEFAULT_BELIEF_FLOOR,
+        _restore: dict[str, Any] | None = None,
+        draws: str = "reservoir",
+        reservoir: int = 1 << 14,
+    ) -> None:
+        if draws not in ("reservoir", "exact"):
+            raise ValueError(f"draws must be 'reservoir' or 'exact', got {draws!r}")
+        self.draws_mode = draws
+        self.reservoir_size = check_count(reservoir, "reservoir")
+        self._res: dict[Any, list] = {}  # component -> [records..., next position]
+        if pool.task == "regression":
+            raise ValueError(
+                "ActiveEvaluator needs a classification pool (oracle models give class "
+                "probabilities); for regression use optimal_proposal with a GaussianBelief"
+            )
+        if oracle != "model" or oracle_options:
+            raise NotImplementedError(
+                "on a lazy pool ActiveEvaluator supports the plug-in oracle (oracle='model'); "
+                f"got oracle={oracle!r}"
+            )
+        if deterministic is not True:
+            raise NotImplementedError("on a lazy pool ActiveEvaluator needs deterministic=True")
+        if _restore is not None:
+            raise NotImplementedError("a lazy ActiveEvaluator cannot be restored from a state")
+        eps = float(epsilon) if isinstance(epsilon, (int, float, np.number)) else None
+        if eps is None or not np.isfinite(eps) or eps < 0:
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        self.pool = pool
+        self.measure, self._views = pool.resolve(measure, model)
+        if not self.measure.tabular:
+            raise NotImplementedError(
+                f"on a lazy pool ActiveEvaluator needs a measure whose loss depends on an item "
+                f"only through its prediction(s) (tabular); {self.measure.name!r} is not"
+            )
+        if not pool.has_probs():
+            raise ValueError("the plug-in oracle needs the pool's probs")
+        self._measure_arg = measure
+        self.model = model
+        self.deterministic = True
+        self.epsilon0 = eps
+        self.mix = check_fraction(mix, "mix", allow_one=True)
+        self.batch_size = check_count(batch_size, "batch_size")
+        self.belief_floor = check_fraction(belief_floor, "belief_floor")
+        if self.belief_floor <= 0:
+            raise NotImplementedError("on a lazy pool ActiveEvaluator needs belief_floor > 0")
+        self.rng = check_rng(rng)
+        self.oracle_options = {}
+        self._oracle_name = "model"
+        self.oracle = None
+        self._models = (
+            pool.models_of(self.measure, model)
+            if self.measure.models is None
+            else tuple(pool.models)
+        )
+        self._chunk_model = None if self.measure.models is not None else model
+        stats = pool.map_chunks(
+            _stats_chunk, measure, self._chunk_model, self._models, self.belief_floor
+        )
+        self._W = np.stack([s[0] for s in stats])  # (chunks, K, C)
+        self._Wc = np.stack([s[1] for s in stats]) if pool.has_costs else self._W
+        # the fixed mixture components (no label corrections): cell (k, c) has mass A0[k, c]
+        self._A0 = (self._Wc if pool.has_costs else self._W).copy()
+        self._count = np.stack([s[2] for s in stats])  # (chunks, K)
+        self._P = np.array([s[3] for s in stats])
+        self._table = stats[0][5]  # (K, C, d)
+        self._costs = _Costs(float(sum(s[4] for s in stats))) if pool.has_costs else None
+        # sparse label cache: labeled and requested items with what q_t needs of them
+        self._known: dict[int, int] = {}
+        self._rec: dict[int, tuple[int, np.ndarray, float, float]] = {}
+        self._req: set[int] = set()
+        self._p_known = 0.0
+        self._stage = 0
+        self._n_labels = 0
+        self._cost = 0.0
+        self._d_idx, self._d_w, self._d_q, self._d_y = [], [], [], []
+        self._d_stage, self._d_loss = [], []
+        self._pending = self._empty_pending()
+        self._history = []
+        self._epsilon_t = 0.0
+        self._refresh()
+
+    # -- the stage: O(chunks × cells) -------------------------------------------------------------
+    @property
+    def known(self) -> np.ndarray:
+        """Indices of the labeled items (sorted); a lazy pool keeps no per-item mask."""
+        return np.array(sorted(self._known), dtype=np.int64)
+
+    def _unlabeled_fraction(self) -> float:
+        return float(np.clip(1.0 - self._p_known, 0.0, 1.0))
+
+    def _refresh(self) -> None:
+        """New ``R_t``, ``ε_t``, normalizer and chunk masses from the cell statistics."""
+        m = self.measure
+        T = self._table
+        self._epsilon_t = epsilon_schedule(
+            self.epsilon0,
+            stage=self._stage,
+            unlabeled_fraction=self._unlabeled_fraction(),
+            deterministic=True,
+        )
+        W = self._W.sum(axis=0)
+        R = np.einsum("kc,kcd->d", W, T)
+        J = m.jacobian(R)
+        if not np.all(np.isfinite(J)):
+            raise ValueError(
+                f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
+                "(e.g. no item predicted or believed positive); cannot build the proposal"
+            )
+        # the centring Dg(R)·R, exactly zero for a scale-invariant g (as the kernel's)
+        offset = np.zeros(J.shape[0]) if m.scale_invariant else J @ R
+        dev = T @ J.T - offset
+        norms = np.sqrt(np.einsum("kcm,kcm->kc", dev, dev))
+        nz = np.any(T != 0, axis=2)
+        floor_all = not m.scale_invariant
+        sbar = float(np.sum(W * norms))
+        eps_abs = 0.0
+        nf = norms
+        if self._epsilon_t > 0 and sbar > 0:
+            eps_abs = self._epsilon_t * sbar
+            nf = np.maximum(norms, eps_abs)
+            if not floor_all:
+                nf = np.where(nz, nf, norms)
+        S_k = np.einsum("jkc,kc->j", self._Wc, nf)
+        S = float(S_k.sum())
+        passive = S <= 0
+        if passive:
+            S_k, S = self._P.copy(), float(self._P.sum())
+        known_idx = np.array(sorted(self._known), dtype=np.int64)
+        known_y = np.array([self._known[i] for i in known_idx.tolist()], dtype=np.int64)
+        self._stage_measure = self.measure if self.measure.models is not None else self._measure_arg
+        prm = _StageParams(
+            self._stage_measure,
+            self._chunk_model,
+            self._models,
+            self.belief_floor,
+            nf,
+            S,
+            self.mix,
+            self.pool.has_costs,
+            known_idx,
+            known_y,
+            passive,
+        )
+        mass = S_k * ((1.0 - self.mix) / S) + self.mix * self._P
+        # items with q > 0: every item with p > 0 when mixing; else those whose key has a
+        # positive floored norm (π is floored, so every class counts)
+        if self.mix > 0 or passive:
+            support = int(self._count.sum())
+        else:
+            support = int(self._count[:, np.any(nf > 0, axis=1)].sum())
+        info = {
+            "risk": R,
+            "jacobian": J,
+            "epsilon": self._epsilon_t,
+            "epsilon_abs": eps_abs,
+            "mix": self.mix,
+            "deterministic": True,
+            "measure": m.name,
+            "support": support,
+        }
+        prop = LazyProposal(self.pool, "adaptive", _stage_q, prm, mass, info)
+        prop._itemfn = _item_records
+        self._proposal = prop
+
+    def _q_of(self, items: np.ndarray) -> np.ndarray:
+        """``q_t`` of recorded items (drawn before), from their records: no chunk is read."""
+        prm: _StageParams = self._proposal._params
+        out = np.empty(items.size)
+        for j, i in enumerate(items.tolist()):
+            key, probs, p, cost = self._rec[i]
+            if prm.passive:
+                s = p
+            else:
+                if i in self._known:
+                    probs = np.zeros_like(probs)
+                    probs[self._known[i]] = 1.0
+                s = p * float(probs @ prm.nf[key])
+                if prm.costs:
+                    s = s / math.sqrt(cost)
+            out[j] = s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+        return out
+
+    # -- draws in O(cells + chunks): a mixture of fixed distributions --------------------------------
+    def _q_records(self, key, probs, p, cost, items) -> np.ndarray:
+        """``q_t`` from item records (vectorized ``_q_of``)."""
+        prm: _StageParams = self._proposal._params
+        if prm.passive:
+            s = p.copy()
+        else:
+            probs = probs.copy()
+            lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
+            known = lab >= 0
+            if known.any():
+                probs[known] = 0.0
+                probs[np.flatnonzero(known), lab[known]] = 1.0
+            s = p * np.einsum("ic,ic->i", probs, prm.nf[key])
+            if prm.costs:
+                s = s / np.sqrt(cost)
+        return s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+
+    def _fill(self, need: dict) -> None:
+        """Refill the reservoirs of the components in ``need`` (one pass over the chunks)."""
+        pool = self.pool
+        want_total = {comp: max(self.reservoir_size, 2 * m) for comp, m in need.items() if m > 0}
+        per_chunk: list[dict] = [{} for _ in range(pool.n_chunks)]
+        for comp, m in want_total.items():
+            mass = self._P if comp == "p" else self._A0[:, comp[0], comp[1]]
+            counts = self.rng.multinomial(m, mass / mass.sum())
+            for j in np.flatnonzero(counts).tolist():
+                per_chunk[j][comp] = int(counts[j])
+        seeds = self.rng.integers(0, 2**63 - 1, size=pool.n_chunks)
+        ks = [j for j in range(pool.n_chunks) if per_chunk[j]]
+        got = pool._compute(
+            [
+                pool._chunk_task(
+                    j,
+                    _reservoir_chunk,
+                    self._stage_measure,
+                    self._chunk_model,
+                    self._models,
+                    self.belief_floor,
+                    per_chunk[j],
+                    int(seeds[j]),
+                )
+                for j in ks
+            ]
+        )
+        for comp in want_total:
+            parts = [g[comp] for g in got if comp in g]
+            recs = [np.concatenate([pt[f] for pt in parts]) for f in range(5)]
+            order = self.rng.permutation(recs[0].size)  # chunk order -> i.i.d. order
+            old = self._res.get(comp)
+            recs = [r[order] for r in recs]
+            if old is not None:  # keep the unused ones first
+                pos = old[5]
+                recs = [np.concatenate([o[pos:], r]) for o, r in zip(old[:5], recs, strict=True)]
+            self._res[comp] = [*recs, 0]
+
+    def _sample_reservoir(self, n: int):
+        """``n`` i.i.d. draws from ``q_t``, exactly, without reading the pool.
+
+        For unlabeled items ``q_t`` is a mixture of fixed distributions,
+        ``q_t = Σ_{k,c} w_kc r_kc + δ p`` with ``w_kc = (1 − δ) n_t[k, c] A_kc / S_t`` (the cell
+        masses ``A_kc`` of :func:`_stats_chunk` before any label), so a draw picks a component by
+        its weight and takes the next of that component's pre-drawn items (drawn in one pass,
+        refilled when used up). A labeled item's ``q_t`` differs from the mixture's ``q_base``;
+        draws come from ``g = max(q_base, q_t)`` (extra point masses at labeled items) and are
+        accepted with probability ``q_t/g``: rejection sampling, exact.
+        """
+        prm: _StageParams = self._proposal._params
+        K, C = prm.nf.shape
+        A = self._A0.sum(axis=0)
+        comps: list[Any] = [(k, c) for k in range(K) for c in range(C)]
+        if prm.passive:
+            w = [0.0] * len(comps) + [1.0]
+        else:
+            w = [(1.0 - prm.mix) / prm.S * prm.nf[k, c] * A[k, c] for k, c in comps] + [prm.mix]
+        comps.append("p")
+        # extra mass at labeled items where q_t exceeds the mixture's q_base
+        kn = np.array(sorted(self._known), dtype=np.int64)
+        extra = np.zeros(0)
+        if kn.size and not prm.passive:
+            key = np.array([self._rec[i][0] for i in kn.tolist()], dtype=np.int64)
+            probs = np.array([self._rec[i][1] for i in kn.tolist()])
+            p = np.array([self._rec[i][2] for i in kn.tolist()])
+            cost = np.array([self._rec[i][3] for i in kn.tolist()])
+            q_t = self._q_records(key, probs, p, cost, kn)
+            base = p * np.einsum("ic,ic->i", probs, prm.nf[key])
+            if prm.costs:
+                base = base / np.sqrt(cost)
+            q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            extra = np.maximum(q_t - q_base, 0.0)
+        weights = np.concatenate([np.asarray(w, dtype=float), extra])
+        weights /= weights.sum()
+        out_idx, out_recs = [], []
+        got = 0
+        while got < n:
+            m = n - got
+            pick = self.rng.choice(weights.size, size=m, p=weights)
+            need = {}
+            for j in np.unique(pick[pick < len(comps)]).tolist():
+                comp = comps[j]
+                cnt = int(np.count_nonzero(pick == j))
+                r = self._res.get(comp)
+                if r is None or r[0].size - r[5] < cnt:
+                    need[comp] = cnt
+            if need:
+                self._fill(need)
+            idx = np.empty(m, dtype=np.int64)
+            key = np.empty(m, dtype=np.int64)
+            probs = np.empty((m, C))
+            p = np.empty(m)
+            cost = np.empty(m)
+            for j in np.unique(pick).tolist():
+                sel = np.flatnonzero(pick == j)
+                if j < len(comps):
+                    r = self._res[comps[j]]
+                    lo, hi = r[5], r[5] + sel.size
+                    idx[sel], key[sel], probs[sel], p[sel], cost[sel] = (
+                        r[0][lo:hi],
+                        r[1][lo:hi],
+                        r[2][lo:hi],
+                        r[3][lo:hi],
+                        r[4][lo:hi],
+                    )
+                    r[5] = hi
+                else:
+                    i = int(kn[j - len(comps)])
+                    rk, rp, rpp, rc = self._rec[i]
+                    idx[sel], key[sel], probs[sel], p[sel], cost[sel] = i, rk, rp, rpp, rc
+            q = self._q_records(key, probs, p, cost, idx)
+            accept = np.ones(m, dtype=bool)
+            lab = np.array([i in self._known for i in idx.tolist()], dtype=bool)
+            if lab.any() and not prm.passive:
+                base = p[lab] * np.einsum("ic,ic->i", probs[lab], prm.nf[key[lab]])
+                if prm.costs:
+                    base = base / np.sqrt(cost[lab])
+                q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p[lab]
+                g = np.maximum(q_base, q[lab])
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratio = np.where(g > 0, q[lab] / g, 0.0)
+                accept[lab] = self.rng.random(int(lab.sum())) < ratio
+            a = np.flatnonzero(accept)
+            out_idx.append(idx[a])
+            out_recs.append((key[a], probs[a], p[a], cost[a], q[a]))
+            got += a.size
+        idx = np.concatenate(out_idx)
+        key, probs, p, cost, q = (np.concatenate([r[f] for r in out_recs]) for f in range(5))
+        return idx, q, p, {"key": key, "probs": probs, "p": p, "cost": cost}
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def available(self) -> int:
+        """Items a query can still return (positive probability and no label)."""
+        prm: _StageParams = self._proposal._params
+        positive_key = np.any(prm.nf > 0, axis=1)
+        n_taken = 0
+        for i in self._known.keys() | self._req:  # those the support count includes
+            key, _, p, _ = self._rec[i]
+            n_taken += p > 0 and (self.mix > 0 or prm.passive or bool(positive_key[key]))
+        return self._proposal.support - n_taken
+
+    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
+        prop = self._proposal
+        n_avail = self.available()
+        if n > n_avail:
+            raise ValueError(
+                f"n={n} new labels requested but only {n_avail} unlabeled items have positive "
+                "probability under the current proposal"
+            )
+        taken = np.fromiter(self._known.keys() | self._req, dtype=np.int64)
+        mass = float(1.0 - self._q_of(taken).sum()) if taken.size else 1.0
+        new_items: list[np.ndarray] = []
+        need = n
+        spent = 0.0
+        while need > 0:
+            if mass <= 0 or need / mass > MAX_DRAWS_PER_QUERY:
+                raise ValueError(
+                    f"the proposal has mass {mass:.3g} on unlabeled items; drawing {need} new "
+                    "items would take too many draws (use epsilon > 0 or mix > 0)"
+                )
+            k = draw_count(need, mass)
+            if self.draws_mode == "exact":
+                ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
+            else:
+                ind, qd, pd_, recs = self._sample_reservoir(k)
+            w = pd_ / qd
+            for j, i in enumerate(ind.tolist()):
+                if i not in self._rec:
+                    self._rec[i] = (
+                        int(recs["key"][j]),
+                        recs["probs"][j].copy(),
+                        float(recs["p"][j]),
+                        float(recs["cost"][j]),
+                    )
+            fresh = np.array(
+                [i not in self._known and i not in self._req for i in ind.tolist()], dtype=bool
+            )
+            pos = np.flatnonzero(fresh)
+            _, first = np.unique(ind[pos], return_index=True)
+            firstpos = np.sort(pos[first])
+            take = firstpos[:need]
+            if max_cost is not None and self._costs is not None and take.size:
+                cum = spent + np.cumsum([self._rec[i][3] for i in ind[take].tolist()])
+                stop = int(np.searchsorted(cum, max_cost, side="left"))
+                if stop < take.size:
+                    take = take[: stop + 1]
+                    need = take.size
+                spent = float(cum[take.size - 1])
+            cut = int(take[-1]) + 1 if take.size >= need else ind.size
+            ind_c = ind[:cut]
+            new = ind[take]
+            mass -= float(qd[take].sum())
+            self._req.update(new.tolist())
+            ylab = np.array([self._known.get(i, -1) for i in ind_c.tolist()], dtype=np.int64)
+            self._add_pending(ind_c, w[:cut], qd[:cut], ylab)
+            new_items.append(new)
+            need -= take.size
+        return np.concatenate(new_items) if new_items else np.empty(0, dtype=np.int64)
+
+    def update(self, indices: Any, labels: Any) -> None:
+        """Record labels; at the end of a stage, correct the cell statistics and refresh ``q_t``
+        (see :meth:`ActiveEvaluator.update`)."""
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"indices must be a 1-D array of item indices, got {indices!r}")
+        idx = idx.astype(np.int64)
+        y = self.pool.encode_labels(labels)
+        if y.shape != idx.shape:
+            raise ValueError(f"labels has {y.size} entries but indices has {idx.size}")
+        bad = np.flatnonzero((idx < 0) | (idx >= self.pool.n_items))
+        if bad.size:
+            raise ValueError(f"indices[{bad[0]}] = {idx[bad[0]]} is not an item of the pool")
+        y = y.astype(np.int64)
+        order = np.argsort(idx, kind="stable")
+        si, sy = idx[order], y[order]
+        clash = np.flatnonzero((si[1:] == si[:-1]) & (sy[1:] != sy[:-1]))
+        if clash.size:
+            raise ValueError(f"item {si[clash[0]]} was given two different labels")
+        for i, lab in zip(idx.tolist(), y.tolist(), strict=True):
+            if i in self._known:
+                if self._known[i] != lab:
+                    raise ValueError(
+                        f"item {i} already has label "
+                        f"{self.pool.decode_labels([self._known[i]])[0]!r}; a deterministic "
+                        "oracle gives one label per item"
+                    )
+                continue
+            if i not in self._req:
+                raise ValueError(f"item {i} was not returned by query(); label queried items only")
+        for i, lab in zip(idx.tolist(), y.tolist(), strict=True):
+            if i in self._known:
+                continue
+            self._known[i] = lab
+            self._req.discard(i)
+            self._n_labels += 1
+            key, probs, p, cost = self._rec[i]
+            self._p_known += p
+            if self._costs is not None:
+                self._cost += cost
+            # the belief at i becomes a point mass: correct W (and its cost-weighted twin)
+            j = int(self.pool.chunk_of(np.array([i]))[0])
+            delta = -probs.copy()
+            delta[lab] += 1.0
+            self._W[j, key] += p * delta
+            if self._Wc is not self._W:
+                self._Wc[j, key] += p / math.sqrt(cost) * delta
+        P = self._pending
+        P["y"] = np.where(P["y"] < 0, [self._known.get(i, -1) for i in P["idx"].tolist()], P["y"])
+        if P["idx"].size and not np.any(P["y"] < 0):
+            self._end_stage()
+
+    def _end_stage(self) -> None:
+        P = self._pending
+        self._pending = self._empty_pending()
+        idx, w, q, y = P["idx"], P["w"], P["q"], P["y"]
+        keys = np.array([self._rec[i][0] for i in idx.tolist()], dtype=np.int64)
+        L = self._table[keys, y] if idx.size else np.empty((0, self.measure.dim))
+        self._d_idx.append(idx)
+        self._d_w.append(w)
+        self._d_q.append(q)
+        self._d_y.append(y)
+        self._d_stage.append(np.full(idx.size, self._stage, dtype=np.int64))
+        self._d_loss.append(L)
+        self._stage += 1
+        self._refresh()
+        self._record()
+
+    def _estimate(
+        self, warn: bool, variance: str = "martingale", bias_correction: bool = False
+    ) -> Estimate:
+        import warnings
+
+        idx, w, L, _ = self._arrays()
+        winf = w
+        if variance == "clt":  # p/q_N at the drawn items, from their records (no chunk read)
+            p = np.array([self._rec[i][2] for i in idx.tolist()])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                winf = p / self._q_of(idx) if idx.size else w
+            winf = np.where(np.isfinite(winf), winf, 0.0)
+        with warnings.catch_warnings():
+            if not warn:
+                warnings.simplefilter("ignore", UndefinedEstimateWarning)
+            return weighted_estimate(
+                L,
+                w,
+                self.measure,
+                variance_weights=winf,
+                n_labels=self._n_labels,
+                bias_correction=bias_correction,
+            )
+
+    def posterior(self, method: str | None = None, **kwargs: Any):
+        raise NotImplementedError("posterior() needs an in-memory pool")
+
+    def get_state(self) -> dict[str, Any]:
+        raise NotImplementedError("a lazy ActiveEvaluator has no saved state yet")
+
+    def __repr__(self) -> str:
+        return (
+            f"LazyActiveEvaluator(measure={self.measure.name!r}, stage={self._stage}, "
+            f"n_labels={self._n_labels}, n_draws={self.n_draws}, n_chunks={self.pool.n_chunks})"
+        )

@@ -1,0 +1,423 @@
+"""The lazy (dask-backed) pool gives the in-memory results: q to 1e-12 relative, the same draws from
+the same rng, identical estimates from the same draws; on a LocalCluster too."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bayes_activeeval as bae
+from bayes_activeeval.datasets import make_classification_pool, make_regression_pool
+from bayes_activeeval.lazy import LazyPool, LazyProposal
+
+da = pytest.importorskip("dask.array")
+
+N = 30_000
+CHUNK = 4_096  # several chunks, the last one short
+
+
+@pytest.fixture(scope="module")
+def two_model():
+    return make_classification_pool(
+        N, 0.02, separation=4.0, noise=0.4, threshold=0.3, n_models=2, rng=5
+    )
+
+
+@pytest.fixture(scope="module")
+def frame(two_model):
+    pool = two_model.pool
+    ds = pool.to_dataset()
+    return pd.DataFrame(
+        {
+            "pred_a": ds["prediction"].sel(model="m0").values,
+            "pred_b": ds["prediction"].sel(model="m1").values,
+            "p_a": pool.view("m0").prob[:, 1],
+            "p_b": pool.view("m1").prob[:, 1],
+            "score_a": pool.scores["m0"],
+            "cost": 1.0 + (np.arange(N) % 7),
+            "w": 0.5 + (np.arange(N) % 3),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def parquet_path(tmp_path_factory, frame):
+    path = tmp_path_factory.mktemp("lazy") / "pool.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=CHUNK)
+    return path
+
+
+def lazy_pair(parquet_path, frame, **kw):
+    lazy = bae.Pool.from_parquet(
+        parquet_path,
+        predictions={"a": "pred_a", "b": "pred_b"},
+        probs={"a": "p_a", "b": "p_b"},
+        chunk_size=CHUNK,
+        **kw,
+    )
+    mem = bae.Pool(
+        predictions={"a": frame["pred_a"].to_numpy(), "b": frame["pred_b"].to_numpy()},
+        probs={"a": frame["p_a"].to_numpy(), "b": frame["p_b"].to_numpy()},
+        costs=frame["cost"].to_numpy() if "costs" in kw else None,
+        weights=frame["w"].to_numpy() if "weights" in kw else None,
+    )
+    return lazy, mem
+
+
+def rel(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+
+
+def test_from_parquet_reads_metadata_only(parquet_path, frame):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    assert isinstance(lazy, LazyPool) and isinstance(lazy, bae.Pool)
+    assert lazy.n_items == N and len(lazy) == N
+    assert lazy.n_chunks == -(-N // CHUNK)
+    assert lazy.task == "binary" and list(lazy.classes) == [0, 1] and lazy.pos == 1
+    assert lazy.models == ("a", "b")
+    ds = lazy.to_dataset()
+    assert ds["prediction"].chunks is not None  # dask-backed, nothing loaded
+    np.testing.assert_array_equal(
+        ds["prediction"].sel(model="a").values, mem.to_dataset()["prediction"].sel(model="a")
+    )
+
+
+@pytest.mark.parametrize(
+    "measure, model, kw",
+    [
+        ("f1", "a", {}),
+        ("error_rate", "b", {}),
+        ("recall", "a", {"costs": "cost"}),
+        ("precision", "a", {"weights": "w"}),
+        (bae.difference("f1", "a", "b"), None, {}),
+        ("brier", "a", {}),  # not tabular: the generic per-chunk path
+    ],
+)
+def test_optimal_proposal_matches_in_memory(parquet_path, frame, measure, model, kw):
+    lazy, mem = lazy_pair(parquet_path, frame, **kw)
+    lp = bae.optimal_proposal(lazy, measure, model=model)
+    mp = bae.optimal_proposal(mem, measure, model=model)
+    assert isinstance(lp, LazyProposal) and lp.kind == "optimal"
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    assert rel(lp.info["risk"], mp.info["risk"]) < 1e-12
+    np.testing.assert_allclose(lp.chunk_mass.sum(), 1.0, rtol=1e-12)
+    # the same rng gives the same items; weights and q agree to rounding
+    ld = lp.draw(2_000, rng=7)
+    md = mp.draw(2_000, rng=7)
+    np.testing.assert_array_equal(ld.indices, md.indices)
+    assert rel(ld.weights, md.weights) < 1e-12
+    assert rel(lp.predicted_variance(), mp.predicted_variance()) < 1e-10
+    if "costs" in kw:
+        assert rel(lp.expected_cost(), mp.expected_cost(mem.costs)) < 1e-12
+
+
+def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    draws = bae.optimal_proposal(mem, "f1", model="a").draw(1_500, rng=3)
+    labels = two_model.labels[draws.indices]
+    for kw in ({}, {"bias_correction": True}, {"estimator": "model_assisted"}):
+        le = bae.estimate(lazy, "f1", draws, labels, model="a", **kw)
+        me = bae.estimate(mem, "f1", draws, labels, model="a", **kw)
+        if kw.get("estimator") == "model_assisted":  # M is a sum over chunks: rounding only
+            np.testing.assert_allclose(le.values, me.values, rtol=1e-12)
+            np.testing.assert_allclose(le.cov, me.cov, rtol=1e-10)
+        else:
+            np.testing.assert_array_equal(le.values, me.values)
+            np.testing.assert_array_equal(le.cov, me.cov)
+    lc = bae.compare(lazy, "error_rate", draws, labels, models=("a", "b"))
+    mc = bae.compare(mem, "error_rate", draws, labels, models=("a", "b"))
+    assert lc.estimate == mc.estimate and lc.pvalue == mc.pvalue
+
+
+def test_unique_draws_and_passive(parquet_path, frame):
+    lazy, mem = lazy_pair(parquet_path, frame, weights="w")
+    lp, mp = bae.optimal_proposal(lazy, "f1", model="a"), bae.optimal_proposal(mem, "f1", model="a")
+    ld, md = lp.draw(300, rng=11, unique=True), mp.draw(300, rng=11, unique=True)
+    np.testing.assert_array_equal(ld.indices, md.indices)
+    assert ld.n_distinct == 300
+    lpas, mpas = bae.passive_proposal(lazy), bae.passive_proposal(mem)
+    assert rel(lpas.q.compute(), mpas.q) < 1e-12
+    np.testing.assert_array_equal(lpas.draw(500, rng=1).indices, mpas.draw(500, rng=1).indices)
+    np.testing.assert_allclose(lp.weights(md.indices[:50]), mp.weights(md.indices[:50]), rtol=1e-12)
+
+
+def test_from_dask_zarr_and_dataframe_agree(tmp_path, frame):
+    import dask.dataframe as dd
+    import zarr
+
+    pa_, pb_ = frame["p_a"].to_numpy(), frame["pred_a"].to_numpy()
+    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1")
+    via_dask = bae.Pool.from_dask(
+        da.from_array(pb_, chunks=5_000), da.from_array(pa_, chunks=3_000)
+    )
+    assert via_dask.n_chunks == 6
+    group = zarr.open_group(str(tmp_path / "pool.zarr"), mode="w")
+    group.create_array("pred", data=pb_, chunks=(2_000,))
+    group.create_array("p", data=pa_, chunks=(2_000,))
+    via_zarr = bae.Pool.from_zarr(str(tmp_path / "pool.zarr"), chunk_size=8_000)
+    via_frame = bae.Pool.from_dask_dataframe(
+        dd.from_pandas(frame.rename(columns={"pred_a": "pred", "p_a": "p"}), npartitions=4)
+    )
+    for lazy in (via_dask, via_zarr, via_frame):
+        q = bae.optimal_proposal(lazy, "f1").q.compute()
+        assert rel(q, ref.q) < 1e-12
+
+
+def test_regression_and_multiclass(tmp_path):
+    sp = make_regression_pool(5_000, rng=2)
+    v = sp.pool.view()
+    lazy = bae.Pool.from_dask(
+        da.from_array(v.pred, chunks=1_500), predictive_std=da.from_array(v.std, chunks=1_500)
+    )
+    assert lazy.task == "regression"
+    assert (
+        rel(bae.optimal_proposal(lazy, "mse").q.compute(), bae.optimal_proposal(sp.pool, "mse").q)
+        < 1e-12
+    )
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet([1, 1, 1], 5_000)
+    pred = np.array(["x", "y", "z"])[probs.argmax(1)]
+    mem = bae.Pool(predictions=pred, probs=probs)
+    path = tmp_path / "mc.parquet"
+    pq.write_table(
+        pa.table({"pred": pred, "p0": probs[:, 0], "p1": probs[:, 1], "p2": probs[:, 2]}),
+        path,
+        row_group_size=1_000,
+    )
+    lazy = bae.Pool.from_parquet(path, probs=["p0", "p1", "p2"], chunk_size=2_000)
+    assert list(lazy.classes) == ["x", "y", "z"]
+    lq = bae.optimal_proposal(lazy, "accuracy").q.compute()
+    assert rel(lq, bae.optimal_proposal(mem, "accuracy").q) < 1e-12
+
+
+def test_bad_input_names_the_item(tmp_path):
+    path = tmp_path / "bad.parquet"
+    p = np.full(3_000, 0.2)
+    p[2_345] = 1.5
+    pq.write_table(pa.table({"pred": np.zeros(3_000, np.int8), "p": p}), path, row_group_size=1_000)
+    lazy = bae.Pool.from_parquet(path, classes=[0, 1], chunk_size=1_000)
+    with pytest.raises(ValueError, match=r"items 2000\.\.2999"):
+        bae.optimal_proposal(lazy, "error_rate")
+    with pytest.raises(ValueError, match="no column 'q'"):
+        bae.Pool.from_parquet(path, probs="q")
+    with pytest.raises(ValueError, match="outside the pool"):
+        lazy.take([3_000])
+
+
+def test_local_cluster(parquet_path, frame, two_model):
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        lazy, mem = lazy_pair(parquet_path, frame, client=client)
+        lp = bae.optimal_proposal(lazy, "f1", model="a")
+        mp = bae.optimal_proposal(mem, "f1", model="a")
+        assert rel(lp.q.compute(), mp.q) < 1e-12
+        draws = lp.draw(1_000, rng=4)
+        np.testing.assert_array_equal(draws.indices, mp.draw(1_000, rng=4).indices)
+        labels = two_model.labels[draws.indices]
+        le = bae.estimate(lazy, "f1", draws, labels, model="a")
+        me = bae.estimate(mem, "f1", draws, labels, model="a")
+        np.testing.assert_array_equal(le.values, me.values)
+        # the ambient client is used when none is passed
+        ambient, _ = lazy_pair(parquet_path, frame)
+        assert rel(bae.optimal_proposal(ambient, "f1", model="a").q.compute(), mp.q) < 1e-12
+        assert sum(client.run(lambda: 1).values()) == 2  # two workers
+
+
+@pytest.mark.parametrize(
+    "measure, kw, pool_kw",
+    [
+        ("f1", {"model": "a"}, {}),
+        ("recall", {"model": "b", "mix": 0.1, "epsilon": 0.0}, {"weights": "w"}),
+        ("precision", {"model": "a"}, {"costs": "cost"}),
+        (bae.difference("f1", "a", "b"), {}, {}),
+    ],
+)
+def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, measure, kw, pool_kw):
+    from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
+
+    lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
+    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, draws="exact", **kw)
+    ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
+    assert isinstance(ev_l, LazyActiveEvaluator)
+    labels = two_model.labels
+    assert ev_l.available() == ev_m.available()
+    for _ in range(3):
+        il, im = ev_l.query(40), ev_m.query(40)
+        np.testing.assert_array_equal(il, im)
+        ev_l.update(il, labels[il])
+        ev_m.update(im, labels[im])
+        assert ev_l.available() == ev_m.available()
+    assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-12
+    budget = ev_m.cost + (120.0 if "costs" in pool_kw else 60)
+    el = ev_l.run(lambda i: labels[i], budget=budget, progress=False)
+    em = ev_m.run(lambda i: labels[i], budget=budget, progress=False)
+    np.testing.assert_array_equal(ev_l.draws()["item"], ev_m.draws()["item"])
+    np.testing.assert_allclose(el.values, em.values, rtol=1e-12)
+    np.testing.assert_allclose(el.cov, em.cov, rtol=1e-10)
+    ec_l, ec_m = ev_l.estimate(variance="clt"), ev_m.estimate(variance="clt")
+    np.testing.assert_allclose(ec_l.cov, ec_m.cov, rtol=1e-10)
+    assert ev_l.cost == pytest.approx(ev_m.cost, rel=1e-12)
+    h_l, h_m = ev_l.history, ev_m.history
+    np.testing.assert_allclose(h_l["value"], h_m["value"], rtol=1e-12)
+    np.testing.assert_allclose(h_l["epsilon"], h_m["epsilon"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["quantile", "csf"])
+@pytest.mark.parametrize("allocation", ["proportional", "neyman"])
+def test_stratified_proposal_matches_in_memory(parquet_path, frame, method, allocation):
+    lazy, mem = lazy_pair(parquet_path, frame, weights="w")
+    kw = {"strata": 7, "model": "a", "method": method, "allocation": allocation, "mix": 0.05}
+    lp = bae.stratified_proposal(lazy, "f1", **kw)
+    mp = bae.stratified_proposal(mem, "f1", **kw)
+    np.testing.assert_array_equal(lp.info["stratum_mass"] > 0, mp.info["stratum_mass"] > 0)
+    assert rel(lp.info["stratum_mass"], mp.info["stratum_mass"]) < 1e-12
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    np.testing.assert_array_equal(lp.draw(500, rng=2).indices, mp.draw(500, rng=2).indices)
+
+
+def test_exact_quantiles_with_ties_and_gathering(monkeypatch):
+    from bayes_activeeval import lazy as lz
+
+    monkeypatch.setattr(lz, "GATHER_LIMIT", 50)  # force histogram passes
+    monkeypatch.setattr(lz, "QUANTILE_BINS", 8)
+    rng = np.random.default_rng(1)
+    for p in (np.round(rng.beta(0.5, 3, 20_000), 3), rng.beta(0.5, 3, 20_000)):  # ties, none
+        pool = bae.Pool.from_dask(
+            da.from_array((p > 0.5).astype(int), chunks=3_000), da.from_array(p, chunks=3_000)
+        )
+        inner, _, _ = lz.lazy_score_strata(pool, 9, method="quantile", model=None)
+        ref = np.quantile(p, np.linspace(0, 1, 10))
+        expect = np.unique(ref[1:-1])
+        np.testing.assert_array_equal(inner, expect[(expect > p.min()) & (expect <= p.max())])
+
+
+@pytest.mark.parametrize("pool_kw", [{}, {"costs": "cost"}])
+def test_reservoir_draws_follow_q(parquet_path, frame, two_model, pool_kw):
+    """The default lazy draws (a mixture of pre-drawn fixed distributions, rejection at labeled
+    items) follow q_t exactly: chi-square over q-quantile groups, and labeled items' rates."""
+    from scipy import stats
+
+    lazy, _ = lazy_pair(parquet_path, frame, **pool_kw)
+    ev = bae.ActiveEvaluator(lazy, "f1", model="a", rng=1, reservoir=2_000, mix=0.02)
+    labels = two_model.labels
+    for _ in range(3):
+        idx = ev.query(60)
+        ev.update(idx, labels[idx])
+    q = ev.proposal.q.compute()
+    n = 400_000
+    idx, qd, _, _ = ev._sample_reservoir(n)
+    np.testing.assert_allclose(qd, q[idx], rtol=1e-12)  # q at the draws is the proposal's
+    groups = np.minimum((np.argsort(np.argsort(q)) * 20) // q.size, 19)
+    known = ev.known
+    groups[known] = 20  # the labeled items (point-mass belief) as their own group
+    expected = n * np.bincount(groups, weights=q, minlength=21)
+    observed = np.bincount(groups[idx], minlength=21)
+    chi2 = float(np.sum((observed - expected) ** 2 / expected))
+    assert chi2 < stats.chi2.ppf(0.999, 20), (chi2, observed, expected)
+    assert ev.n_labels == 180 and len(ev._res) > 0
+    budget = ev.cost + 200
+    est = ev.run(lambda i: labels[i], budget=budget, progress=False)
+    assert ev.cost >= budget and np.isfinite(est.value)
+
+
+def test_comparison_proposal_and_tests_on_a_lazy_pool(parquet_path, frame, two_model):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    lp = bae.comparison_proposal(lazy, "error_rate", models=("a", "b"))
+    mp = bae.comparison_proposal(mem, "error_rate", models=("a", "b"))
+    assert isinstance(lp, LazyProposal)
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    d = mp.draw(800, rng=3)
+    y = two_model.labels[d.indices]
+    lr = bae.compare(lazy, "error_rate", d, y, models=("a", "b"), proposal=lp)
+    mr = bae.compare(mem, "error_rate", d, y, models=("a", "b"), proposal=mp)
+    assert lr.support_mass == pytest.approx(mr.support_mass, rel=1e-12)
+    assert lr.estimate == pytest.approx(mr.estimate, rel=1e-12)
+    lm = bae.multiple_comparison(lazy, "accuracy", d, y)
+    mm = bae.multiple_comparison(mem, "accuracy", d, y)
+    assert repr(lm) == repr(mm)
+
+
+@pytest.mark.parametrize("method", ["sqrt", "paper", "proportional"])
+def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, method):
+    from bayes_activeeval.benchmark.lazy import LazyBenchmarkDesign
+
+    lazy, mem = lazy_pair(parquet_path, frame)
+    ld = bae.benchmark.design(lazy, budget=300, model="a", method=method)
+    md = bae.benchmark.design(mem, budget=300, model="a", method=method)
+    assert isinstance(ld, LazyBenchmarkDesign)
+    np.testing.assert_array_equal(ld.stratum_sizes, md.stratum_sizes)
+    np.testing.assert_array_equal(ld.allocation, md.allocation)
+    np.testing.assert_array_equal(ld.strata.compute(), md.strata)
+    pd.testing.assert_frame_equal(ld.summary(), md.summary(), rtol=1e-12)
+    lr, mr = ld.predicted_variance_ratio(), md.predicted_variance_ratio()
+    for t in mr:
+        assert lr[t] == pytest.approx(mr[t], rel=1e-10)
+    s = ld.sample(rng=0)
+    assert len(s) == md.allocation.sum() and np.unique(s.indices).size == len(s)
+    np.testing.assert_array_equal(s.strata, md.strata[s.indices])
+    np.testing.assert_array_equal(np.bincount(s.strata, minlength=md.n_strata), md.allocation)
+    ms = md.sample_at(s.indices)
+    np.testing.assert_array_equal(s.inclusion, ms.inclusion)
+    y = two_model.labels[s.indices]
+    rule = frame["pred_b"].to_numpy()[s.indices]
+    le = bae.benchmark.evaluate(y, rule, s, posterior=None)
+    me = bae.benchmark.evaluate(y, rule, ms, posterior=None)
+    assert le.table.identical(me.table)
+
+
+def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path):
+    """`bae init pool.parquet --lazy`: the same static design, draws and estimates as without."""
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+
+    rng = np.random.default_rng(3)
+    n = 12_000
+    p = 1 / (1 + np.exp(-(rng.standard_normal(n) * 2.5 - 4)))
+    y = (rng.random(n) < p).astype(int)
+    ids = np.array([f"x{i}" for i in range(n)])
+    pool_path = tmp_path / "pool.parquet"
+    pq.write_table(
+        pa.table({"id": ids, "pred": (p > 0.3).astype(np.int8), "p": p}),
+        pool_path,
+        row_group_size=2_500,
+    )
+    truth = dict(zip(ids.tolist(), y.tolist(), strict=True))
+    runner = CliRunner()
+    out = {}
+    for lazy in (False, True):
+        session = str(tmp_path / f"s{int(lazy)}.bae")
+        args = ["init", str(pool_path), "--id-col", "id", "--pred-col", "pred", "--prob-col", "p"]
+        args += ["--measure", "f1", "--session", session, "--budget", "60"]
+        r = runner.invoke(main, [*args, "--lazy"] if lazy else args)
+        assert r.exit_code == 0, r.output
+        for _ in range(3):
+            r = runner.invoke(main, ["next", session, "--n", "20"])
+            assert r.exit_code == 0, r.output
+            got = pd.read_csv(__import__("io").StringIO(r.output))["id"].astype(str)
+            labels = tmp_path / "labels.csv"
+            pd.DataFrame({"id": got, "label": [truth[i] for i in got]}).to_csv(labels, index=False)
+            r = runner.invoke(main, ["record", session, str(labels)])
+            assert r.exit_code == 0, r.output
+        r = runner.invoke(main, ["status", session, "--json"])
+        assert r.exit_code == 0, r.output
+        out[lazy] = __import__("json").loads(r.output)
+        r = runner.invoke(main, ["report", session, "--out", str(tmp_path / f"r{int(lazy)}.html")])
+        assert r.exit_code == 0, r.output
+    assert out[True]["labels"] == out[False]["labels"] >= 55
+    e_l, e_m = out[True]["estimates"][0], out[False]["estimates"][0]
+    assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=1e-12)
+    assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=1e-10)
+    r = runner.invoke(
+        main,
+        ["init", str(pool_path), "--pred-col", "pred", "--prob-col", "p", "--measure", "f1",
+         "--session", str(tmp_path / "a.bae"), "--lazy", "--design", "adaptive"],
+    )  # fmt: skip
+    assert r.exit_code == 2 and "static design" in r.output
