@@ -189,8 +189,9 @@ def _compare(features: str):
     c.exact("date_of_birth", "date_of_birth", missing_value=0, label="dob")
     if features == "full":
         c.exact("street_number", "street_number", missing_value=0, label="number")
-        c.string("address_1", "address_1", method="damerau_levenshtein", missing_value=0,
-                 label="address")
+        c.string(
+            "address_1", "address_1", method="damerau_levenshtein", missing_value=0, label="address"
+        )
         c.string("suburb", "suburb", method="jarowinkler", missing_value=0, label="suburb")
         c.exact("postcode", "postcode", missing_value=0, label="postcode")
         c.exact("state", "state", missing_value=0, label="state")
@@ -359,8 +360,11 @@ def describe(spec: RLSpec | DiamondsSpec) -> str:
         who = f"{spec.a_records} random A records of febrl4 vs B"
         if spec.extra_b:
             who += f" + {spec.extra_b}"
-    clf = {"svm": "linear SVM, probs = expit(margin)", "lr": "logistic regression",
-           "gbt": "gradient-boosted trees"}[spec.classifier]
+    clf = {
+        "svm": "linear SVM, probs = expit(margin)",
+        "lr": "logistic regression",
+        "gbt": "gradient-boosted trees",
+    }[spec.classifier]
     return f"{who}; {blk}; {spec.features} features; {clf} trained on {spec.train} pairs"
 
 
