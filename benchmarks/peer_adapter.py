@@ -70,12 +70,34 @@ def _labeler(pool: dict):
     return labeler
 
 
+def _option(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def parse_oracle(spec: str) -> tuple[str, dict]:
+    """``"name"`` or ``"name:key=value;key=value"`` -> (oracle name, oracle_options)."""
+    name, _, opts = spec.partition(":")
+    options = {k: _option(v) for k, v in (o.split("=", 1) for o in opts.split(";") if o)}
+    return name, options
+
+
 def run_adaptive(pool: dict, measure: str, budgets, seed: int, oracle: str | None = None):
-    """One repetition of ``ActiveEvaluator``; returns one ``Estimate`` per budget."""
+    """One repetition of ``ActiveEvaluator``; returns one ``Estimate`` per budget.
+
+    ``oracle``: None (the default, no argument) or ``"name[:key=value;...]"`` (any registered
+    oracle with its ``oracle_options``)."""
     budgets = _check(measure, budgets)
     P = make_pool(pool)
     labeler = _labeler(pool)
-    kw = {} if oracle is None else {"oracle": oracle}
+    kw = {}
+    if oracle is not None:
+        name, options = parse_oracle(oracle)
+        kw = {"oracle": name, **({"oracle_options": options} if options else {})}
     ev = bae.ActiveEvaluator(P, measure, rng=int(seed), **kw)
     out: dict[int, object] = {}
     with warnings.catch_warnings():
@@ -144,13 +166,26 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
     """One repetition of a named configuration; one ``Estimate`` per budget."""
     if config == "default":
         return run_adaptive(pool, measure, budgets, seed, None)
-    if config in ("model", "dirichlet-tree", "calibration"):
-        return run_adaptive(pool, measure, budgets, seed, config)
     if config == "static":
         return run_static(pool, measure, budgets, seed, "optimal")
     if config == "sawade":
         return run_static(pool, measure, budgets, seed, "sawade")
-    raise ValueError(f"unknown configuration {config!r}; known: {CONFIGS}")
+    # any registered oracle, with options: "dirichlet-tree:tree_smoothing=1;within_leaf=flat"
+    return run_adaptive(pool, measure, budgets, seed, config)
+
+
+def check_config(config: str) -> None:
+    """Raise ValueError for a configuration name :func:`run_config` cannot run."""
+    if config in ("default", "static", "sawade"):
+        return
+    from bayes_activeeval.oracles.base import _REGISTRY
+
+    name, _ = parse_oracle(config)
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"unknown configuration {config!r}; known: default, static, sawade or an oracle "
+            f"name[:key=value;...] with oracle in {sorted(_REGISTRY)}"
+        )
 
 
 def _values(ests) -> list[float]:

@@ -7,7 +7,9 @@ each repetition runs one configuration to the largest budget and records, at eve
 estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run's seconds:
 
 - ``default``: ``ActiveEvaluator(pool, "f1", rng=seed)`` — no oracle argument, 50-label stages;
-- ``model`` / ``dirichlet-tree`` / ``calibration``: the same with that ``oracle=``;
+- ``model`` / ``dirichlet-tree`` / ``calibration``: the same with that ``oracle=``; any
+  registered oracle with options is accepted as ``"name:key=value;key=value"``
+  (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
 - ``sawade``: Sawade's closed-form F1 proposal (Sawade (2012), Cor. 4.4; Sawade et al. 2010)
   computed from ``probs`` with no floor and no mix, the same draws and estimator as ``static``
@@ -62,7 +64,8 @@ def true_f1(pool: dict) -> float:
 
 
 def part_path(parts: Path, pool: str, config: str) -> Path:
-    return Path(parts) / f"{pool}__{config}.jsonl"
+    safe = "".join(ch if ch.isalnum() or ch in "-_.=" else "+" for ch in config)
+    return Path(parts) / f"{pool}__{safe}.jsonl"
 
 
 def read_part(path: Path, budgets: list[int]) -> dict[int, dict]:
@@ -216,11 +219,70 @@ def report(args, budgets: list[int]) -> dict:
             recs = list(read_part(part_path(Path(args.parts), name, cfg), budgets).values())
             if recs:
                 res["results"].setdefault(name, {})[cfg] = summarize(recs, truth, budgets)
+    res["peer_seconds"] = peer_seconds(Path(args.peers), args.measure)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     md = markdown(res, budgets)
     Path(args.out).with_suffix(".md").write_text(md)
     return res
+
+
+def peer_seconds(peers_path: Path, measure: str) -> dict:
+    """{pool: {method: mean wall seconds per repetition}} from peers.json (adapters included)."""
+    if not Path(peers_path).exists():
+        return {}
+    res = json.loads(Path(peers_path).read_text())["results"]
+    return {
+        pool: {m: s.get("wall_s_mean") for m, s in by.get(measure, {}).items()}
+        for pool, by in res.items()
+    }
+
+
+def headline(res: dict, budget: int = 2000) -> str:
+    """The issue's "Done when" view at one budget: default vs best peer, intervals, speed,
+    static default vs Sawade's closed form."""
+    b = str(budget)
+    lines = [
+        f"| pool ({budget:,} labels) | best peer: MSE (method, n) | default: MSE, × best peer, "
+        "coverage (n) | dirichlet-tree × best peer (n) | calibration × best peer (n) | "
+        "static default / Sawade closed form: MSE ratio, coverage (n) | s / run: default vs "
+        "Ours-8 in peers.py (ratio) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def cell(name, cfg):
+        s = res["results"].get(name, {}).get(cfg)
+        return None if s is None else s.get("budgets", {}).get(b)
+
+    for name, info in res["pools"].items():
+        bp = info["best_peer"].get(b)
+        bps = "—" if not bp else f"{_f(bp[1])} ({bp[0]}, {bp[2]})"
+
+        def rel(cfg, bp=bp, name=name):
+            st = cell(name, cfg)
+            if st is None or st.get("mse") is None:
+                return "—"
+            r = f"{st['mse'] / bp[1]:.2f}x" if bp else _f(st["mse"])
+            return f"{r} ({st['n']})"
+
+        d = cell(name, "default")
+        ds = "—"
+        if d is not None and d.get("mse") is not None:
+            r = f", {d['mse'] / bp[1]:.2f}x" if bp else ""
+            ds = f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
+        st, sw = cell(name, "static"), cell(name, "sawade")
+        ss = "—"
+        if st and sw and st.get("mse") is not None and sw.get("mse"):
+            ss = f"{st['mse'] / sw['mse']:.2f}, {st['coverage']:.2f} / {sw['coverage']:.2f} ({st['n']})"
+        secs = res.get("peer_seconds", {}).get(name, {})
+        sp = "—"
+        if secs.get("bae") and secs.get("Ours-8"):
+            sp = f"{secs['bae']:.1f} vs {secs['Ours-8']:.1f} ({secs['bae'] / secs['Ours-8']:.2f})"
+        lines.append(
+            f"| `{name}` | {bps} | {ds} | {rel('dirichlet-tree')} | {rel('calibration')} | "
+            f"{ss} | {sp} |"
+        )
+    return "\n".join(lines)
 
 
 def _f(x, nd=3):
@@ -242,6 +304,8 @@ def markdown(res: dict, budgets: list[int]) -> str:
         "",
     ]
     lines += ["Notes: " + "; ".join(res["meta"]["notes"]) + ".", ""]
+    if 2000 in budgets:
+        lines += ["## Headline: 2,000 labels", "", headline(res, 2000), ""]
     for b in budgets:
         lines += [
             f"## {b:,} labels",
@@ -289,8 +353,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.configs = [c for c in args.configs.split(",") if c]
     for c in args.configs:
-        if c not in peer_adapter.CONFIGS:
-            raise SystemExit(f"unknown configuration {c!r}; known: {peer_adapter.CONFIGS}")
+        try:
+            peer_adapter.check_config(c)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
     budgets = sorted({int(b) for b in args.budgets.split(",") if b.strip()})
     if args.measure != "f1":
         args.out = str(Path(args.out).with_name(Path(args.out).stem + f"_{args.measure}.json"))
