@@ -163,8 +163,26 @@ def summarize(recs: list[dict], truth: float, budgets: list[int]) -> dict:
     return out
 
 
-def best_peers(peers_path: Path, measure: str) -> dict:
-    """{pool: {budget: (method, mse, n_reps)}}: the lowest-MSE peer per pool and budget."""
+MIN_PEER_REPS = 5
+
+
+def peer_mse(peers_path: Path, measure: str, method: str) -> dict:
+    """{pool: {budget: (mse, n_reps)}} of one peer in peers.json."""
+    if not Path(peers_path).exists():
+        return {}
+    res = json.loads(Path(peers_path).read_text())["results"]
+    out: dict = {}
+    for pool, by_measure in res.items():
+        s = by_measure.get(measure, {}).get(method, {})
+        for b, st in s.get("budgets", {}).items():
+            if st.get("mse") is not None:
+                out.setdefault(pool, {})[b] = (st["mse"], st["n"])
+    return out
+
+
+def best_peers(peers_path: Path, measure: str, min_reps: int = MIN_PEER_REPS) -> dict:
+    """{pool: {budget: (method, mse, n_reps)}}: the lowest-MSE peer per pool and budget, among
+    peers with at least ``min_reps`` repetitions and no undefined estimate."""
     if not Path(peers_path).exists():
         return {}
     res = json.loads(Path(peers_path).read_text())["results"]
@@ -174,8 +192,8 @@ def best_peers(peers_path: Path, measure: str) -> dict:
             if name not in PEER_NAMES:
                 continue
             for b, st in s.get("budgets", {}).items():
-                if st.get("mse") is None or st.get("nan_frac", 0) > 0:
-                    continue  # a peer undefined in some repetitions is not a usable reference
+                if st.get("mse") is None or st.get("nan_frac", 0) > 0 or st["n"] < min_reps:
+                    continue  # undefined in some repetitions, or too few: not a usable reference
                 cur = out.setdefault(pool, {}).get(b)
                 if cur is None or st["mse"] < cur[1]:
                     out[pool][b] = (name, st["mse"], st["n"])
@@ -186,6 +204,7 @@ def report(args, budgets: list[int]) -> dict:
     pools = args.pools or real_pools_data.pool_names()
     configs = args.configs
     best = best_peers(Path(args.peers), args.measure)
+    ours8 = peer_mse(Path(args.peers), args.measure, "Ours-8")
     res: dict = {
         "meta": {
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -200,7 +219,8 @@ def report(args, budgets: list[int]) -> dict:
                 "coverage over all repetitions (an undefined interval is a miss); MSE and bias "
                 "over defined estimates",
                 "x best peer = MSE / the lowest MSE of Passive, IS, OASIS, Ours-8 in peers.json "
-                "at that pool and budget (peers with undefined estimates excluded)",
+                "at that pool and budget (peers with undefined estimates or fewer than "
+                f"{MIN_PEER_REPS} repetitions excluded)",
             ],
         },
         "pools": {},
@@ -214,6 +234,7 @@ def report(args, budgets: list[int]) -> dict:
             "positives": int(pool["labels"].sum()),
             "true_f1": truth,
             "best_peer": best.get(name, {}),
+            "ours8": ours8.get(name, {}),
         }
         for cfg in configs:
             recs = list(read_part(part_path(Path(args.parts), name, cfg), budgets).values())
@@ -243,11 +264,12 @@ def headline(res: dict, budget: int = 2000) -> str:
     static default vs Sawade's closed form."""
     b = str(budget)
     lines = [
-        f"| pool ({budget:,} labels) | best peer: MSE (method, n) | default: MSE, × best peer, "
+        f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
+        "default: MSE, × best peer, "
         "coverage (n) | dirichlet-tree × best peer (n) | calibration × best peer (n) | "
         "static default / Sawade closed form: MSE ratio, coverage (n) | s / run: default vs "
         "Ours-8 in peers.py (ratio) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def cell(name, cfg):
@@ -257,6 +279,8 @@ def headline(res: dict, budget: int = 2000) -> str:
     for name, info in res["pools"].items():
         bp = info["best_peer"].get(b)
         bps = "—" if not bp else f"{_f(bp[1])} ({bp[0]}, {bp[2]})"
+        o8 = info.get("ours8", {}).get(b)
+        o8s = "—" if not o8 else f"{_f(o8[0])} ({o8[1]})"
 
         def rel(cfg, bp=bp, name=name):
             st = cell(name, cfg)
@@ -279,7 +303,7 @@ def headline(res: dict, budget: int = 2000) -> str:
         if secs.get("bae") and secs.get("Ours-8"):
             sp = f"{secs['bae']:.1f} vs {secs['Ours-8']:.1f} ({secs['bae'] / secs['Ours-8']:.2f})"
         lines.append(
-            f"| `{name}` | {bps} | {ds} | {rel('dirichlet-tree')} | {rel('calibration')} | "
+            f"| `{name}` | {bps} | {o8s} | {ds} | {rel('dirichlet-tree')} | {rel('calibration')} | "
             f"{ss} | {sp} |"
         )
     return "\n".join(lines)
