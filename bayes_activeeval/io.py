@@ -247,7 +247,13 @@ def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
         with warnings.catch_warnings():
             # rows longer than the header: pandas warns and drops data; that is a malformed file
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, dtype=dtype, skipinitialspace=True, index_col=False)
+            frame = pd.read_csv(
+                path,
+                dtype=dtype,
+                skipinitialspace=True,
+                index_col=False,
+                float_precision="round_trip",  # exact floats on pandas 2 too (3 is exact)
+            )
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
