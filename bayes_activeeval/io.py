@@ -278,7 +278,12 @@ def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
             # rows longer than the header: pandas warns and drops data; that is a malformed file
             warnings.simplefilter("error", pd.errors.ParserWarning)
             frame = pd.read_csv(
-                path, dtype=dtype, skipinitialspace=True, index_col=False, **_CSV_NA
+                path,
+                dtype=dtype,
+                skipinitialspace=True,
+                index_col=False,
+                float_precision="round_trip",  # exact floats on pandas 2 too (3 is exact)
+                **_CSV_NA,
             )
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc

@@ -95,7 +95,7 @@ def test_read_pool_roundtrip_is_exact(small):
 def test_read_pool_parquet_equals_csv(small, tmp_path):
     path, _, _ = small
     pq = tmp_path / "pool.parquet"
-    pd.read_csv(path, dtype={"id": str}).to_parquet(pq)
+    pd.read_csv(path, dtype={"id": str}, float_precision="round_trip").to_parquet(pq)
     a, b = read_pool(path, SPEC), read_pool(pq, SPEC)
     np.testing.assert_array_equal(a.pool.view().prob, b.pool.view().prob)
     np.testing.assert_array_equal(a.ids, b.ids)
