@@ -203,7 +203,11 @@ _pool_option = click.option(
 @click.option("--model", "models", multiple=True, help="Evaluate only these models.")
 @click.option("--budget", type=float, default=None, help="Labels allowed (or total label cost).")
 @click.option("--design", type=click.Choice(["static", "adaptive"]), default="static")
-@click.option("--oracle", default="model", show_default=True, help="Oracle model (adaptive).")
+@click.option(
+    "--oracle",
+    default=None,
+    help="Oracle model (adaptive; default calibration on a binary pool, else model).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing session file.")

@@ -27,6 +27,7 @@ __all__ = [
     "CHUNK",
     "DEFAULT_BELIEF_FLOOR",
     "DEFAULT_MIX",
+    "FLOOR_MASS",
     "Integrand",
     "LossTable",
     "class_deviation_norms",
@@ -39,6 +40,7 @@ __all__ = [
     "loss_table",
     "mix_proposal",
     "proposal_from_scores",
+    "scaled_belief_floor",
     "support_needed",
 ]
 
@@ -46,8 +48,12 @@ __all__ = [
 #: 1/(1-δ) ≈ 1.053 times that of the unmixed proposal.
 DEFAULT_MIX = 0.05
 #: Default floor on the belief's class probabilities (keeps every label possible, so q > 0 wherever
-#: the loss can be non-zero even without mixing).
+#: the loss can be non-zero even without mixing). The adaptive evaluator's; the static proposal's
+#: default is ``"auto"`` (:func:`scaled_belief_floor`), at most this.
 DEFAULT_BELIEF_FLOOR = 1e-6
+#: Largest share of the proposal's mass the ``"auto"`` belief floor may add (its variance cost
+#: under the belief is at most this factor; :func:`scaled_belief_floor`).
+FLOOR_MASS = 0.01
 #: Items processed per block by the vectorised kernels (bounds peak memory on 10^7-item pools).
 CHUNK = 1 << 18
 
@@ -294,6 +300,71 @@ def support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndar
             any_nonzero |= np.any(measure.loss(y, v) != 0, axis=1)
         need[sl] &= any_nonzero
     return need
+
+
+def scaled_belief_floor(
+    pool,
+    measure: Measure,
+    views,
+    belief: CategoricalBelief,
+    *,
+    weight: np.ndarray | None = None,
+    mass: float = FLOOR_MASS,
+    cap: float = DEFAULT_BELIEF_FLOOR,
+) -> float:
+    """The largest belief floor ``f <= cap`` that adds at most ``mass`` to the proposal's mass.
+
+    The optimal proposal is ``q*(x) ∝ s(x) = k(x) sqrt(u(x))``, ``u(x) = Σ_y π(y|x) d_y(x)``,
+    ``d_y = ‖Dg(R)(ℓ(x, y) − R)‖²`` (Sawade (2012), Thm. 4.1, Eq. 4.6; Marchant & Rubinstein
+    (2021), Prop. 1), ``k = p c^(-1/2)``. Flooring ``π`` at ``f`` (renormalized) gives
+    ``π_f(y) <= π(y) + f``, hence ``sqrt(u_f) <= sqrt(u) + sqrt(f) t(x)``,
+    ``t = (Σ_y d_y)^(1/2)``, and the floored proposal's total mass ``S_f <= S + sqrt(f) T`` with
+    ``S = Σ k sqrt(u)``, ``T = Σ k t``. Choosing ``sqrt(f) = mass · S / T`` bounds the added mass by
+    ``mass · S``, so ``q_f >= q* / ((1 + mass) sqrt(1 + C f))`` pointwise and the predicted variance
+    ``Σ p² u / q`` (Sawade (2012), Eq. 4.4) under the unfloored belief is at most
+    ``(1 + mass) sqrt(1 + C f)`` times that of ``q*`` — also after the same defensive mixture.
+
+    A fixed floor does not scale: on a pool of ``N`` confident negatives and ``M`` predicted
+    positives it adds about ``N sqrt(f)`` items' worth of mass against ``M``; with ``f = 1e-6``,
+    ``N = 54,000`` and ``M = 18`` it halves the positives' share of ``q``. The scaled floor gives
+    ``sqrt(f) ≈ mass · M / N`` there.
+
+    Parameters
+    ----------
+    pool, measure, views
+        As :func:`~bayes_activeeval.optimal_proposal` resolves them.
+    belief : CategoricalBelief
+        The unfloored belief.
+    weight : ndarray (n,), optional
+        ``k(x)`` (default ``p``).
+    mass : float
+        Largest added share of the proposal's mass (default ``0.01``).
+    cap : float
+        Largest floor returned (default ``1e-6``).
+
+    Returns
+    -------
+    float
+        The floor ``f`` (``cap`` when the unfloored proposal is degenerate).
+    """
+    R = intrinsic_risk(pool, measure, views, belief)
+    J = measure.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        return float(cap)
+    d, _ = class_deviation_norms(pool, measure, views, R, J, power=2, nonzero=False)
+    k = pool.p if weight is None else weight
+    S = float(k @ np.sqrt(np.maximum(_row_sum(belief.probs * d), 0.0)))
+    T = float(k @ np.sqrt(_row_sum(d)))
+    if not (S > 0 and T > 0):
+        return float(cap)
+    return float(min(cap, (mass * S / T) ** 2))
+
+
+def _row_sum(a: np.ndarray) -> np.ndarray:
+    out = a[:, 0].copy()
+    for c in range(1, a.shape[1]):
+        out += a[:, c]
+    return out
 
 
 def label_costs(pool, costs) -> np.ndarray | None:

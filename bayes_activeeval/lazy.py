@@ -943,7 +943,7 @@ def optimal_proposal(
     belief: Any = None,
     risk: Any = None,
     costs: Any = None,
-    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    belief_floor: float | str = "auto",
     mix: float = DEFAULT_MIX,
     estimator: str = "ipw",
 ) -> LazyProposal:
@@ -957,9 +957,16 @@ def optimal_proposal(
 
     ``belief`` may be ``None`` (the pool's models, per chunk), an array aligned with the pool
     (NumPy or dask; sliced per chunk) or a callable ``belief(chunk_pool, offset) -> Belief``.
-    ``costs`` may be ``None``/``True`` (the pool's) or ``False``.
+    ``costs`` may be ``None``/``True`` (the pool's) or ``False``. ``belief_floor="auto"`` (the
+    default) is the fixed ``1e-6`` here: the in-memory scaled floor
+    (:func:`~bayes_activeeval.kernel.scaled_belief_floor`) needs one more pass, not implemented
+    on lazy pools yet.
     """
     m0, _ = _resolve_meta(pool, measure, model)
+    if isinstance(belief_floor, str):
+        if belief_floor != "auto":
+            raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
+        belief_floor = DEFAULT_BELIEF_FLOOR
     floor = check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
     if estimator not in ("ipw", "model_assisted"):

@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_count, check_fraction, check_rng
+from .beliefs import CategoricalBelief, as_belief
 from .kernel import (
     CHUNK,
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
+    FLOOR_MASS,
     Integrand,
     LossTable,
     class_deviation_norms,
@@ -40,6 +42,7 @@ from .kernel import (
     loss_table,
     mix_proposal,
     proposal_from_scores,
+    scaled_belief_floor,
     support_needed,
 )
 from .measures import Measure
@@ -48,6 +51,7 @@ from .strata import score_strata
 __all__ = [
     "DEFAULT_BELIEF_FLOOR",
     "DEFAULT_MIX",
+    "FLOOR_MASS",
     "Draws",
     "Proposal",
     "ProposalInfo",
@@ -56,6 +60,7 @@ __all__ = [
     "expected_loss",
     "optimal_proposal",
     "passive_proposal",
+    "scaled_belief_floor",
     "stratified_proposal",
 ]
 # re-exported from .kernel (their home before the kernel had its own module)
@@ -325,7 +330,7 @@ def optimal_proposal(
     belief: Any = None,
     risk: Any = None,
     costs: Any = None,
-    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    belief_floor: float | str = "auto",
     mix: float = DEFAULT_MIX,
     estimator: str = "ipw",
 ) -> Proposal:
@@ -352,9 +357,12 @@ def optimal_proposal(
         The ``R`` at which to linearize. Default: the intrinsic risk under the belief.
     costs : None, bool or array-like (n,)
         Label costs ``c(x)``; default the pool's (if any). ``False`` ignores them.
-    belief_floor : float
+    belief_floor : float or "auto"
         Lower bound on each class probability of the belief (renormalized), so every label stays
-        possible. Default ``1e-6``.
+        possible. Default ``"auto"``: the largest floor up to ``1e-6`` that adds at most 1 % to
+        the proposal's mass (:func:`~bayes_activeeval.kernel.scaled_belief_floor`), so its
+        variance cost under the belief is at most 1 % whatever the pool's size and skew;
+        ``info["belief_floor"]`` has the value.
     mix : float
         Defensive mixture weight ``δ`` in ``q ← (1 − δ) q + δ p``: weights are bounded by ``1/δ``
         and the variance is at most ``1/(1 − δ)`` times the unmixed one. Default ``0.05``.
@@ -392,6 +400,16 @@ def optimal_proposal(
             estimator=estimator,
         )
     mix = check_fraction(mix, "mix", allow_one=True)
+    c = label_costs(pool, costs)
+    if isinstance(belief_floor, str):
+        if belief_floor != "auto":
+            raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
+        m, views = pool.resolve(measure, model)
+        belief = as_belief(pool, belief, pool.models_of(m, model))
+        belief_floor = DEFAULT_BELIEF_FLOOR
+        if isinstance(belief, CategoricalBelief):
+            k = None if c is None else pool.p / np.sqrt(c)
+            belief_floor = scaled_belief_floor(pool, m, views, belief, weight=k)
     itg = deviation_integrand(
         pool,
         measure,
@@ -405,7 +423,7 @@ def optimal_proposal(
     q = proposal_from_scores(
         np.sqrt(np.maximum(u, 0.0)),
         p,
-        label_costs(pool, costs),
+        c,
         mix,
         uniform_p=pool.has_uniform_weights,
     )

@@ -173,7 +173,7 @@ def run_one(path: Path, n: int, mode: str) -> dict:
         return bae.estimate(pool, "f1", draws + d2, labels2)
 
     step("refresh", refresh)
-    ev = step("ae_init", lambda: bae.ActiveEvaluator(pool, "f1", rng=0))
+    ev = step("ae_init", lambda: bae.ActiveEvaluator(pool, "f1", oracle="model", rng=0))
 
     def stage():
         idx = ev.query(STAGE_DRAWS)

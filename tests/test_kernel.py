@@ -24,7 +24,10 @@ def test_optimal_proposal_is_integrand_then_scores(rare_pool, measure, estimator
     pool = rare_pool.pool
     costs = np.random.default_rng(0).uniform(0.5, 2.0, pool.n_items)
     prop = bae.optimal_proposal(pool, measure, estimator=estimator, costs=costs, mix=0.05)
-    itg = deviation_integrand(pool, measure, estimator=estimator)
+    # the proposal's default floor is "auto" (scaled_belief_floor); the kernel takes the number
+    floor = prop.info.belief_floor
+    assert 0 < floor <= bae.proposals.DEFAULT_BELIEF_FLOOR
+    itg = deviation_integrand(pool, measure, estimator=estimator, belief_floor=floor)
     np.testing.assert_array_equal(itg.u, prop.info.u)
     np.testing.assert_array_equal(itg.risk, prop.info.risk)
     q = proposal_from_scores(

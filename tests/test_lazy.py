@@ -97,8 +97,9 @@ def test_from_parquet_reads_metadata_only(parquet_path, frame):
 )
 def test_optimal_proposal_matches_in_memory(parquet_path, frame, measure, model, kw):
     lazy, mem = lazy_pair(parquet_path, frame, **kw)
+    # the lazy path reads belief_floor="auto" as the fixed 1e-6 (no scaled floor on dask yet)
     lp = bae.optimal_proposal(lazy, measure, model=model)
-    mp = bae.optimal_proposal(mem, measure, model=model)
+    mp = bae.optimal_proposal(mem, measure, model=model, belief_floor=1e-6)
     assert isinstance(lp, LazyProposal) and lp.kind == "optimal"
     assert rel(lp.q.compute(), mp.q) < 1e-12
     assert rel(lp.info["risk"], mp.info["risk"]) < 1e-12
@@ -133,7 +134,8 @@ def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model)
 
 def test_unique_draws_and_passive(parquet_path, frame):
     lazy, mem = lazy_pair(parquet_path, frame, weights="w")
-    lp, mp = bae.optimal_proposal(lazy, "f1", model="a"), bae.optimal_proposal(mem, "f1", model="a")
+    lp = bae.optimal_proposal(lazy, "f1", model="a")
+    mp = bae.optimal_proposal(mem, "f1", model="a", belief_floor=1e-6)  # lazy: fixed floor
     ld, md = lp.draw(300, rng=11, unique=True), mp.draw(300, rng=11, unique=True)
     np.testing.assert_array_equal(ld.indices, md.indices)
     assert ld.n_distinct == 300
@@ -148,7 +150,7 @@ def test_from_dask_zarr_and_dataframe_agree(tmp_path, frame):
     import zarr
 
     pa_, pb_ = frame["p_a"].to_numpy(), frame["pred_a"].to_numpy()
-    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1")
+    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1", belief_floor=1e-6)
     via_dask = bae.Pool.from_dask(
         da.from_array(pb_, chunks=5_000), da.from_array(pa_, chunks=3_000)
     )
@@ -189,7 +191,7 @@ def test_regression_and_multiclass(tmp_path):
     lazy = bae.Pool.from_parquet(path, probs=["p0", "p1", "p2"], chunk_size=2_000)
     assert list(lazy.classes) == ["x", "y", "z"]
     lq = bae.optimal_proposal(lazy, "accuracy").q.compute()
-    assert rel(lq, bae.optimal_proposal(mem, "accuracy").q) < 1e-12
+    assert rel(lq, bae.optimal_proposal(mem, "accuracy", belief_floor=1e-6).q) < 1e-12
 
 
 def test_bad_input_names_the_item(tmp_path):
@@ -216,7 +218,7 @@ def test_local_cluster(parquet_path, frame, two_model):
     ):
         lazy, mem = lazy_pair(parquet_path, frame, client=client)
         lp = bae.optimal_proposal(lazy, "f1", model="a")
-        mp = bae.optimal_proposal(mem, "f1", model="a")
+        mp = bae.optimal_proposal(mem, "f1", model="a", belief_floor=1e-6)  # lazy: fixed floor
         assert rel(lp.q.compute(), mp.q) < 1e-12
         draws = lp.draw(1_000, rng=4)
         np.testing.assert_array_equal(draws.indices, mp.draw(1_000, rng=4).indices)
@@ -244,7 +246,8 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
     ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, draws="exact", **kw)
-    ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
+    # the lazy evaluator has only the plug-in oracle; the in-memory default is "calibration"
+    ev_m = bae.ActiveEvaluator(mem, measure, oracle="model", rng=0, **kw)
     assert isinstance(ev_l, LazyActiveEvaluator)
     labels = two_model.labels
     assert ev_l.available() == ev_m.available()

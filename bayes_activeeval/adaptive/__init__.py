@@ -23,15 +23,24 @@ Layout: :mod:`.proposal` (the Prop. 2 proposal and the ε schedules), :mod:`.eva
 (:class:`ActiveEvaluator`) and :mod:`.state` (saving and restoring an evaluator).
 """
 
-from .evaluator import MAX_DRAWS_PER_QUERY, ActiveEvaluator
+from .evaluator import (
+    DEFAULT_ORACLE,
+    DEFAULT_STAGE_GROWTH,
+    MAX_DRAWS_PER_QUERY,
+    ActiveEvaluator,
+    default_oracle,
+)
 from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
 from .state import STATE_VERSION
 
 __all__ = [
     "DEFAULT_EPSILON",
+    "DEFAULT_ORACLE",
+    "DEFAULT_STAGE_GROWTH",
     "MAX_DRAWS_PER_QUERY",
     "STATE_VERSION",
     "ActiveEvaluator",
     "adaptive_proposal",
+    "default_oracle",
     "epsilon_schedule",
 ]

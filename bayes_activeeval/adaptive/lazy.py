@@ -42,7 +42,7 @@ from ..beliefs import as_belief
 from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
 from ..kernel import DEFAULT_BELIEF_FLOOR, loss_table
 from ..lazy import LazyPool, LazyProposal
-from .evaluator import MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
+from .evaluator import DEFAULT_STAGE_GROWTH, MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
 from .proposal import DEFAULT_EPSILON, epsilon_schedule
 
 __all__ = ["LazyActiveEvaluator"]
@@ -180,8 +180,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
     """:class:`~bayes_activeeval.ActiveEvaluator` on a lazy pool (created by it for a
     :class:`~bayes_activeeval.lazy.LazyPool`; same parameters and methods).
 
-    Supported: a tabular classification measure, the plug-in oracle (``oracle="model"``), a
-    deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)``;
+    Supported: a tabular classification measure, the plug-in oracle (``oracle="model"``, the
+    default here, unlike the in-memory evaluator's ``"calibration"``), a deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)``;
     the label cache is sparse (labeled items only). ``posterior()``, ``get_state()``/``save()``
     and other oracle models need the in-memory pool.
 
@@ -212,6 +212,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         rng: Any = None,
         oracle_options: dict[str, Any] | None = None,
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
+        stage_growth: float = DEFAULT_STAGE_GROWTH,
         _restore: dict[str, Any] | None = None,
         draws: str = "reservoir",
         reservoir: int = 1 << 14,
@@ -226,6 +227,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 "ActiveEvaluator needs a classification pool (oracle models give class "
                 "probabilities); for regression use optimal_proposal with a GaussianBelief"
             )
+        if oracle is None:  # the default: the only oracle a lazy pool supports
+            oracle = "model"
         if oracle != "model" or oracle_options:
             raise NotImplementedError(
                 "on a lazy pool ActiveEvaluator supports the plug-in oracle (oracle='model'); "
@@ -253,6 +256,10 @@ class LazyActiveEvaluator(ActiveEvaluator):
         self.epsilon0 = eps
         self.mix = check_fraction(mix, "mix", allow_one=True)
         self.batch_size = check_count(batch_size, "batch_size")
+        sg = float(stage_growth) if isinstance(stage_growth, (int, float, np.number)) else None
+        if sg is None or not np.isfinite(sg) or sg < 0:
+            raise ValueError(f"stage_growth must be a finite number >= 0, got {stage_growth!r}")
+        self.stage_growth = sg
         self.belief_floor = check_fraction(belief_floor, "belief_floor")
         if self.belief_floor <= 0:
             raise NotImplementedError("on a lazy pool ActiveEvaluator needs belief_floor > 0")

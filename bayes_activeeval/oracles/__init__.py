@@ -7,10 +7,12 @@ name with :func:`make_oracle`.
 from .base import OracleModel, PluginOracle, make_oracle, register_oracle
 from .calibration import CalibrationOracle
 from .dirichlet_tree import DirichletTreeOracle
+from .ensemble import EnsembleOracle
 
 __all__ = [
     "CalibrationOracle",
     "DirichletTreeOracle",
+    "EnsembleOracle",
     "OracleModel",
     "PluginOracle",
     "make_oracle",

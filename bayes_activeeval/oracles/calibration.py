@@ -355,7 +355,11 @@ class CalibrationOracle(OracleModel):
             cov = np.linalg.pinv(H + 1e-8 * np.eye(H.shape[0]))
         self.params, self.cov_ = theta, cov
         self.converged_ = bool(res.success)
-        self._tabulate()
+        # the posterior predictive table is built when a belief needs it (predictive="mean"):
+        # the default MAP belief never does, and the table costs more than the fit
+        self._grid_logit = None
+        if self.predictive_kind == "mean":
+            self._tabulate()
 
     # -- the OracleModel interface ------------------------------------------------------------------
     def update(self, indices, labels, weights=None) -> None:
@@ -499,6 +503,8 @@ class CalibrationOracle(OracleModel):
         if self.predictive_kind == "map":
             p1 = special.expit(self.linear_predictor()[0])
         else:
+            if self._grid_logit is None:
+                self._tabulate()
             flat, t = self._interp
             g = self._grid_logit.ravel()
             p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
@@ -569,7 +575,7 @@ class CalibrationOracle(OracleModel):
         cov = state.get("cov")
         self.cov_ = None if cov is None else np.asarray(cov, dtype=float).copy()
         self._grid_logit = None
-        if self.cov_ is not None:
+        if self.cov_ is not None and self.predictive_kind == "mean":
             self._tabulate()
 
     # -- PyMC ---------------------------------------------------------------------------------------

@@ -121,7 +121,12 @@ class Session(SessionRecords):
         models = design.models or pool.models
         for m in models:
             pool.check_model(m)
-        design = Design(**{**design.to_dict(), "models": tuple(models)})
+        oracle = design.oracle
+        if oracle is None:  # the adaptive default, resolved for this pool and stored
+            from ..adaptive import default_oracle
+
+            oracle = default_oracle(pool)
+        design = Design(**{**design.to_dict(), "models": tuple(models), "oracle": oracle})
         pool.resolve(design.measure, models[0])  # measure fits the pool?
         strategy = make_design(pool, design, validate=True)
         if isinstance(strategy, StaticDesign):

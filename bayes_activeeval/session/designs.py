@@ -24,7 +24,7 @@ from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import label_codec
 from ..measures import difference, stack
 from ..measures import get as get_measure
-from ..proposals import Draws, Proposal, optimal_proposal
+from ..proposals import DEFAULT_BELIEF_FLOOR, Draws, Proposal, optimal_proposal
 from .store import SessionError, first_new
 
 
@@ -50,9 +50,12 @@ class Design:
         (Sawade (2012), Algorithm 2). ``"adaptive"``: the proposal is refreshed after every stage
         from an oracle model fitted to the labels so far (Marchant & Rubinstein (2021),
         Algorithm 1; needs :class:`bayes_activeeval.ActiveEvaluator`).
-    oracle : str
+    oracle : str, optional
         The oracle model (``"model"`` = the evaluated model's own probabilities; adaptive designs
-        accept every name :func:`~bayes_activeeval.oracles.make_oracle` knows).
+        accept every name :func:`~bayes_activeeval.oracles.make_oracle` knows). Default: ``"model"``
+        for a static design; for an adaptive one the :class:`~bayes_activeeval.ActiveEvaluator`
+        default, :func:`~bayes_activeeval.adaptive.default_oracle` (``"calibration"`` on a binary
+        pool), which :meth:`Session.create` writes into the design, so a session keeps its oracle.
     seed : int
         Seed of every stage's random generator (:func:`stage_rng`).
     budget : float, optional
@@ -63,7 +66,10 @@ class Design:
         two models (Sawade (2012), Thm. 5.1), the mixture of the pairwise ones for more (Eq. 5.16).
         The adaptive design targets the difference (two models) or the stacked measure (more).
     mix, belief_floor : float
-        Defensive mixing weight δ and belief floor of the optimal proposal.
+        Defensive mixing weight δ and belief floor of the optimal proposal. ``belief_floor``
+        defaults to ``"auto"`` (:func:`~bayes_activeeval.kernel.scaled_belief_floor`, as
+        :func:`~bayes_activeeval.optimal_proposal`); the comparison and adaptive designs take
+        ``1e-6`` for ``"auto"``.
     options : dict
         Extra keyword arguments for the adaptive evaluator, and ``variance`` (``"martingale"``,
         the default, or ``"clt"``) for its standard error
@@ -74,12 +80,12 @@ class Design:
 
     measure: str
     kind: str = "static"
-    oracle: str = "model"
+    oracle: str | None = None
     seed: int = 0
     budget: float | None = None
     models: tuple[str, ...] = ()
     mix: float = 0.05
-    belief_floor: float = 1e-6
+    belief_floor: float | str = "auto"
     options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -91,6 +97,8 @@ class Design:
         if self.budget is not None and not (float(self.budget) > 0):
             raise ValueError(f"budget must be positive, got {self.budget!r}")
         object.__setattr__(self, "models", tuple(self.models))
+        if self.kind == "static" and self.oracle is None:
+            object.__setattr__(self, "oracle", "model")
         if self.kind == "static" and self.oracle != "model":
             raise ValueError(
                 f"the static design uses the models' own probabilities (oracle 'model'); "
@@ -105,6 +113,13 @@ class Design:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Design:
         return cls(**d)
+
+
+def fixed_floor(design: Design) -> float:
+    """The design's belief floor as a number (``"auto"`` → the fixed default ``1e-6``)."""
+    if isinstance(design.belief_floor, str):
+        return DEFAULT_BELIEF_FLOOR
+    return design.belief_floor
 
 
 class StaticDesign:
@@ -124,7 +139,7 @@ class StaticDesign:
                 from ..comparison import comparison_proposal
 
                 self._proposal = comparison_proposal(
-                    self.pool, d.measure, d.models, mix=d.mix, belief_floor=d.belief_floor
+                    self.pool, d.measure, d.models, mix=d.mix, belief_floor=fixed_floor(d)
                 )
             else:
                 self._proposal = optimal_proposal(
@@ -195,7 +210,7 @@ class AdaptiveDesign:
             model=_single_model(self.design),
             rng=self.design.seed,
             mix=self.design.mix,
-            belief_floor=self.design.belief_floor,
+            belief_floor=fixed_floor(self.design),
             **opts,
         )
 
