@@ -1,0 +1,232 @@
+"""Threshold-free measures: ROC AUC, average precision, recall at a false-positive rate.
+
+Point estimates equal scikit-learn with ``sample_weight``; the influence-function variance equals
+DeLong's on uniform weights; Monte Carlo studies (fixed seeds) check unbiasedness, interval
+coverage and the paired comparison's type-I error.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import special
+from sklearn import metrics as skm
+
+import bayes_activeeval as bae
+from bayes_activeeval import threshold_free as tf
+
+
+def _tied_sample(rng, n=300, prevalence=0.2):
+    y = (rng.random(n) < prevalence).astype(int)
+    s = np.round(rng.normal(y * 1.2, 1.0), 1)  # rounded: many ties
+    v = rng.exponential(1.0, n)
+    return y, s, v
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_point_estimates_equal_sklearn_with_sample_weight(seed):
+    rng = np.random.default_rng(seed)
+    y, s, v = _tied_sample(rng)
+    assert tf.weighted_roc_auc(y, s, v) == pytest.approx(
+        skm.roc_auc_score(y, s, sample_weight=v), abs=1e-12
+    )
+    assert tf.weighted_average_precision(y, s, v) == pytest.approx(
+        skm.average_precision_score(y, s, sample_weight=v), abs=1e-12
+    )
+    fpr, tpr, _ = skm.roc_curve(y, s, sample_weight=v, drop_intermediate=False)
+    for alpha in (0.01, 0.1, 0.5):
+        val = tf.influence(f"recall@fpr={alpha}", s, v * y, v * (1 - y))[0]
+        assert val == pytest.approx(np.interp(alpha, fpr, tpr), abs=1e-12)
+
+
+def test_rank_estimate_on_draws_equals_sklearn(rare_pool):
+    pool = rare_pool.pool
+    d = tf.rank_proposal(pool, "roc_auc").draw(800, rng=3)
+    y = rare_pool.labeler(d.indices)
+    s = pool.scores["model"][d.indices]
+    for name, fn in (("roc_auc", skm.roc_auc_score), ("ap", skm.average_precision_score)):
+        est = tf.rank_estimate(pool, name, d, y)
+        assert est.value == pytest.approx(fn(y, s, sample_weight=d.weights), abs=1e-12)
+
+
+def _delong(y, s):
+    """DeLong, DeLong & Clarke-Pearson (1988), directly from the m × n kernel matrix."""
+    P, N = s[y == 1], s[y == 0]
+    K = (P[:, None] > N[None, :]) + 0.5 * (P[:, None] == N[None, :])
+    return K.mean(), K.mean(1).var(ddof=1) / P.size + K.mean(0).var(ddof=1) / N.size, K
+
+
+def test_variance_equals_delong_on_uniform_weights(rng):
+    y, s, _ = _tied_sample(rng, n=200, prevalence=0.3)
+    est = tf.rank_estimate_arrays("roc_auc", s, y, np.ones(y.size))
+    auc, var, _ = _delong(y, s)
+    assert est.value == pytest.approx(auc, abs=1e-12)
+    assert est.stderr**2 == pytest.approx(var, rel=1e-10)
+    # the weights' scale does not matter
+    est2 = tf.rank_estimate_arrays("roc_auc", s, y, np.full(y.size, 7.0))
+    assert est2.stderr == pytest.approx(est.stderr, rel=1e-12)
+
+
+def test_paired_variance_equals_delong_1988_on_uniform_weights(rng):
+    n = 150
+    y = (rng.random(n) < 0.35).astype(int)
+    sa = np.round(rng.normal(y, 1.0), 1)
+    sb = np.round(0.6 * sa + rng.normal(0.5 * y, 0.8), 1)
+    m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
+    est = tf.rank_estimate_arrays(m, np.stack([sa, sb], 1), y, np.ones(n))
+    aa, _, Ka = _delong(y, sa)
+    ab, _, Kb = _delong(y, sb)
+    d10 = Ka.mean(1) - Kb.mean(1)
+    d01 = Ka.mean(0) - Kb.mean(0)
+    var = d10.var(ddof=1) / d10.size + d01.var(ddof=1) / d01.size
+    assert est.value == pytest.approx(aa - ab, abs=1e-12)
+    assert est.stderr**2 == pytest.approx(var, rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["roc_auc", "average_precision", "recall@fpr=0.2"])
+def test_influence_function_is_the_gateaux_derivative(kind, rng):
+    n = 60
+    y = (rng.random(n) < 0.4).astype(int)
+    s = rng.normal(y, 1.0)
+    v = rng.exponential(1.0, n)
+    v /= v.sum()
+    val, p1, p0 = tf.influence(kind, s, v * y, v * (1 - y), n_eff_neg=1e12)
+    assert abs(v @ np.where(y == 1, p1, p0)) < 1e-10  # E[ψ] = 0
+    if kind.startswith("recall"):
+        return  # ψ uses a secant slope: only its mean is exact
+    eps = 1e-7
+    for i in (3, 17, 41):
+        for lab in (0, 1):
+            m1, m0 = v * y * (1 - eps), v * (1 - y) * (1 - eps)
+            (m1 if lab else m0)[i] += eps
+            deriv = (tf.influence(kind, s, m1, m0)[0] - val) / eps
+            assert deriv == pytest.approx((p1 if lab else p0)[i], rel=1e-4, abs=1e-5)
+    # ψ does not depend on the scale of the masses (importance weights are unnormalized)
+    _, q1, q0 = tf.influence(kind, s, 37.0 * v * y, 37.0 * v * (1 - y), n_eff_neg=1e12)
+    np.testing.assert_allclose(q1, p1, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(q0, p0, rtol=1e-10, atol=1e-12)
+
+
+def _study(synth, measure, design, n, reps, seed=0):
+    pool = synth.pool
+    s = pool.scores["model"]
+    y = synth.labels
+    truth = tf.influence(measure, s, pool.p * y, pool.p * (1 - y))[0]
+    prop = tf.rank_proposal(pool, measure) if design == "optimal" else bae.passive_proposal(pool)
+    rng = np.random.default_rng(seed)
+    vals, cover = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
+        for _ in range(reps):
+            d = prop.draw(n, rng=rng)
+            est = tf.rank_estimate_arrays(measure, s[d.indices], y[d.indices], d.weights)
+            lo, hi = est.confidence_interval(0.95)
+            vals.append(est.value)
+            cover.append(lo <= truth <= hi)
+    return truth, np.asarray(vals), np.asarray(cover)
+
+
+@pytest.mark.parametrize(
+    "measure,design",
+    [
+        ("roc_auc", "optimal"),
+        ("roc_auc", "passive"),
+        ("average_precision", "optimal"),
+        ("recall@fpr=0.05", "optimal"),
+    ],
+)
+def test_unbiased_and_covering(measure, design, balanced_pool):
+    reps = 400
+    truth, vals, cover = _study(balanced_pool, measure, design, 1000, reps)
+    ok = np.isfinite(vals)
+    assert ok.mean() > 0.99
+    vals, cover = vals[ok], cover[ok]
+    se = vals.std(ddof=1) / np.sqrt(vals.size)
+    # self-normalized ratios are biased at O(1/n): allow it on top of 4 Monte Carlo SEs
+    assert abs(vals.mean() - truth) < 4 * se + 0.1 * vals.std(), (vals.mean(), truth, se)
+    mc = np.sqrt(0.95 * 0.05 / vals.size)
+    assert 0.95 - 3 * mc - 0.015 <= cover.mean() <= 0.95 + 3 * mc, cover.mean()
+
+
+@pytest.mark.parametrize("measure,gain", [("roc_auc", 1.3), ("average_precision", 5.0)])
+def test_optimal_proposal_beats_passive(measure, gain, rare_pool):
+    """The asymptotic gain ``Σ p u / (Σ p √u)²`` is about 2 for AUC and 12 for AP on this pool
+    (AUC's variance comes from positives hidden among low scores, which no proposal can find
+    cheaply; see docs/threshold-free.md)."""
+    _, v_opt, _ = _study(rare_pool, measure, "optimal", 1000, 200, seed=1)
+    truth, v_pas, _ = _study(rare_pool, measure, "passive", 1000, 200, seed=1)
+    mse_opt = np.nanmean((v_opt - truth) ** 2)
+    mse_pas = np.nanmean((v_pas - truth) ** 2)
+    assert mse_opt * gain < mse_pas, (mse_opt, mse_pas)
+
+
+def test_proposal_predicted_variance_matches_monte_carlo(rare_pool):
+    """``Σ p² u / q`` from the influence function predicts the sampling variance."""
+    pool = rare_pool.pool
+    prop = tf.rank_proposal(pool, "roc_auc", belief=rare_pool.truth)
+    _, vals, _ = _study(rare_pool, "roc_auc", "optimal", 2000, 300, seed=2)
+    predicted = prop.predicted_variance() / 2000
+    # the proposal here used the true η, the study the model's own probabilities: same order
+    assert 0.3 < np.nanvar(vals) / predicted < 3.0
+
+
+def _swapped_pool(n=20_000, prevalence=0.02, seed=5):
+    """Two models with exactly equal AUC and AP on the pool: model b's scores are model a's with
+    the scores of label-identical neighbours (in the latent feature) swapped."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(n)
+    a0 = np.log(prevalence / (1 - prevalence)) - 2.0
+    y = (rng.random(n) < special.expit(a0 + 2.5 * u)).astype(int)
+    sa = a0 + 2.5 * (u + 0.5 * rng.standard_normal(n))
+    order = np.lexsort((u, y))
+    partner = np.empty(n, dtype=np.int64)
+    pairs = order[: n - n % 2].reshape(-1, 2)
+    same = y[pairs[:, 0]] == y[pairs[:, 1]]
+    partner[order] = order
+    partner[pairs[same, 0]], partner[pairs[same, 1]] = pairs[same, 1], pairs[same, 0]
+    sb = sa[partner]
+    pa, pb = special.expit(sa), special.expit(sb)
+    pool = bae.Pool(
+        predictions={"a": (pa > 0.5).astype(int), "b": (pb > 0.5).astype(int)},
+        probs={"a": pa, "b": pb},
+        scores={"a": sa, "b": sb},
+        classes=[0, 1],
+    )
+    return pool, y
+
+
+def test_paired_comparison_type_one_error():
+    pool, y = _swapped_pool()
+    sa, sb = pool.scores["a"], pool.scores["b"]
+    assert tf.weighted_roc_auc(y, sa) == pytest.approx(tf.weighted_roc_auc(y, sb), abs=1e-12)
+    m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
+    prop = tf.rank_proposal(pool, m)
+    rng = np.random.default_rng(9)
+    S = np.stack([sa, sb], 1)
+    reps, rejected = 400, 0
+    for _ in range(reps):
+        d = prop.draw(1000, rng=rng)
+        est = tf.rank_estimate_arrays(m, S[d.indices], y[d.indices], d.weights)
+        lo, hi = est.confidence_interval(0.95)
+        rejected += not (lo <= 0.0 <= hi)
+    mc = np.sqrt(0.05 * 0.95 / reps)
+    assert 0.05 - 3 * mc <= rejected / reps <= 0.05 + 3 * mc, rejected / reps
+
+
+def test_undefined_without_both_classes():
+    with pytest.warns(bae.UndefinedEstimateWarning):
+        est = tf.rank_estimate_arrays("roc_auc", np.arange(5.0), np.zeros(5), np.ones(5))
+    assert np.isnan(est.value)
+
+
+def test_names_and_errors(rare_pool):
+    assert tf.rank_measure("AUC").kind == "roc_auc"
+    assert tf.rank_measure("average_precision_score").kind == "average_precision"
+    assert tf.rank_measure("recall@fpr=0.01").fpr == 0.01
+    assert tf.rank_measure("f1") is None
+    with pytest.raises(ValueError, match="fpr"):
+        tf.rank_measure("recall@fpr=1.5")
+    with pytest.raises(ValueError, match="binary"):
+        tf.rank_proposal(bae.datasets.make_regression_pool(100, rng=0).pool, "roc_auc")
+    with pytest.raises(TypeError, match="Draws"):
+        tf.rank_estimate(rare_pool.pool, "roc_auc", np.arange(3), [0, 1, 0])
