@@ -115,7 +115,9 @@ def run_static(reps, budgets, prevalences, models, rng):
                             "seconds": time.perf_counter() - t0,
                         }
                         for k in METHODS:
-                            row[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
+                            row[f"coverage_{k}"] = (
+                                float(cover[k][ok].mean()) if ok.any() else np.nan
+                            )
                         rows.append(row)
                         print(
                             f"1:{round(1 / prev)} {mname:7s} {measure:17s} {design:10s} n={n:5d} "
@@ -217,8 +219,8 @@ def write_md(res, path):
             if r["measure"] != measure:
                 continue
             k = (r["prevalence"], r["model"], measure)
-            pas = key.get(k + ("passive", r["n"]))
-            f1 = key.get(k + ("f1-optimal", r["n"]))
+            pas = key.get((*k, "passive", r["n"]))
+            f1 = key.get((*k, "f1-optimal", r["n"]))
             gain_p = gain_f = ""
             if r["design"] == "optimal":
                 if pas and np.isfinite(pas["mse"]) and pas["undefined"] < 0.01:
