@@ -703,3 +703,105 @@ def rank_proposal(
     q = proposal_from_u(pool, u, costs=costs, mix=mix)
     info = {"u": u, "value": value, "mix": mix, "belief_floor": floor, "measure": m.name}
     return Proposal(q, pool.p, "optimal", info)
+
+
+# ------------------------------------------------------------------------------------------------
+# comparison of models on one sample
+# ------------------------------------------------------------------------------------------------
+def stacked_estimate(
+    pool,
+    measure: RankMeasure | str,
+    draws: Draws,
+    labels: Any,
+    models: tuple[str, ...],
+    *,
+    oracle: str = "deterministic",
+) -> RankEstimate:
+    """The measure for several models on one sample, with the joint covariance of the estimates
+    (the k × k matrix of DeLong et al. (1988) on uniform weights)."""
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    return rank_estimate(pool, m.bind(models), draws, labels, oracle=oracle)
+
+
+def compare_rank(
+    pool,
+    measure: RankMeasure | str,
+    draws: Draws,
+    labels: Any,
+    models: Any = None,
+    *,
+    alternative: str = "two-sided",
+    oracle: str = "deterministic",
+):
+    """Paired test of ``H0: T_a = T_b`` for two models' AUCs (or APs) on one shared sample.
+
+    The two estimates are correlated U-statistics of the same draws (DeLong, DeLong &
+    Clarke-Pearson (1988)); the difference has the influence function ``ψ_a − ψ_b`` and the
+    variance ``Σ f_i v_i² (ψ_a,i − ψ_b,i)² / (Σ v)²`` — DeLong's paired variance on uniform
+    weights — and the Wald statistic ``Δ̂/SE`` (Sawade (2012), Eq. 3.23-3.24). Draw the sample from
+    ``rank_proposal(pool, RankMeasure(...).bind((a, b), difference=True))`` for the power-optimal
+    design (Sawade (2012), Thm. 5.1).
+
+    Returns
+    -------
+    ComparisonResult
+    """
+    from .comparison import ComparisonResult, _check_alternative, _models_arg, _wald_pvalue, _z
+
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    if m.models is not None:
+        raise ValueError(f"measure {m.name!r} is already bound to models {m.models}")
+    alternative = _check_alternative(alternative)
+    models = _models_arg(pool, models, 2, two=True)
+    if len(models) != 2:
+        raise ValueError(f"compare needs exactly two models, got {list(models)}")
+    est = stacked_estimate(pool, m, draws, labels, models, oracle=oracle)
+    G, C = est.values, est.cov
+    diff = float(G[0] - G[1])
+    se = float(np.sqrt(max(C[0, 0] + C[1, 1] - 2 * C[0, 1], 0.0)))
+    z = _z(diff, se)
+    a, b = models
+    return ComparisonResult(
+        statistic=z,
+        pvalue=_wald_pvalue(z, alternative),
+        estimate=diff,
+        stderr=se,
+        alternative=alternative,
+        models=(a, b),
+        estimates={a: float(G[0]), b: float(G[1])},
+        stderrs={a: float(est.stderrs[0]), b: float(est.stderrs[1])},
+        n_draws=est.n_draws,
+        n_labels=est.n_labels,
+        measure=m.base_name,
+        greater_is_better=True,
+    )
+
+
+def comparison_rank_proposal(
+    pool,
+    measure: RankMeasure | str,
+    models: Any = None,
+    **kwargs: Any,
+) -> Proposal:
+    """The power-optimal proposal for comparing two models' threshold-free measures,
+    ``q ∝ p c^(-1/2) sqrt(E_π (ψ_a − ψ_b)²)`` (Sawade (2012), Thm. 5.1 with the influence
+    function); for ``k > 2`` models the equal mixture of the pairwise proposals (as
+    :func:`~bayes_activeeval.comparison_proposal` does). Keyword arguments as
+    :func:`rank_proposal`."""
+    from .comparison import _models_arg
+
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    models = _models_arg(pool, models, 2)
+    pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
+    if len(pairs) == 1:
+        return rank_proposal(pool, m.bind(pairs[0], difference=True), **kwargs)
+    q = np.zeros(pool.n_items)
+    for pair in pairs:
+        q += rank_proposal(pool, m.bind(pair, difference=True), **kwargs).q
+    return Proposal(q / len(pairs), pool.p, "optimal", {"models": models, "measure": m.name})

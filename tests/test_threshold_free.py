@@ -213,6 +213,21 @@ def test_paired_comparison_type_one_error():
     assert 0.05 - 3 * mc <= rejected / reps <= 0.05 + 3 * mc, rejected / reps
 
 
+def test_compare_rank_is_delong_paired_test():
+    pool, y = _swapped_pool(n=5000, prevalence=0.05, seed=2)
+    d = tf.comparison_rank_proposal(pool, "roc_auc").draw(600, rng=1)
+    res = tf.compare_rank(pool, "roc_auc", d, y[d.indices])
+    m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
+    S = np.stack([pool.scores["a"], pool.scores["b"]], 1)[d.indices]
+    est = tf.rank_estimate_arrays(m, S, y[d.indices], d.weights)
+    assert res.estimate == pytest.approx(est.value, abs=1e-12)
+    assert res.stderr == pytest.approx(est.stderr, rel=1e-9)
+    assert 0.0 <= res.pvalue <= 1.0 and res.models == ("a", "b")
+    assert res.estimates["a"] == pytest.approx(
+        skm.roc_auc_score(y[d.indices], S[:, 0], sample_weight=d.weights)
+    )
+
+
 def test_undefined_without_both_classes():
     with pytest.warns(bae.UndefinedEstimateWarning):
         est = tf.rank_estimate_arrays("roc_auc", np.arange(5.0), np.zeros(5), np.ones(5))
