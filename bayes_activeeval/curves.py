@@ -253,7 +253,8 @@ def curve_band(
     >>> d = tf.rank_proposal(sp.pool, "average_precision").draw(1000, rng=1)
     >>> band = curves.curve_band(sp.pool, d, sp.labeler(d.indices), curve="pr", rng=2)
     """
-    from .threshold_free import _measure_models, model_scores, rank_measure
+    from .threshold_free import model_scores, rank_measure
+    from .threshold_free.estimates import _measure_models
 
     if curve not in ("roc", "pr"):
         raise ValueError(f"curve must be 'roc' or 'pr', got {curve!r}")
