@@ -10,7 +10,9 @@ samples:
   (:func:`bayes_activeeval.threshold_free.rank_proposal`, the model's own probabilities as belief).
 
 Each sample gives the weighted estimate (= scikit-learn with ``sample_weight``) and its 95%
-interval (``logit_t``, the default, and ``logit``/``t`` beside it). Recorded: bias, SD, MSE,
+interval: the default (``guarded`` variance — the larger of the empirical influence-function
+variance and its expectation under the model's belief — on the logit scale) and, beside it, the
+empirical variance alone with the ``logit_t``, ``logit`` and ``t`` intervals. Recorded: bias, SD, MSE,
 coverage, the fraction of samples that cannot define the measure (no positive drawn), and the
 asymptotic label ratio ``Σ p u / (Σ p √u)²`` of passive to optimal under the model's belief and
 under the true ``η``. A second section checks the paired comparison of two AUCs on one sample
@@ -44,7 +46,7 @@ POOLS = {  # prevalence -> pool size (about 100 or more positives)
 MODELS = {"default": {}, "strong": {"separation": 6.0, "noise": 0.2}}
 BUDGETS = (500, 1000, 2000, 5000)
 MEASURES = ("roc_auc", "average_precision")
-METHODS = ("logit_t", "logit", "t")
+METHODS = ("logit_t", "logit", "t")  # with the empirical variance
 
 
 def asymptotic_ratio(pool, measure, probs):
@@ -74,7 +76,8 @@ def run_static(reps, budgets, prevalences, models, rng):
                 for design, prop in designs.items():
                     for n in budgets:
                         vals = np.full(reps, np.nan)
-                        cover = {k: np.zeros(reps, dtype=bool) for k in METHODS}
+                        cover = {k: np.zeros(reps, dtype=bool) for k in (*METHODS, "guarded")}
+                        width = np.full(reps, np.nan)
                         npos = np.zeros(reps)
                         t0 = time.perf_counter()
                         with warnings.catch_warnings():
@@ -83,13 +86,21 @@ def run_static(reps, budgets, prevalences, models, rng):
                                 d = prop.draw(n, rng=rng)
                                 yy = y[d.indices]
                                 npos[r] = yy.sum()
-                                est = tf.rank_estimate_arrays(measure, s[d.indices], yy, d.weights)
+                                est = tf.rank_estimate_arrays(
+                                    measure, s[d.indices], yy, d.weights, variance="empirical"
+                                )
                                 vals[r] = est.value
                                 if not np.isfinite(est.stderr):
                                     continue
                                 for k in METHODS:
                                     lo, hi = est.confidence_interval(0.95, k)
                                     cover[k][r] = lo <= truth <= hi
+                                grd = tf.rank_estimate_arrays(
+                                    measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
+                                )
+                                lo, hi = grd.confidence_interval(0.95)
+                                cover["guarded"][r] = lo <= truth <= hi
+                                width[r] = hi - lo
                         ok = np.isfinite(vals)
                         err = vals[ok] - truth
                         row = {
@@ -114,7 +125,8 @@ def run_static(reps, budgets, prevalences, models, rng):
                             "asymptotic_ratio_true_eta": ratio_true,
                             "seconds": time.perf_counter() - t0,
                         }
-                        for k in METHODS:
+                        row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
+                        for k in (*METHODS, "guarded"):
                             row[f"coverage_{k}"] = (
                                 float(cover[k][ok].mean()) if ok.any() else np.nan
                             )
@@ -122,7 +134,7 @@ def run_static(reps, budgets, prevalences, models, rng):
                         print(
                             f"1:{round(1 / prev)} {mname:7s} {measure:17s} {design:10s} n={n:5d} "
                             f"undef={row['undefined']:.3f} bias={row['bias']:+.4f} "
-                            f"mse={row['mse']:.3g} cov={row['coverage_logit_t']:.3f} "
+                            f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/{row['coverage_logit_t']:.3f} "
                             f"ratio={ratio_model:.2f}/{ratio_true:.2f}",
                             flush=True,
                         )
@@ -159,22 +171,27 @@ def run_paired(reps, rng):
     for prev, size, n in ((0.01, 100_000, 1000), (0.001, 300_000, 2000)):
         pool, y = swapped_pool(size, prev, seed=5)
         S = np.stack([pool.scores["a"], pool.scores["b"]], 1)
+        pi = 0.5 * (pool.view("a").positive_prob() + pool.view("b").positive_prob())
         m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
         for design, prop in (
             ("passive", bae.passive_proposal(pool)),
             ("optimal", tf.rank_proposal(pool, m)),
         ):
-            rej, undef = 0, 0
+            rej, rej_emp, undef = 0, 0, 0
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
                 for _ in range(reps):
                     d = prop.draw(n, rng=rng)
-                    est = tf.rank_estimate_arrays(m, S[d.indices], y[d.indices], d.weights)
+                    i = d.indices
+                    est = tf.rank_estimate_arrays(m, S[i], y[i], d.weights, belief=pi[i])
+                    emp = tf.rank_estimate_arrays(m, S[i], y[i], d.weights, variance="empirical")
                     if not np.isfinite(est.stderr):
                         undef += 1
                         continue
                     lo, hi = est.confidence_interval(0.95)
                     rej += not (lo <= 0.0 <= hi)
+                    lo, hi = emp.confidence_interval(0.95)
+                    rej_emp += not (lo <= 0.0 <= hi)
             ok = reps - undef
             row = {
                 "prevalence": prev,
@@ -183,6 +200,7 @@ def run_paired(reps, rng):
                 "reps": reps,
                 "undefined": undef / reps,
                 "type_one_error": rej / ok if ok else np.nan,
+                "type_one_error_empirical": rej_emp / ok if ok else np.nan,
             }
             rows.append(row)
             print("paired", row, flush=True)
@@ -198,7 +216,9 @@ def write_md(res, path):
         "`make_classification_pool` (seed 17): `default` = the generator's defaults "
         "(separation 2.5, noise 0.4), `strong` = separation 6, noise 0.2. Coverage of the "
         "default `logit_t` 95% interval over the samples that define the measure; `undef` = "
-        "fraction of samples without a positive (or without a negative). `ratio` = asymptotic "
+        "fraction of samples without a positive (or without a negative). `cov guarded` is the "
+        "default interval (guarded variance, logit scale); the `emp` columns use the empirical "
+        "variance alone. `ratio` = asymptotic "
         "labels passive needs per label of the optimal proposal, `Σ p u / (Σ p √u)²`, under the "
         "model's belief / under the true η. `MSE gain` = MSE of passive (or F1-optimal) over MSE "
         "of the optimal proposal at the same budget (for ratios, MSE ∝ 1/n: the labels saved).",
@@ -210,10 +230,11 @@ def write_md(res, path):
         lines += [
             f"## {measure}",
             "",
-            "| skew | model | n | truth | design | undef | bias | SD | MSE | cov logit_t | "
-            "cov logit | cov t | MSE gain vs passive | MSE gain vs F1-opt | ratio |",
+            "| skew | model | n | truth | design | undef | bias | SD | MSE | cov guarded | width | "
+            "cov emp logit_t | cov emp logit | cov emp t | MSE gain vs passive | "
+            "MSE gain vs F1-opt | ratio |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-            "| --- |",
+            "| --- | --- | --- |",
         ]
         for r in rows:
             if r["measure"] != measure:
@@ -232,7 +253,8 @@ def write_md(res, path):
             lines.append(
                 f"| 1:{round(1 / r['prevalence']):,} | {r['model']} | {r['n']} | "
                 f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | {r['bias']:+.2e} | "
-                f"{r['sd']:.2e} | {r['mse']:.2e} | {r['coverage_logit_t']:.3f} | "
+                f"{r['sd']:.2e} | {r['mse']:.2e} | {r['coverage_guarded']:.3f} | "
+                f"{r['width_guarded']:.3g} | {r['coverage_logit_t']:.3f} | "
                 f"{r['coverage_logit']:.3f} | {r['coverage_t']:.3f} | {gain_p} | {gain_f} | "
                 f"{r['asymptotic_ratio_model_belief']:.2f} / "
                 f"{r['asymptotic_ratio_true_eta']:.2f} |"
@@ -241,13 +263,14 @@ def write_md(res, path):
     lines += [
         "## Paired comparison of two AUCs on one sample (exact null, 95% level)",
         "",
-        "| skew | n | design | undef | type-I error |",
-        "| --- | --- | --- | --- | --- |",
+        "| skew | n | design | undef | type-I error (guarded) | type-I error (empirical) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in res["paired"]:
         lines.append(
             f"| 1:{round(1 / r['prevalence']):,} | {r['n']} | {r['design']} | "
-            f"{r['undefined']:.3f} | {r['type_one_error']:.3f} |"
+            f"{r['undefined']:.3f} | {r['type_one_error']:.3f} | "
+            f"{r['type_one_error_empirical']:.3f} |"
         )
     path.write_text("\n".join(lines) + "\n")
 

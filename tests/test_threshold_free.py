@@ -216,7 +216,7 @@ def test_paired_comparison_type_one_error():
 def test_compare_rank_is_delong_paired_test():
     pool, y = _swapped_pool(n=5000, prevalence=0.05, seed=2)
     d = tf.comparison_rank_proposal(pool, "roc_auc").draw(600, rng=1)
-    res = tf.compare_rank(pool, "roc_auc", d, y[d.indices])
+    res = tf.compare_rank(pool, "roc_auc", d, y[d.indices], variance="empirical")
     m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
     S = np.stack([pool.scores["a"], pool.scores["b"]], 1)[d.indices]
     est = tf.rank_estimate_arrays(m, S, y[d.indices], d.weights)
@@ -251,6 +251,36 @@ def test_adaptive_rank_proposal_loop_is_consistent(rare_pool):
         vals.append(tf.rank_estimate_arrays("roc_auc", s[i], y[i], v).value)
     vals = np.array(vals)
     assert abs(np.nanmean(vals) - truth) < 4 * np.nanstd(vals) / np.sqrt(vals.size) + 0.005
+
+
+def test_guarded_variance(rare_pool):
+    pool, y = rare_pool.pool, rare_pool.labels
+    d = tf.rank_proposal(pool, "roc_auc").draw(1000, rng=5)
+    lab = y[d.indices]
+    emp = tf.rank_estimate(pool, "roc_auc", d, lab, variance="empirical")
+    bel = tf.rank_estimate(pool, "roc_auc", d, lab, variance="belief")
+    grd = tf.rank_estimate(pool, "roc_auc", d, lab)
+    assert grd.stderr == pytest.approx(max(emp.stderr, bel.stderr))
+    assert emp.value == bel.value == grd.value
+    # the belief's variance is the empirical one with ψ² replaced by its expectation under π
+    pi = pool.view().positive_prob()[d.indices]
+    s = pool.scores["model"][d.indices]
+    v = d.weights
+    _, p1, p0 = tf.influence("roc_auc", s, v * lab, v * (1 - lab))
+    f = tf.estimates._class_factor(lab, v)
+    expect = (f * v * v * (pi * p1**2 + (1 - pi) * p0**2)).sum() / v.sum() ** 2
+    assert bel.stderr**2 == pytest.approx(expect, rel=1e-10)
+    res = tf.compare_rank(
+        bae.Pool(
+            predictions={"a": pool.view().pred, "b": pool.view().pred},
+            probs={"a": pool.view().positive_prob(), "b": pool.view().positive_prob() ** 1.5},
+            classes=[0, 1],
+        ),
+        "roc_auc",
+        d,
+        lab,
+    )
+    assert np.isfinite(res.stderr) and res.stderr >= 0
 
 
 def test_undefined_without_both_classes():

@@ -32,7 +32,6 @@ from .design import (
     adaptive_rank_proposal,
     comparison_rank_proposal,
     expected_sq_influence,
-    positive_probs,
     proposal_from_u,
     rank_proposal,
 )
@@ -40,6 +39,7 @@ from .estimates import (
     RankEstimate,
     compare_rank,
     model_scores,
+    positive_probs,
     rank_estimate,
     rank_estimate_arrays,
     stacked_estimate,

@@ -8,16 +8,14 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_fraction
-from ..beliefs import CategoricalBelief, as_belief
 from ..proposals import DEFAULT_BELIEF_FLOOR, DEFAULT_MIX, Proposal, _costs, _mix
-from .estimates import _measure_models, model_scores
+from .estimates import _measure_models, model_scores, positive_probs
 from .kernels import RankMeasure, influence, rank_measure
 
 __all__ = [
     "adaptive_rank_proposal",
     "comparison_rank_proposal",
     "expected_sq_influence",
-    "positive_probs",
     "proposal_from_u",
     "rank_proposal",
 ]
@@ -58,18 +56,6 @@ def expected_sq_influence(
     for p1, p0 in zip(p1s, p0s, strict=True):
         u += pi * p1 * p1 + (1.0 - pi) * p0 * p0
     return u, np.array(vals)
-
-
-def positive_probs(pool, belief: Any, models: tuple[str, ...], floor: float) -> np.ndarray:
-    """``π(y = pos | x)`` from a belief (default: the models' own probabilities, their equal mixture
-    for several models, Sawade (2012), Eq. 5.11), floored at ``floor`` on both classes."""
-    b = as_belief(pool, belief, models)
-    if not isinstance(b, CategoricalBelief):
-        raise TypeError("threshold-free measures need a categorical belief")
-    pi = b.probs[:, pool.pos]
-    if floor > 0:
-        pi = np.clip(pi, floor, 1.0 - floor)
-    return pi
 
 
 def proposal_from_u(
