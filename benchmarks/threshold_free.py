@@ -6,7 +6,8 @@ samples:
 
 - ``passive``: uniform draws;
 - ``f1-optimal``: the optimal proposal for F1 (what a user of the package would have used);
-- ``optimal``: the influence-function proposal for the measure itself
+- ``optimal``: the influence-function proposal for the measure itself (for AUC with its default
+  positive-seeking component, ``positive_mix=0.2``)
   (:func:`bayes_activeeval.threshold_free.rank_proposal`, the model's own probabilities as belief).
 
 Each sample gives the weighted estimate (= scikit-learn with ``sample_weight``) and its 95%

@@ -214,8 +214,8 @@ def rank_estimate_arrays(
         raise ValueError(f"variance must be 'guarded', 'empirical' or 'belief', got {variance!r}")
     if belief is None and variance == "belief":
         raise ValueError("variance='belief' needs belief= (π of the drawn items)")
-    vv = v * (v if variance_weights is None else np.asarray(variance_weights, dtype=float))
-    vv = vv * _class_factor(y, v)
+    v2 = v * (v if variance_weights is None else np.asarray(variance_weights, dtype=float))
+    vv = v2 * _class_factor(y, v)
     with np.errstate(invalid="ignore"):
         cov = (psi * vv[:, None]).T @ psi / sv**2
     used = "empirical"
@@ -232,7 +232,7 @@ def rank_estimate_arrays(
         if m.difference:
             f1, f0 = f1[:, :1] - f1[:, 1:], f0[:, :1] - f0[:, 1:]
         # E_π[ψψᵀ] per draw: π ψ(x, 1)ψ(x, 1)ᵀ + (1 − π) ψ(x, 0)ψ(x, 0)ᵀ
-        vb = np.where(np.isfinite(vv), vv, v * v)
+        vb = v2  # a model-based expectation: no small-sample factor of the drawn classes
         with np.errstate(invalid="ignore"):
             cov_b = ((f1 * (vb * pi)[:, None]).T @ f1 + (f0 * (vb * (1 - pi))[:, None]).T @ f0) / (
                 sv**2
