@@ -282,6 +282,24 @@ def test_guarded_variance(rare_pool):
     assert np.isfinite(res.stderr) and res.stderr >= 0
 
 
+def test_precision_at_k(rare_pool):
+    pool, y = rare_pool.pool, rare_pool.labels
+    s = pool.scores["model"]
+    m = tf.precision_at_k(pool, 150)
+    top = s >= np.sort(s)[-150]
+    assert top.sum() == 150
+    prop = bae.optimal_proposal(pool, m)
+    assert prop.q[~top].max() <= prop.q[top].min()  # only the mixture reaches the rest
+    d = prop.draw(300, rng=2)
+    est = bae.estimate(pool, m, d, y[d.indices])
+    yy, tt = y[d.indices], top[d.indices]
+    assert est.value == pytest.approx(
+        skm.precision_score(yy, tt.astype(int), sample_weight=d.weights), abs=1e-12
+    )
+    with pytest.raises(ValueError, match="k must"):
+        tf.precision_at_k(pool, 0)
+
+
 def test_undefined_without_both_classes():
     with pytest.warns(bae.UndefinedEstimateWarning):
         est = tf.rank_estimate_arrays("roc_auc", np.arange(5.0), np.zeros(5), np.ones(5))

@@ -24,7 +24,8 @@ package does for generalized measures carries over unchanged:
 Every kernel is ``O(n log n)``: one sort by score, tie groups, cumulative masses.
 
 Layout: :mod:`.kernels` (the measures and their influence functions), :mod:`.estimates`
-(estimates, variances, the paired comparison), :mod:`.design` (proposals); the curves and their
+(estimates, variances, the paired comparison), :mod:`.design` (proposals), :mod:`.topk`
+(precision at ``k``, a plain generalized measure); the curves and their
 bands live in :mod:`bayes_activeeval.curves`.
 """
 
@@ -52,6 +53,7 @@ from .kernels import (
     weighted_average_precision,
     weighted_roc_auc,
 )
+from .topk import precision_at_k
 
 __all__ = [
     "KINDS",
@@ -64,6 +66,7 @@ __all__ = [
     "influence",
     "model_scores",
     "positive_probs",
+    "precision_at_k",
     "proposal_from_u",
     "rank_estimate",
     "rank_estimate_arrays",
