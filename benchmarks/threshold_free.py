@@ -77,7 +77,10 @@ def run_static(reps, budgets, prevalences, models, rng):
                 for design, prop in designs.items():
                     for n in budgets:
                         vals = np.full(reps, np.nan)
-                        cover = {k: np.zeros(reps, dtype=bool) for k in (*METHODS, "guarded")}
+                        cover = {
+                            k: np.zeros(reps, dtype=bool)
+                            for k in (*METHODS, "guarded", "guarded_wald")
+                        }
                         width = np.full(reps, np.nan)
                         npos = np.zeros(reps)
                         t0 = time.perf_counter()
@@ -102,6 +105,8 @@ def run_static(reps, budgets, prevalences, models, rng):
                                 lo, hi = grd.confidence_interval(0.95)
                                 cover["guarded"][r] = lo <= truth <= hi
                                 width[r] = hi - lo
+                                lo, hi = grd.confidence_interval(0.95, "wald")
+                                cover["guarded_wald"][r] = lo <= truth <= hi
                         ok = np.isfinite(vals)
                         err = vals[ok] - truth
                         row = {
@@ -127,7 +132,7 @@ def run_static(reps, budgets, prevalences, models, rng):
                             "seconds": time.perf_counter() - t0,
                         }
                         row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
-                        for k in (*METHODS, "guarded"):
+                        for k in (*METHODS, "guarded", "guarded_wald"):
                             row[f"coverage_{k}"] = (
                                 float(cover[k][ok].mean()) if ok.any() else np.nan
                             )
@@ -231,11 +236,12 @@ def write_md(res, path):
         lines += [
             f"## {measure}",
             "",
-            "| skew | model | n | truth | design | undef | bias | SD | MSE | cov guarded | width | "
+            "| skew | model | n | truth | design | undef | bias | SD | MSE | cov guarded | "
+            "cov guarded Wald | width | "
             "cov emp logit_t | cov emp logit | cov emp t | MSE gain vs passive | "
             "MSE gain vs F1-opt | ratio |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-            "| --- | --- | --- |",
+            "| --- | --- | --- | --- |",
         ]
         for r in rows:
             if r["measure"] != measure:
@@ -255,6 +261,7 @@ def write_md(res, path):
                 f"| 1:{round(1 / r['prevalence']):,} | {r['model']} | {r['n']} | "
                 f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | {r['bias']:+.2e} | "
                 f"{r['sd']:.2e} | {r['mse']:.2e} | {r['coverage_guarded']:.3f} | "
+                f"{r['coverage_guarded_wald']:.3f} | "
                 f"{r['width_guarded']:.3g} | {r['coverage_logit_t']:.3f} | "
                 f"{r['coverage_logit']:.3f} | {r['coverage_t']:.3f} | {gain_p} | {gain_f} | "
                 f"{r['asymptotic_ratio_model_belief']:.2f} / "

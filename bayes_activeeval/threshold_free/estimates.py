@@ -168,8 +168,8 @@ def rank_estimate_arrays(
         low scores; a sample that missed them has an empirical variance far too small (95%
         intervals covered 0.25-0.75 at 1:1,000 and 1,000-5,000 labels), while the belief
         still expects them. The guard keeps the empirical variance when the belief is too
-        confident. With the belief's variance the interval uses a normal quantile (its degrees
-        of freedom are not the draws'). See ``benchmarks/results/threshold_free.md``.
+        confident. With a belief the interval uses a normal quantile (the guard, not the
+        Satterthwaite degrees of freedom, answers for small samples). See ``benchmarks/results/threshold_free.md``.
 
     Returns
     -------
@@ -238,7 +238,10 @@ def rank_estimate_arrays(
                 sv**2
             )
         if variance == "belief" or not np.all(np.isfinite(cov)) or np.trace(cov_b) > np.trace(cov):
-            cov, df, used = cov_b, None, "belief"
+            cov, used = cov_b, "belief"
+        # the guard already answers for small samples: a normal quantile on either side (the
+        # Satterthwaite t on top of it over-covered, 0.99-1.0 at 1:100)
+        df = None
     return RankEstimate(
         vals_a,
         cov,
