@@ -19,8 +19,13 @@ asymptotic label ratio ``Σ p u / (Σ p √u)²`` of passive to optimal under th
 under the true ``η``. A second section checks the paired comparison of two AUCs on one sample
 (type-I error under an exact null, two designs).
 
+A third section (``--real DIR``) runs the same static designs on the real pools of the real-pool
+benchmark (``benchmarks/real_pools_data.py`` caches them as ``.npz`` with ``labels``, ``preds``,
+``scores``, ``probs``; FEBRL record linkage at 1:11 to 1:6,000 and a balanced diamonds pool).
+
 Usage: python benchmarks/threshold_free.py [--reps 1000] [--quick]
-Writes benchmarks/results/threshold_free.json and .md.
+       python benchmarks/threshold_free.py --real benchmarks/pools [--reps 500]
+Writes benchmarks/results/threshold_free.json and .md (``--real``: threshold_free_real.*).
 """
 
 from __future__ import annotations
@@ -56,94 +61,105 @@ def asymptotic_ratio(pool, measure, probs):
     return float((p @ u) / (p @ np.sqrt(u)) ** 2)
 
 
-def run_static(reps, budgets, prevalences, models, rng):
-    rows = []
+def synthetic_pools(prevalences, models):
     for prev in prevalences:
         for mname in models:
             synth = make_classification_pool(POOLS[prev], prev, rng=17, **MODELS[mname])
-            pool, y = synth.pool, synth.labels
-            s = pool.scores["model"]
-            pi = pool.view().positive_prob()
-            designs = {"passive": bae.passive_proposal(pool)}
-            try:
-                designs["f1-optimal"] = bae.optimal_proposal(pool, "f1")
-            except ValueError as err:  # no item predicted positive
-                print("f1-optimal skipped:", err)
-            for measure in MEASURES:
-                truth = tf.influence(measure, s, pool.p * y, pool.p * (1 - y))[0]
-                designs["optimal"] = tf.rank_proposal(pool, measure)
-                ratio_model = asymptotic_ratio(pool, measure, pi)
-                ratio_true = asymptotic_ratio(pool, measure, synth.truth)
-                for design, prop in designs.items():
-                    for n in budgets:
-                        vals = np.full(reps, np.nan)
-                        cover = {
-                            k: np.zeros(reps, dtype=bool)
-                            for k in (*METHODS, "guarded", "guarded_wald")
-                        }
-                        width = np.full(reps, np.nan)
-                        npos = np.zeros(reps)
-                        t0 = time.perf_counter()
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
-                            for r in range(reps):
-                                d = prop.draw(n, rng=rng)
-                                yy = y[d.indices]
-                                npos[r] = yy.sum()
-                                est = tf.rank_estimate_arrays(
-                                    measure, s[d.indices], yy, d.weights, variance="empirical"
-                                )
-                                vals[r] = est.value
-                                if not np.isfinite(est.stderr):
-                                    continue
-                                for k in METHODS:
-                                    lo, hi = est.confidence_interval(0.95, k)
-                                    cover[k][r] = lo <= truth <= hi
-                                grd = tf.rank_estimate_arrays(
-                                    measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
-                                )
-                                lo, hi = grd.confidence_interval(0.95)
-                                cover["guarded"][r] = lo <= truth <= hi
-                                width[r] = hi - lo
-                                lo, hi = grd.confidence_interval(0.95, "wald")
-                                cover["guarded_wald"][r] = lo <= truth <= hi
-                        ok = np.isfinite(vals)
-                        err = vals[ok] - truth
-                        row = {
-                            "prevalence": prev,
-                            "model": mname,
-                            "pool_size": pool.n_items,
-                            "pool_positives": int(y.sum()),
-                            "measure": measure,
-                            "truth": truth,
-                            "design": design,
-                            "n": n,
-                            "reps": reps,
-                            "undefined": float(1 - ok.mean()),
-                            "mean_positives": float(npos.mean()),
-                            "bias": float(err.mean()) if ok.any() else np.nan,
-                            "sd": float(err.std(ddof=1)) if ok.sum() > 1 else np.nan,
-                            "mse": float(np.mean(err**2)) if ok.any() else np.nan,
-                            "mse_se": float(np.std(err**2, ddof=1) / np.sqrt(ok.sum()))
-                            if ok.sum() > 1
-                            else np.nan,
-                            "asymptotic_ratio_model_belief": ratio_model,
-                            "asymptotic_ratio_true_eta": ratio_true,
-                            "seconds": time.perf_counter() - t0,
-                        }
-                        row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
-                        for k in (*METHODS, "guarded", "guarded_wald"):
-                            row[f"coverage_{k}"] = (
-                                float(cover[k][ok].mean()) if ok.any() else np.nan
+            yield prev, mname, synth.pool, synth.labels, synth.truth
+
+
+def real_pools(directory):
+    for path in sorted(Path(directory).glob("*.npz")):
+        d = np.load(path)
+        y = d["labels"].astype(int)
+        pool = bae.Pool(
+            predictions=d["preds"].astype(int), probs=d["probs"], scores=d["scores"], classes=[0, 1]
+        )
+        yield float(y.mean()), path.stem, pool, y, None
+
+
+def run_static(reps, budgets, pools, rng):
+    rows = []
+    for prev, mname, pool, y, eta in pools:
+        s = pool.scores["model"]
+        pi = pool.view().positive_prob()
+        designs = {"passive": bae.passive_proposal(pool)}
+        try:
+            designs["f1-optimal"] = bae.optimal_proposal(pool, "f1")
+        except ValueError as err:  # no item predicted positive
+            print("f1-optimal skipped:", err)
+        for measure in MEASURES:
+            truth = tf.influence(measure, s, pool.p * y, pool.p * (1 - y))[0]
+            designs["optimal"] = tf.rank_proposal(pool, measure)
+            ratio_model = asymptotic_ratio(pool, measure, pi)
+            ratio_true = asymptotic_ratio(pool, measure, eta) if eta is not None else np.nan
+            for design, prop in designs.items():
+                for n in budgets:
+                    vals = np.full(reps, np.nan)
+                    cover = {
+                        k: np.zeros(reps, dtype=bool) for k in (*METHODS, "guarded", "guarded_wald")
+                    }
+                    width = np.full(reps, np.nan)
+                    npos = np.zeros(reps)
+                    t0 = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
+                        for r in range(reps):
+                            d = prop.draw(n, rng=rng)
+                            yy = y[d.indices]
+                            npos[r] = yy.sum()
+                            est = tf.rank_estimate_arrays(
+                                measure, s[d.indices], yy, d.weights, variance="empirical"
                             )
-                        rows.append(row)
-                        print(
-                            f"1:{round(1 / prev)} {mname:7s} {measure:17s} {design:10s} n={n:5d} "
-                            f"undef={row['undefined']:.3f} bias={row['bias']:+.4f} "
-                            f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/{row['coverage_logit_t']:.3f} "
-                            f"ratio={ratio_model:.2f}/{ratio_true:.2f}",
-                            flush=True,
-                        )
+                            vals[r] = est.value
+                            if not np.isfinite(est.stderr):
+                                continue
+                            for k in METHODS:
+                                lo, hi = est.confidence_interval(0.95, k)
+                                cover[k][r] = lo <= truth <= hi
+                            grd = tf.rank_estimate_arrays(
+                                measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
+                            )
+                            lo, hi = grd.confidence_interval(0.95)
+                            cover["guarded"][r] = lo <= truth <= hi
+                            width[r] = hi - lo
+                            lo, hi = grd.confidence_interval(0.95, "wald")
+                            cover["guarded_wald"][r] = lo <= truth <= hi
+                    ok = np.isfinite(vals)
+                    err = vals[ok] - truth
+                    row = {
+                        "prevalence": prev,
+                        "model": mname,
+                        "pool_size": pool.n_items,
+                        "pool_positives": int(y.sum()),
+                        "measure": measure,
+                        "truth": truth,
+                        "design": design,
+                        "n": n,
+                        "reps": reps,
+                        "undefined": float(1 - ok.mean()),
+                        "mean_positives": float(npos.mean()),
+                        "bias": float(err.mean()) if ok.any() else np.nan,
+                        "sd": float(err.std(ddof=1)) if ok.sum() > 1 else np.nan,
+                        "mse": float(np.mean(err**2)) if ok.any() else np.nan,
+                        "mse_se": float(np.std(err**2, ddof=1) / np.sqrt(ok.sum()))
+                        if ok.sum() > 1
+                        else np.nan,
+                        "asymptotic_ratio_model_belief": ratio_model,
+                        "asymptotic_ratio_true_eta": ratio_true,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                    row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
+                    for k in (*METHODS, "guarded", "guarded_wald"):
+                        row[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
+                    rows.append(row)
+                    print(
+                        f"1:{round(1 / prev)} {mname[:12]:12s} {measure:17s} {design:10s} n={n:5d} "
+                        f"undef={row['undefined']:.3f} bias={row['bias']:+.4f} "
+                        f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/{row['coverage_logit_t']:.3f} "
+                        f"ratio={ratio_model:.2f}/{ratio_true:.2f}",
+                        flush=True,
+                    )
     return rows
 
 
@@ -213,14 +229,20 @@ def run_paired(reps, rng):
     return rows
 
 
-def write_md(res, path):
+def write_md(res, path, real=False):
+    pools = (
+        "Real pools of the real-pool benchmark (`benchmarks/real_pools_data.py`; the model column "
+        "names the pool; the skew column is the pool's prevalence). "
+        if real
+        else "Synthetic pools from `make_classification_pool` (seed 17): `default` = the "
+        "generator's defaults (separation 2.5, noise 0.4), `strong` = separation 6, noise 0.2. "
+    )
     lines = [
         "# Threshold-free measures: ROC AUC and average precision (issue 17)",
         "",
-        f"`python benchmarks/threshold_free.py --reps {res['reps']}` "
-        f"({res['seconds'] / 60:.1f} min). Synthetic pools from "
-        "`make_classification_pool` (seed 17): `default` = the generator's defaults "
-        "(separation 2.5, noise 0.4), `strong` = separation 6, noise 0.2. Coverage of the "
+        f"`python benchmarks/threshold_free.py --reps {res['reps']}"
+        f"{' --real benchmarks/pools' if real else ''}` "
+        f"({res['seconds'] / 60:.1f} min). " + pools + "Coverage of the "
         "default `logit_t` 95% interval over the samples that define the measure; `undef` = "
         "fraction of samples without a positive (or without a negative). `cov guarded` is the "
         "default interval (guarded variance, logit scale); the `emp` columns use the empirical "
@@ -268,6 +290,9 @@ def write_md(res, path):
                 f"{r['asymptotic_ratio_true_eta']:.2f} |"
             )
         lines.append("")
+    if real:
+        path.write_text("\n".join(lines) + "\n")
+        return
     lines += [
         "## Paired comparison of two AUCs on one sample (exact null, 95% level)",
         "",
@@ -288,14 +313,23 @@ def main():
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=20261123)
+    ap.add_argument("--real", help="directory of real pools (.npz) to run instead")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
+    if args.real:
+        static = run_static(args.reps, (500, 2000), real_pools(args.real), rng)
+        res = {"reps": args.reps, "seed": args.seed, "seconds": time.perf_counter() - t0}
+        res.update(static=static, paired=[])
+        OUT.mkdir(exist_ok=True)
+        (OUT / "threshold_free_real.json").write_text(json.dumps(res, indent=1))
+        write_md(res, OUT / "threshold_free_real.md", real=True)
+        return
     if args.quick:
-        static = run_static(20, (500,), (0.01,), ("default",), rng)
+        static = run_static(20, (500,), synthetic_pools((0.01,), ("default",)), rng)
         paired = run_paired(20, rng)
     else:
-        static = run_static(args.reps, BUDGETS, tuple(POOLS), tuple(MODELS), rng)
+        static = run_static(args.reps, BUDGETS, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng)
         paired = run_paired(args.reps, rng)
     res = {
         "reps": 20 if args.quick else args.reps,
