@@ -103,6 +103,21 @@ class RankMeasure:
     def bounds(self) -> tuple[float, float]:
         return (-1.0, 1.0) if self.difference else (0.0, 1.0)
 
+    # -- what the package's workflows read from any measure ---------------------------------
+    components = ("positive",)
+    dim = 1
+
+    def resolve(self, n_classes: int) -> RankMeasure:
+        """Itself (the measure has no per-class components)."""
+        return self
+
+    def loss(self, y: np.ndarray, view: Any) -> np.ndarray:
+        """What a labeled draw contributes before the ranking is known: ``1(y = pos)``, shape
+        ``(n, 1)``. Workflows that store per-draw losses (the adaptive loop) store this; the
+        estimate itself needs the scores of all draws (:func:`influence`)."""
+        first = next(iter(view.values())) if isinstance(view, dict) else view
+        return (np.asarray(y) == first.pos).astype(float)[:, None]
+
     def bind(self, models, difference: bool = False) -> RankMeasure:
         """This measure bound to models (a stack, or with ``difference=True`` ``T_a − T_b``)."""
         if self.models is not None:
