@@ -253,8 +253,7 @@ def curve_band(
     >>> d = tf.rank_proposal(sp.pool, "average_precision").draw(1000, rng=1)
     >>> band = curves.curve_band(sp.pool, d, sp.labeler(d.indices), curve="pr", rng=2)
     """
-    from .threshold_free import model_scores, rank_measure
-    from .threshold_free.estimates import _measure_models
+    from .threshold_free import measure_models, model_scores, rank_measure
 
     if curve not in ("roc", "pr"):
         raise ValueError(f"curve must be 'roc' or 'pr', got {curve!r}")
@@ -263,7 +262,7 @@ def curve_band(
     level = check_level(level)
     n_boot = check_count(n_boot, "n_boot", minimum=20)
     rng = check_rng(rng)
-    (name,) = _measure_models(pool, rank_measure("roc_auc"), model)
+    (name,) = measure_models(pool, rank_measure("roc_auc"), model)
     if np.ndim(grid) == 0:
         g = check_count(int(grid), "grid", minimum=2)
         xs = np.linspace(0.0, 1.0, g) if curve == "roc" else np.linspace(0.01, PR_MAX_RECALL, g)

@@ -213,13 +213,14 @@ def test_paired_comparison_type_one_error():
     assert 0.05 - 3 * mc <= rejected / reps <= 0.05 + 3 * mc, rejected / reps
 
 
-def test_compare_rank_is_delong_paired_test():
+def test_compare_uses_the_paired_rank_estimate():
     pool, y = _swapped_pool(n=5000, prevalence=0.05, seed=2)
     d = tf.comparison_rank_proposal(pool, "roc_auc").draw(600, rng=1)
-    res = tf.compare_rank(pool, "roc_auc", d, y[d.indices], variance="empirical")
+    res = bae.compare(pool, "roc_auc", d, y[d.indices])
     m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
     S = np.stack([pool.scores["a"], pool.scores["b"]], 1)[d.indices]
-    est = tf.rank_estimate_arrays(m, S, y[d.indices], d.weights)
+    pi = 0.5 * (pool.view("a").positive_prob() + pool.view("b").positive_prob())[d.indices]
+    est = tf.rank_estimate_arrays(m, S, y[d.indices], d.weights, belief=pi)
     assert res.estimate == pytest.approx(est.value, abs=1e-12)
     assert res.stderr == pytest.approx(est.stderr, rel=1e-9)
     assert 0.0 <= res.pvalue <= 1.0 and res.models == ("a", "b")
@@ -269,7 +270,7 @@ def test_guarded_variance(rare_pool):
     _, p1, p0 = tf.influence("roc_auc", s, v * lab, v * (1 - lab))
     expect = (v * v * (pi * p1**2 + (1 - pi) * p0**2)).sum() / v.sum() ** 2
     assert bel.stderr**2 == pytest.approx(expect, rel=1e-10)
-    res = tf.compare_rank(
+    res = bae.compare(
         bae.Pool(
             predictions={"a": pool.view().pred, "b": pool.view().pred},
             probs={"a": pool.view().positive_prob(), "b": pool.view().positive_prob() ** 1.5},

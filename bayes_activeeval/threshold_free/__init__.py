@@ -38,7 +38,7 @@ from .design import (
 )
 from .estimates import (
     RankEstimate,
-    compare_rank,
+    measure_models,
     model_scores,
     positive_probs,
     rank_estimate,
@@ -60,10 +60,10 @@ __all__ = [
     "RankEstimate",
     "RankMeasure",
     "adaptive_rank_proposal",
-    "compare_rank",
     "comparison_rank_proposal",
     "expected_sq_influence",
     "influence",
+    "measure_models",
     "model_scores",
     "positive_probs",
     "precision_at_k",

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_fraction
-from ..proposals import DEFAULT_BELIEF_FLOOR, DEFAULT_MIX, Proposal, _costs, _mix
-from .estimates import _measure_models, model_scores, positive_probs
+from .._validation import check_fraction, check_model_names
+from ..kernel import DEFAULT_BELIEF_FLOOR, DEFAULT_MIX, label_costs, proposal_from_scores
+from ..proposals import Proposal, ProposalInfo
+from .estimates import measure_models, model_scores, positive_probs
 from .kernels import RankMeasure, influence, rank_measure
 
 __all__ = [
@@ -38,7 +39,7 @@ def expected_sq_influence(
     the vector (the trace criterion of the package's vector measures).
     """
     m = rank_measure(measure)
-    models = _measure_models(pool, m, model)
+    models = measure_models(pool, m, model)
     pi = np.asarray(probs, dtype=float)
     p = pool.p
     m1, m0 = p * pi, p * (1.0 - pi)
@@ -61,16 +62,9 @@ def expected_sq_influence(
 def proposal_from_u(
     pool, u: np.ndarray, *, costs: Any = None, mix: float = DEFAULT_MIX
 ) -> np.ndarray:
-    """``q ∝ p c^(-1/2) sqrt(u)`` mixed with ``p`` (Sawade (2012), Thm. 4.1/4.2; the package's
-    defensive mixture ``(1 − δ) q + δ p``)."""
-    p = pool.p
-    s = np.sqrt(np.maximum(u, 0.0)) * p
-    c = _costs(pool, costs)
-    if c is not None:
-        s /= np.sqrt(c)
-    if not np.isfinite(s.sum()) or s.sum() <= 0:
-        s = p.copy()
-    return _mix(s, p, mix)
+    """``q ∝ p c^(-1/2) sqrt(u)`` mixed with ``p``: the package's core proposal step
+    (:func:`~bayes_activeeval.kernel.proposal_from_scores`; Sawade (2012), Thm. 4.1/4.2)."""
+    return proposal_from_scores(np.sqrt(np.maximum(u, 0.0)), pool.p, label_costs(pool, costs), mix)
 
 
 #: Default weight of the positive-seeking component of the ROC AUC and recall@FPR proposals.
@@ -80,11 +74,7 @@ DEFAULT_POSITIVE_MIX = 0.2
 def positive_seeking(pool, pi: np.ndarray, costs: Any = None) -> np.ndarray:
     """``q₊ ∝ p c^(-1/2) π``: draws likely positives (the component :func:`rank_proposal` mixes
     in so that a sample holds positives)."""
-    s = pool.p * pi
-    c = _costs(pool, costs)
-    if c is not None:
-        s = s / np.sqrt(c)
-    return s / s.sum()
+    return proposal_from_scores(pi, pool.p, label_costs(pool, costs), 0.0)
 
 
 def rank_proposal(
@@ -137,12 +127,13 @@ def rank_proposal(
     Returns
     -------
     Proposal
-        ``kind="optimal"``; ``info`` holds ``u``, ``value`` (the measure under the belief), ``mix``.
+        ``kind="optimal"``; ``info`` holds ``u``, ``estimates_under_belief`` (the measure under
+        the belief), ``mix`` and ``positive_mix``.
     """
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
-    models = _measure_models(pool, m, model)
+    models = measure_models(pool, m, model)
     floor = check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
     pi = positive_probs(pool, belief, models, floor)
@@ -160,14 +151,15 @@ def rank_proposal(
     if lam:
         q_pos = positive_seeking(pool, pi, costs)
         q = (1.0 - lam) * q + lam * q_pos
-    info = {
-        "u": u,
-        "value": value,
-        "mix": mix,
-        "positive_mix": lam,
-        "belief_floor": floor,
-        "measure": m.name,
-    }
+    info = ProposalInfo(
+        measure=m.name,
+        risk=np.asarray(value, dtype=float),
+        u=u,
+        mix=mix,
+        positive_mix=lam,
+        belief_floor=floor,
+        estimates_under_belief=dict(zip(m.outputs, map(float, value), strict=True)),
+    )
     return Proposal(q, pool.p, "optimal", info)
 
 
@@ -182,12 +174,12 @@ def comparison_rank_proposal(
     function); for ``k > 2`` models the equal mixture of the pairwise proposals (as
     :func:`~bayes_activeeval.comparison_proposal` does). Keyword arguments as
     :func:`rank_proposal`."""
-    from ..comparison import _models_arg
-
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
-    models = _models_arg(pool, models, 2)
+    models = check_model_names(pool.models if models is None else models, 2)
+    for name in models:
+        pool.check_model(name)
     pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
     if len(pairs) == 1:
         return rank_proposal(pool, m.bind(pairs[0], difference=True), **kwargs)
@@ -209,6 +201,7 @@ def adaptive_rank_proposal(
     belief_floor: float = DEFAULT_BELIEF_FLOOR,
     costs: Any = None,
     mix: float = 0.0,
+    positive_mix: float | None = None,
 ) -> Proposal:
     """The adaptive proposal of Marchant & Rubinstein (2021), Prop. 2, for a threshold-free
     measure: ``q ∝ p c^(-1/2) E_π max{|ψ|, ε'}`` under a deterministic oracle,
@@ -222,12 +215,14 @@ def adaptive_rank_proposal(
         The belief's ``π(y = pos | x)`` (or both columns, in the pool's class order).
     known : ndarray of bool (n,), optional
         Items with a label: their belief is a point mass and is not floored.
+    positive_mix : float, optional
+        The positive-seeking component of :func:`rank_proposal` (same default).
     Other parameters as :func:`~bayes_activeeval.adaptive.adaptive_proposal`.
     """
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
-    models = _measure_models(pool, m, model)
+    models = measure_models(pool, m, model)
     pi = np.asarray(probs, dtype=float)
     if pi.ndim == 2:
         pi = pi[:, pool.pos]
@@ -246,7 +241,7 @@ def adaptive_rank_proposal(
     if not all(np.isfinite(val) for val, _, _ in parts):
         raise ValueError(f"measure {m.name!r} is undefined under the belief")
     if m.difference:
-        parts = [(0.0, parts[0][1] - parts[1][1], parts[0][2] - parts[1][2])]
+        parts = [(parts[0][0] - parts[1][0], parts[0][1] - parts[1][1], parts[0][2] - parts[1][2])]
     power = 1 if deterministic else 2
 
     def integrand(e):
@@ -264,8 +259,16 @@ def adaptive_rank_proposal(
         eps_abs = eps * float(p @ base)
         a = integrand(eps_abs if power == 1 else eps_abs**2)
         base = a if power == 1 else np.sqrt(a)
-    q = proposal_from_u(pool, base**2, costs=costs, mix=mix)
+    if positive_mix is None:
+        positive_mix = 0.0 if m.kind == "average_precision" else DEFAULT_POSITIVE_MIX
+    lam = check_fraction(positive_mix, "positive_mix")
+    if lam + mix >= 1:
+        raise ValueError(f"mix + positive_mix must be below 1, got {mix} + {lam}")
+    q = proposal_from_u(pool, base**2, costs=costs, mix=mix / (1.0 - lam) if lam else mix)
+    if lam:
+        q = (1.0 - lam) * q + lam * positive_seeking(pool, pi, costs)
     info = {
+        "risk": np.array([val for val, _, _ in parts]),  # the measure(s) under the belief
         "a": a,
         "epsilon": eps,
         "epsilon_abs": eps_abs,

@@ -18,7 +18,7 @@ from .kernels import RankMeasure, influence, rank_measure
 
 __all__ = [
     "RankEstimate",
-    "compare_rank",
+    "measure_models",
     "model_scores",
     "positive_probs",
     "rank_estimate",
@@ -99,7 +99,7 @@ def positive_probs(pool, belief: Any, models: tuple[str, ...], floor: float) -> 
     return pi
 
 
-def _measure_models(pool, measure: RankMeasure, model: str | None) -> tuple[str, ...]:
+def measure_models(pool, measure: RankMeasure, model: str | None) -> tuple[str, ...]:
     if pool.task != "binary" or pool.pos is None:
         raise ValueError(
             f"measure {measure.name!r} needs a binary pool with a positive class; the pool is "
@@ -318,7 +318,7 @@ def rank_estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
-    models = _measure_models(pool, m, model)
+    models = measure_models(pool, m, model)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos
     S = np.stack([model_scores(pool, mod)[draws.indices] for mod in models], axis=1)
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
@@ -351,77 +351,4 @@ def stacked_estimate(
         raise ValueError(f"{measure!r} is not a threshold-free measure")
     return rank_estimate(
         pool, m.bind(models), draws, labels, oracle=oracle, belief=belief, variance=variance
-    )
-
-
-def compare_rank(
-    pool,
-    measure: RankMeasure | str,
-    draws: Draws,
-    labels: Any,
-    models: Any = None,
-    *,
-    alternative: str = "two-sided",
-    oracle: str = "deterministic",
-    belief: Any = None,
-    variance: str = "guarded",
-):
-    """Paired test of ``H0: T_a = T_b`` for two models' AUCs (or APs) on one shared sample.
-
-    The two estimates are correlated U-statistics of the same draws (DeLong, DeLong &
-    Clarke-Pearson (1988)); the difference has the influence function ``ψ_a − ψ_b`` and the
-    variance ``Σ f_i v_i² (ψ_a,i − ψ_b,i)² / (Σ v)²`` — DeLong's paired variance on uniform
-    weights — and the Wald statistic ``Δ̂/SE`` (Sawade (2012), Eq. 3.23-3.24). Draw the sample from
-    ``rank_proposal(pool, RankMeasure(...).bind((a, b), difference=True))`` for the power-optimal
-    design (Sawade (2012), Thm. 5.1). ``belief`` and ``variance`` as :func:`rank_estimate`
-    (``"guarded"`` takes the larger of the empirical and the belief's variance of the difference).
-
-    Returns
-    -------
-    ComparisonResult
-    """
-    from ..comparison import ComparisonResult, _check_alternative, _models_arg, _wald_pvalue, _z
-
-    m = rank_measure(measure)
-    if m is None:
-        raise ValueError(f"{measure!r} is not a threshold-free measure")
-    if m.models is not None:
-        raise ValueError(f"measure {m.name!r} is already bound to models {m.models}")
-    alternative = _check_alternative(alternative)
-    models = _models_arg(pool, models, 2, two=True)
-    if len(models) != 2:
-        raise ValueError(f"compare needs exactly two models, got {list(models)}")
-    est = stacked_estimate(
-        pool, m, draws, labels, models, oracle=oracle, belief=belief, variance="empirical"
-    )
-    G, C = est.values, est.cov
-    if variance != "empirical":
-        dest = rank_estimate(
-            pool,
-            m.bind(models, difference=True),
-            draws,
-            labels,
-            oracle=oracle,
-            belief=belief,
-            variance=variance,
-        )
-        C = C.copy()
-        C[0, 1] = C[1, 0] = 0.5 * (C[0, 0] + C[1, 1] - float(dest.cov[0, 0]))
-    diff = float(G[0] - G[1])
-    se = float(np.sqrt(max(C[0, 0] + C[1, 1] - 2 * C[0, 1], 0.0)))
-    z = _z(diff, se)
-    a, b = models
-    return ComparisonResult(
-        statistic=z,
-        pvalue=_wald_pvalue(z, alternative),
-        estimate=diff,
-        stderr=se,
-        alternative=alternative,
-        models=(a, b),
-        estimates={a: float(G[0]), b: float(G[1])},
-        stderrs={a: float(est.stderrs[0]), b: float(est.stderrs[1])},
-        n_draws=est.n_draws,
-        n_labels=est.n_labels,
-        measure=m.base_name,
-        greater_is_better=True,
     )
