@@ -70,8 +70,10 @@ def test_compare_and_multiple_comparison(three_models):
     prop = bae.comparison_proposal(pool, "roc_auc", models=("m0", "m1"))
     d = prop.draw(800, rng=3)
     res = bae.compare(pool, "roc_auc", d, y[d.indices], models=("m0", "m1"))
-    ref = tf.compare_rank(pool, "roc_auc", d, y[d.indices], models=("m0", "m1"))
-    assert res.estimate == pytest.approx(ref.estimate) and res.stderr == pytest.approx(ref.stderr)
+    m = tf.RankMeasure("roc_auc").bind(("m0", "m1"), difference=True)
+    ref = tf.rank_estimate(pool, m, d, y[d.indices])
+    assert res.estimate == pytest.approx(ref.value) and res.stderr == pytest.approx(ref.stderr)
+    assert res.models == ("m0", "m1") and 0.0 <= res.pvalue <= 1.0
     mc = bae.multiple_comparison(pool, "roc_auc", d, y[d.indices])
     assert mc.k == 3
     est = tf.stacked_estimate(pool, "roc_auc", d, y[d.indices], ("m0", "m1", "m2"))
@@ -95,3 +97,43 @@ def test_rank_measures_refuse_regression_and_multiclass():
     multi = bae.Pool(predictions=probs.argmax(1), probs=probs)
     with pytest.raises(ValueError, match="binary"):
         bae.optimal_proposal(multi, "roc_auc")
+
+
+@pytest.mark.parametrize("design", ["static", "adaptive"])
+def test_cli_session_with_roc_auc(design, tmp_path):
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+    from bayes_activeeval.demo import export_demo
+
+    pool_csv, truth_csv = export_demo(tmp_path / "demo.csv")
+    t = pd.read_csv(truth_csv, dtype={"id": str})
+    truth = dict(zip(t["id"], t["label"].tolist(), strict=True))
+
+    def ok(*args):
+        res = CliRunner().invoke(main, [str(a) for a in args])
+        assert res.exit_code == 0, (res.output, res.stderr)
+        return res
+
+    session = tmp_path / "s.bae"
+    opts = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p", "--score-col", "score"]
+    ok("init", pool_csv, "--measure", "roc_auc", "--session", session, *opts,
+       "--design", design, "--seed", 1)  # fmt: skip
+    for k, n in enumerate((60, 60)):
+        batch = tmp_path / f"b{k}.csv"
+        ok("next", session, "--n", n, "--out", batch)
+        b = pd.read_csv(batch, dtype=str)
+        lab = tmp_path / f"l{k}.csv"
+        pd.DataFrame({"id": b["id"], "label": [truth[i] for i in b["id"]]}).to_csv(lab, index=False)
+        ok("record", session, lab)
+    st = json.loads(ok("status", session, "--json").stdout)
+    est = st["estimates"][0]
+    assert 0.5 < est["estimate"] <= 1.0 and est["low"] <= est["estimate"] <= est["high"]
+    report = tmp_path / "report.html"
+    ok("report", session, "--out", report)
+    html = report.read_text()
+    assert "roc_auc" in html and "ROC and precision-recall curves" in html
+    assert html.count("data:image/png;base64,") == 3  # curves, estimate path, proposal
