@@ -97,9 +97,11 @@ def run_static(reps, budgets, pools, rng):
                 for n in budgets:
                     vals = np.full(reps, np.nan)
                     cover = {
-                        k: np.zeros(reps, dtype=bool) for k in (*METHODS, "guarded", "guarded_wald")
+                        k: np.zeros(reps, dtype=bool)
+                        for k in (*METHODS, "guarded", "guarded_wald", "guarded_wilson")
                     }
                     width = np.full(reps, np.nan)
+                    width_w = np.full(reps, np.nan)
                     npos = np.zeros(reps)
                     t0 = time.perf_counter()
                     with warnings.catch_warnings():
@@ -125,6 +127,9 @@ def run_static(reps, budgets, pools, rng):
                             width[r] = hi - lo
                             lo, hi = grd.confidence_interval(0.95, "wald")
                             cover["guarded_wald"][r] = lo <= truth <= hi
+                            lo, hi = grd.confidence_interval(0.95, "wilson")
+                            cover["guarded_wilson"][r] = lo <= truth <= hi
+                            width_w[r] = hi - lo
                     ok = np.isfinite(vals)
                     err = vals[ok] - truth
                     row = {
@@ -150,13 +155,17 @@ def run_static(reps, budgets, pools, rng):
                         "seconds": time.perf_counter() - t0,
                     }
                     row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
-                    for k in (*METHODS, "guarded", "guarded_wald"):
+                    row["width_guarded_wilson"] = (
+                        float(np.nanmean(width_w[ok])) if ok.any() else np.nan
+                    )
+                    for k in (*METHODS, "guarded", "guarded_wald", "guarded_wilson"):
                         row[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
                     rows.append(row)
                     print(
                         f"1:{round(1 / prev)} {mname[:12]:12s} {measure:17s} {design:10s} n={n:5d} "
                         f"undef={row['undefined']:.3f} bias={row['bias']:+.4f} "
-                        f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/{row['coverage_logit_t']:.3f} "
+                        f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/"
+                        f"{row['coverage_guarded_wilson']:.3f}/{row['coverage_logit_t']:.3f} "
                         f"ratio={ratio_model:.2f}/{ratio_true:.2f}",
                         flush=True,
                     )
@@ -259,11 +268,11 @@ def write_md(res, path, real=False):
             f"## {measure}",
             "",
             "| skew | model | n | truth | design | undef | bias | SD | MSE | cov guarded | "
-            "cov guarded Wald | width | "
+            "cov guarded Wald | width | cov guarded Wilson | width Wilson | "
             "cov emp logit_t | cov emp logit | cov emp t | MSE gain vs passive | "
             "MSE gain vs F1-opt | ratio |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-            "| --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for r in rows:
             if r["measure"] != measure:
@@ -283,8 +292,9 @@ def write_md(res, path, real=False):
                 f"| 1:{round(1 / r['prevalence']):,} | {r['model']} | {r['n']} | "
                 f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | {r['bias']:+.2e} | "
                 f"{r['sd']:.2e} | {r['mse']:.2e} | {r['coverage_guarded']:.3f} | "
-                f"{r['coverage_guarded_wald']:.3f} | "
-                f"{r['width_guarded']:.3g} | {r['coverage_logit_t']:.3f} | "
+                f"{r['coverage_guarded_wald']:.3f} | {r['width_guarded']:.3g} | "
+                f"{r['coverage_guarded_wilson']:.3f} | {r['width_guarded_wilson']:.3g} | "
+                f"{r['coverage_logit_t']:.3f} | "
                 f"{r['coverage_logit']:.3f} | {r['coverage_t']:.3f} | {gain_p} | {gain_f} | "
                 f"{r['asymptotic_ratio_model_belief']:.2f} / "
                 f"{r['asymptotic_ratio_true_eta']:.2f} |"

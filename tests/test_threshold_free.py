@@ -351,3 +351,24 @@ def test_curve_band_covers_the_pool_curve(curve, kind, balanced_pool):
         assert np.all(band.low <= band.y) and np.all(band.y <= band.high)
     # a 95% simultaneous band: at most 4 misses in 30 (P ≈ 0.06 at the nominal rate)
     assert np.mean(hits) >= 26 / 30, np.mean(hits)
+
+
+def test_wilson_interval_stays_sane_at_the_bound():
+    est = tf.RankEstimate(
+        np.array([0.99888]), np.array([[0.00657**2]]), np.array([0.99888]), 1000, 955,
+        ("roc_auc",), "roc_auc", (0.0, 1.0),
+    )  # fmt: skip
+    lo, hi = est.confidence_interval(0.95, "wilson")
+    assert 0.8 < lo < 0.99888 < hi <= 1.0
+    wlo, _ = est.confidence_interval(0.95, "logit_t")
+    assert wlo < 0.1  # the logit interval blows up when SE is large next to 1 − Ĝ
+    # with a small SE Wilson, logit and Wald agree
+    est = tf.RankEstimate(
+        np.array([0.8]), np.array([[0.01**2]]), np.array([0.8]), 1000, 1000,
+        ("roc_auc",), "roc_auc", (0.0, 1.0),
+    )  # fmt: skip
+    for method in ("logit_t", "wald"):
+        np.testing.assert_allclose(
+            est.confidence_interval(0.95, "wilson"), est.confidence_interval(0.95, method),
+            atol=2e-3,
+        )  # fmt: skip

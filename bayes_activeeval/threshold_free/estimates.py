@@ -53,6 +53,8 @@ class RankEstimate(Estimate):
         """
         if method is None:
             method = "t" if self.bounds[0] < 0 else "logit_t"
+        if method == "wilson":
+            return self._wilson(check_level(level))
         if method != "logit_t":
             return super().confidence_interval(level, method)
         level = check_level(level)
@@ -67,6 +69,24 @@ class RankEstimate(Estimate):
         low = np.where(inside, low, np.atleast_1d(tci.low))
         high = np.where(inside, high, np.atleast_1d(tci.high))
         return self._pack(low, high)
+
+    def _wilson(self, level: float):
+        """Wilson's score interval with the effective sample size ``n = Ĝ(1 − Ĝ)/SE²`` that the
+        standard error implies (Wilson (1927); Newcombe (2006) for the Mann-Whitney AUC): never
+        degenerate at the bounds, asymmetric like the logit interval but without its blow-up
+        when the standard error is large next to ``1 − Ĝ``."""
+        lo_b, hi_b = self.bounds
+        crit = stats.t.ppf(0.5 + level / 2, df=np.maximum(self.effective_df - 1.0, 1.0))
+        G = (self.values - lo_b) / (hi_b - lo_b)
+        se = self.stderrs / (hi_b - lo_b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            n = np.where(se > 0, np.clip(G * (1 - G), 1e-12, None) / se**2, np.inf)
+            k = crit**2 / n
+            centre = (G + k / 2) / (1 + k)
+            half = crit / (1 + k) * np.sqrt(G * (1 - G) / n + k / (4 * n))
+        low = np.where(np.isfinite(n), np.clip(centre - half, 0, 1), G)
+        high = np.where(np.isfinite(n), np.clip(centre + half, 0, 1), G)
+        return self._pack(lo_b + (hi_b - lo_b) * low, lo_b + (hi_b - lo_b) * high)
 
     def to_frame(self, level: float = 0.95, method: str | None = None):
         ci = self.confidence_interval(level, method)
