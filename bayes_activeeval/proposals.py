@@ -341,6 +341,10 @@ def optimal_proposal(
     distribution for ``p(x)``, the belief for ``p(y|x)`` and the intrinsic risk for ``R``
     (Sawade (2012), Sec. 4.2.2, Eq. 4.21-4.22).
 
+    ROC AUC, average precision and recall at a false-positive rate (``"roc_auc"``,
+    ``"average_precision"``, ``"recall@fpr=0.01"``) are linearized through their influence
+    function instead (:func:`~bayes_activeeval.threshold_free.rank_proposal`).
+
     Parameters
     ----------
     pool : Pool
@@ -368,10 +372,6 @@ def optimal_proposal(
         control variate (:func:`~bayes_activeeval.estimate` with ``estimator="model_assisted"``);
         its optimal proposal replaces ``u(x)`` by the belief's conditional variance
         ``E_π‖Dg(R)(ℓ − m(x))‖² = u(x) − ‖Dg(R)(m(x) − R)‖²``, ``m(x) = E_π ℓ(x, y)``.
-
-    ROC AUC, average precision and recall at a false-positive rate (``"roc_auc"``,
-    ``"average_precision"``, ``"recall@fpr=0.01"``) are linearized through their influence
-    function instead (:func:`~bayes_activeeval.threshold_free.rank_proposal`).
 
     Returns
     -------

@@ -217,7 +217,8 @@ def adaptive_rank_proposal(
         Items with a label: their belief is a point mass and is not floored.
     positive_mix : float, optional
         The positive-seeking component of :func:`rank_proposal` (same default).
-    Other parameters as :func:`~bayes_activeeval.adaptive.adaptive_proposal`.
+    model, epsilon, deterministic, belief_floor, costs, mix
+        As :func:`~bayes_activeeval.adaptive.adaptive_proposal`.
     """
     m = rank_measure(measure)
     if m is None:
