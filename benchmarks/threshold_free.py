@@ -114,11 +114,12 @@ def run_static(reps, budgets, pools, rng):
                                 measure, s[d.indices], yy, d.weights, variance="empirical"
                             )
                             vals[r] = est.value
-                            if not np.isfinite(est.stderr):
+                            if not np.isfinite(est.value):
                                 continue
-                            for k in METHODS:
-                                lo, hi = est.confidence_interval(0.95, k)
-                                cover[k][r] = lo <= truth <= hi
+                            if np.isfinite(est.stderr):  # no empirical SE with one positive
+                                for k in METHODS:
+                                    lo, hi = est.confidence_interval(0.95, k)
+                                    cover[k][r] = lo <= truth <= hi
                             grd = tf.rank_estimate_arrays(
                                 measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
                             )
@@ -253,7 +254,9 @@ def write_md(res, path, real=False):
         f"{' --real benchmarks/pools' if real else ''}` "
         f"({res['seconds'] / 60:.1f} min). " + pools + "Coverage of the "
         "default `logit_t` 95% interval over the samples that define the measure; `undef` = "
-        "fraction of samples without a positive (or without a negative). `cov guarded` is the "
+        "fraction of samples without a positive (or without a negative); a sample with a single "
+        "positive has no empirical variance and counts as not covered in the `emp` columns. "
+        "`cov guarded` is the "
         "default interval (guarded variance, logit scale); the `emp` columns use the empirical "
         "variance alone. `ratio` = asymptotic "
         "labels passive needs per label of the optimal proposal, `Σ p u / (Σ p √u)²`, under the "
