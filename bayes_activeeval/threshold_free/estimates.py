@@ -34,25 +34,27 @@ __all__ = [
 class RankEstimate(Estimate):
     """An :class:`~bayes_activeeval.Estimate` of a threshold-free measure.
 
-    Its intervals default to the logit scale with a t quantile (``method="logit_t"``): AUC and average precision live
-    in ``[0, 1]`` and good models sit near 1, where the Wald interval is symmetric about a skewed
-    sampling distribution and crosses the bound. ``details["influence"]`` holds ``ψ̂`` of each draw
-    (one column per model for a stack).
+    Its intervals default to Wilson's score interval on the effective sample size the standard
+    error implies (``method="wilson"``): AUC and average precision live in ``[0, 1]`` and good
+    models sit near 1, where the Wald interval is symmetric about a skewed sampling distribution
+    and crosses the bound, and the logit interval blows up when the standard error is large next
+    to ``1 − Ĝ``. ``details["influence"]`` holds ``ψ̂`` of each draw (one column per model for a
+    stack).
     """
 
     def confidence_interval(self, level: float = 0.95, method: str | None = None):
         """Two-sided interval.
 
-        ``method="logit_t"`` (the default for a single measure): the Wald interval on the logit
+        ``method="wilson"`` (the default for a single measure): Wilson's score interval with
+        ``n = Ĝ(1 − Ĝ)/SE²`` (:meth:`_wilson`); ``"logit_t"``: the Wald interval on the logit
         scale, ``expit(logit Ĝ ± t_{ν−1} SE/(Ĝ(1 − Ĝ)))``, with the Student-t quantile on the
-        Satterthwaite effective degrees of freedom ``ν`` of the variance (:attr:`effective_df`).
-        The logit keeps the interval inside ``[0, 1]`` and follows the skew of the sampling
-        distribution near 1; the t quantile widens it when few draws (under heavy class skew: few
-        positives) carry the variance. Other methods as :meth:`Estimate.confidence_interval`;
-        ``"t"`` is the default for a difference of two models.
+        Satterthwaite effective degrees of freedom ``ν`` (:attr:`effective_df`; a normal quantile
+        with the guarded variance). Other methods as :meth:`Estimate.confidence_interval`;
+        ``"t"`` is the default for a difference of two models. Coverage of each:
+        ``benchmarks/results/threshold_free.md``.
         """
         if method is None:
-            method = "t" if self.bounds[0] < 0 else "logit_t"
+            method = "t" if self.bounds[0] < 0 else "wilson"
         if method == "wilson":
             return self._wilson(check_level(level))
         if method != "logit_t":
