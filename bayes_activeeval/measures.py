@@ -660,9 +660,10 @@ RANK_NAMES = ("average_precision", "roc_auc")
 
 
 def available() -> list[str]:
-    """Names accepted by :func:`get` (aliases such as ``"f1_score"`` also work; the threshold-free
-    ``"roc_auc"`` and ``"average_precision"`` are included, ``"recall@fpr=α"`` too)."""
-    return sorted([*_registry(), *RANK_NAMES])
+    """Names of the generalized measures accepted by :func:`get` (aliases such as ``"f1_score"``
+    also work). :func:`get` also accepts the threshold-free :data:`RANK_NAMES` and
+    ``"recall@fpr=α"``, which are not of the form ``g(E_p[ℓ])``."""
+    return sorted(_registry())
 
 
 def _rank(measure: Any):
