@@ -23,7 +23,7 @@ A third section (``--real DIR``) runs the same static designs on the real pools 
 benchmark (``benchmarks/real_pools_data.py`` caches them as ``.npz`` with ``labels``, ``preds``,
 ``scores``, ``probs``; FEBRL record linkage at 1:11 to 1:6,000 and a balanced diamonds pool).
 
-Usage: python benchmarks/threshold_free.py [--reps 1000] [--quick]
+Usage: python benchmarks/threshold_free.py [--reps 1000] [--budgets 500,1000,2000,5000] [--quick]
        python benchmarks/threshold_free.py --real benchmarks/pools [--reps 500]
 Writes benchmarks/results/threshold_free.json and .md (``--real``: threshold_free_real.*).
 """
@@ -251,6 +251,7 @@ def write_md(res, path, real=False):
         "# Threshold-free measures: ROC AUC and average precision (issue 17)",
         "",
         f"`python benchmarks/threshold_free.py --reps {res['reps']}"
+        f"{' --budgets ' + res['budgets'] if res.get('budgets') else ''}"
         f"{' --real benchmarks/pools' if real else ''}` "
         f"({res['seconds'] / 60:.1f} min). " + pools + "Coverage of the "
         "default `logit_t` 95% interval over the samples that define the measure; `undef` = "
@@ -327,6 +328,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--real", help="directory of real pools (.npz) to run instead")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="label budgets")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
@@ -342,9 +344,11 @@ def main():
         static = run_static(20, (500,), synthetic_pools((0.01,), ("default",)), rng)
         paired = run_paired(20, rng)
     else:
-        static = run_static(args.reps, BUDGETS, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng)
+        budgets = tuple(int(b) for b in args.budgets.split(","))
+        static = run_static(args.reps, budgets, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng)
         paired = run_paired(args.reps, rng)
     res = {
+        "budgets": args.budgets,
         "reps": 20 if args.quick else args.reps,
         "seed": args.seed,
         "seconds": time.perf_counter() - t0,
