@@ -123,7 +123,7 @@ def run_static(reps, budgets, pools, rng):
                             grd = tf.rank_estimate_arrays(
                                 measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
                             )
-                            lo, hi = grd.confidence_interval(0.95)
+                            lo, hi = grd.confidence_interval(0.95, "logit_t")
                             cover["guarded"][r] = lo <= truth <= hi
                             width[r] = hi - lo
                             lo, hi = grd.confidence_interval(0.95, "wald")
@@ -258,8 +258,9 @@ def write_md(res, path, real=False):
         "fraction of samples without a positive (or without a negative); a sample with a single "
         "positive has no empirical variance and counts as not covered in the `emp` columns. "
         "`cov guarded` is the "
-        "default interval (guarded variance, logit scale); the `emp` columns use the empirical "
-        "variance alone. `ratio` = asymptotic "
+        "guarded variance (the default) with the logit interval, `cov guarded Wald` with the Wald "
+        "interval, `cov guarded Wilson` with the Wilson interval (the default interval); "
+        "the `emp` columns use the empirical variance alone. `ratio` = asymptotic "
         "labels passive needs per label of the optimal proposal, `Σ p u / (Σ p √u)²`, under the "
         "model's belief / under the true η. `MSE gain` = MSE of passive (or F1-optimal) over MSE "
         "of the optimal proposal at the same budget (for ratios, MSE ∝ 1/n: the labels saved).",
