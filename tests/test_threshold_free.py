@@ -362,6 +362,11 @@ def test_wilson_interval_stays_sane_at_the_bound():
     assert 0.8 < lo < 0.99888 < hi <= 1.0
     wlo, _ = est.confidence_interval(0.95, "logit_t")
     assert wlo < 0.1  # the logit interval blows up when SE is large next to 1 − Ĝ
+    at_one = tf.RankEstimate(
+        np.array([1.0]), np.array([[0.01**2]]), np.array([1.0]), 100, 100,
+        ("roc_auc",), "roc_auc", (0.0, 1.0),
+    )  # fmt: skip
+    assert at_one.confidence_interval(0.95) == pytest.approx((1 - 1.96 * 0.01, 1.0), abs=1e-3)
     # with a small SE Wilson, logit and Wald agree
     est = tf.RankEstimate(
         np.array([0.8]), np.array([[0.01**2]]), np.array([0.8]), 1000, 1000,

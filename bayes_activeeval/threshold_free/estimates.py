@@ -76,7 +76,8 @@ class RankEstimate(Estimate):
         """Wilson's score interval with the effective sample size ``n = Ĝ(1 − Ĝ)/SE²`` that the
         standard error implies (Wilson (1927); Newcombe (2006) for the Mann-Whitney AUC): never
         degenerate at the bounds, asymmetric like the logit interval but without its blow-up
-        when the standard error is large next to ``1 − Ĝ``."""
+        when the standard error is large next to ``1 − Ĝ``. At the bound itself (``Ĝ = 1``, no
+        discordant pair in the sample) the Wald interval clipped to the range."""
         lo_b, hi_b = self.bounds
         crit = stats.t.ppf(0.5 + level / 2, df=np.maximum(self.effective_df - 1.0, 1.0))
         G = (self.values - lo_b) / (hi_b - lo_b)
@@ -88,6 +89,10 @@ class RankEstimate(Estimate):
             half = crit / (1 + k) * np.sqrt(G * (1 - G) / n + k / (4 * n))
         low = np.where(np.isfinite(n), np.clip(centre - half, 0, 1), G)
         high = np.where(np.isfinite(n), np.clip(centre + half, 0, 1), G)
+        # at the bound (a sample AUC of exactly 1) n is 0/SE²: the Wald interval clipped instead
+        edge = (G <= 0) | (G >= 1)
+        low = np.where(edge, np.clip(G - crit * se, 0, 1), low)
+        high = np.where(edge, np.clip(G + crit * se, 0, 1), high)
         return self._pack(lo_b + (hi_b - lo_b) * low, lo_b + (hi_b - lo_b) * high)
 
     def to_frame(self, level: float = 0.95, method: str | None = None):
