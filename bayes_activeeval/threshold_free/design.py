@@ -121,8 +121,8 @@ def rank_proposal(
         undefined — improbable. Default ``0.2`` for ROC AUC and recall at a false-positive rate,
         ``0`` for average precision (whose ``q*`` already seeks positives): under heavy skew
         the AUC's ``q*`` spreads over the low-scored bulk, where its rare positives hide, and at
-        1:1,000 drew no positive in 30-39% of 500-label samples (``benchmarks/threshold_free.py``
-        records both).
+        1:1,000 drew no positive in 29-39% of 500-label samples (an exploratory run of
+        ``benchmarks/threshold_free.py`` without the component; the committed results use it).
 
     Returns
     -------
