@@ -592,7 +592,10 @@ def estimate(
         (:func:`model_assisted_estimate`); pair it with
         ``optimal_proposal(..., estimator="model_assisted")``.
     belief : Belief or array-like, optional
-        The belief for ``"model_assisted"`` (default: the pool's models, as in the proposal).
+        The belief for ``"model_assisted"`` (default: the pool's models, as in the proposal), and
+        for the guarded variance of the threshold-free measures ``"roc_auc"``,
+        ``"average_precision"`` and ``"recall@fpr=α"``, which are estimated by
+        :func:`~bayes_activeeval.threshold_free.rank_estimate`.
     bias_correction : bool
         Subtract the estimated ``O(1/n)`` bias (:func:`ratio_bias`). Default ``False``: the plain
         ratio estimate of Sawade (2012), Eq. 3.31, which equals scikit-learn's metric on uniform
@@ -619,6 +622,16 @@ def estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    from .threshold_free import rank_estimate, rank_measure  # builds on this module
+
+    if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR (influence-function variance)
+        if estimator != "ipw" or bias_correction:
+            raise ValueError(
+                f"threshold-free measure {measure!r}: estimator='ipw' without bias_correction only"
+            )
+        return rank_estimate(
+            pool, measure, draws, labels, model=model, oracle=oracle, belief=belief
+        )
     m, views = pool.resolve(measure, model)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
     L = m.loss(y, views(draws.indices))

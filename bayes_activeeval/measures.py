@@ -654,9 +654,24 @@ _ALIASES = {
 }
 
 
+#: Threshold-free measures (:mod:`bayes_activeeval.threshold_free`), also accepted by :func:`get`;
+#: ``"recall@fpr=0.01"`` names the recall at a false-positive rate.
+RANK_NAMES = ("average_precision", "roc_auc")
+
+
 def available() -> list[str]:
-    """Names accepted by :func:`get` (aliases such as ``"f1_score"`` also work)."""
+    """Names of the generalized measures accepted by :func:`get` (aliases such as ``"f1_score"``
+    also work). :func:`get` also accepts the threshold-free :data:`RANK_NAMES` and
+    ``"recall@fpr=α"``, which are not of the form ``g(E_p[ℓ])``."""
     return sorted(_registry())
+
+
+def _rank(measure: Any):
+    """The threshold-free measure for a name or object, else None (imported here: the
+    threshold-free package builds on this module)."""
+    from .threshold_free.kernels import RankMeasure, rank_measure
+
+    return measure if isinstance(measure, RankMeasure) else rank_measure(measure)
 
 
 def get(measure: str | Measure) -> Measure:
@@ -676,6 +691,9 @@ def get(measure: str | Measure) -> Measure:
     """
     if isinstance(measure, Measure):
         return measure
+    rank = _rank(measure)
+    if rank is not None:  # ROC AUC, average precision, recall@FPR: a RankMeasure
+        return rank
     if not isinstance(measure, str):
         raise TypeError(f"measure must be a name or a Measure, got {type(measure).__name__}")
     key = measure.strip().lower().replace("-", "_")
@@ -704,6 +722,8 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
     joint covariance of the k estimates used by simultaneous tests (Sawade (2012), Sec. 3.2.3).
     """
     base = get(measure)
+    if _rank(base) is not None:
+        return base.bind(models)
     models = _check_models(base, models, minimum=1)
     k, m = len(models), base.n_outputs
 
@@ -746,6 +766,8 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
     F1 through the delta method).
     """
     base = get(measure)
+    if _rank(base) is not None:
+        return base.bind((a, b), difference=True)
     models = _check_models(base, (a, b), minimum=2)
     if base.n_outputs != 1:
         raise ValueError(f"difference needs a scalar measure; {base.name!r} has {base.n_outputs}")

@@ -167,7 +167,11 @@ class ProposalInfo:
     intrinsic_difference : float
         Two-model optimal comparison proposals: ``Δ̌`` (Sawade (2012), Eq. 5.12).
     estimates_under_belief : dict
-        Two-model optimal comparison proposals: each model's measure under the belief.
+        Two-model optimal comparison proposals: each model's measure under the belief;
+        threshold-free proposals: the measure under the belief.
+    positive_mix : float
+        Threshold-free proposals: weight of the positive-seeking component
+        (:func:`~bayes_activeeval.threshold_free.rank_proposal`).
     """
 
     measure: str | None = None
@@ -189,6 +193,7 @@ class ProposalInfo:
     support_mass: float | None = None
     intrinsic_difference: float | None = None
     estimates_under_belief: dict | None = None
+    positive_mix: float | None = None
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
@@ -334,13 +339,17 @@ def optimal_proposal(
     mix: float = DEFAULT_MIX,
     estimator: str = "ipw",
 ) -> Proposal:
-    """The variance-optimal proposal for any generalized measure.
+    """The variance-optimal proposal for any generalized measure (and the threshold-free ones).
 
     Implements ``q*(x) ∝ p(x) c(x)^(-1/2) sqrt(E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²)``: Sawade (2012),
     Thm. 4.1 (Eq. 4.6), Thm. 4.2 (Eq. 4.25, label costs) and Thm. 5.1 (Eq. 5.5, differences of two
     models); Marchant & Rubinstein (2021), Prop. 1 (Eq. 5). The empirical version plugs in the pool
     distribution for ``p(x)``, the belief for ``p(y|x)`` and the intrinsic risk for ``R``
     (Sawade (2012), Sec. 4.2.2, Eq. 4.21-4.22).
+
+    ROC AUC, average precision and recall at a false-positive rate (``"roc_auc"``,
+    ``"average_precision"``, ``"recall@fpr=0.01"``) are linearized through their influence
+    function instead (:func:`~bayes_activeeval.threshold_free.rank_proposal`).
 
     Parameters
     ----------
@@ -400,6 +409,22 @@ def optimal_proposal(
             estimator=estimator,
         )
     mix = check_fraction(mix, "mix", allow_one=True)
+    from .threshold_free import rank_measure, rank_proposal  # builds on this module
+
+    if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR: ψ for Dg(R)(ℓ − R)
+        if risk is not None or estimator != "ipw":
+            raise ValueError(
+                f"threshold-free measure {measure!r}: risk= and estimator= do not apply"
+            )
+        return rank_proposal(
+            pool,
+            measure,
+            model=model,
+            belief=belief,
+            costs=costs,
+            belief_floor=DEFAULT_BELIEF_FLOOR if belief_floor == "auto" else belief_floor,
+            mix=mix,
+        )
     c = label_costs(pool, costs)
     if isinstance(belief_floor, str):
         if belief_floor != "auto":

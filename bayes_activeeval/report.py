@@ -4,11 +4,13 @@ The page shows the frequentist answer (importance-weighted estimate, delta-metho
 Sawade (2012), Eq. 3.14, and :meth:`Estimate.confidence_interval` — the one interval the API,
 ``bae status`` and ``bae compare`` print too) beside the Bayesian one (the posterior of the measure
 and its ArviZ diagnostics, when the design has a posterior), a note where the two disagree
-(:func:`posterior_conflicts`), and three figures:
+(:func:`posterior_conflicts`), and figures:
 
 - the estimate against the labels spent, with its interval band (one point per completed stage);
 - the proposal ``q`` against the model's score (the optimal proposal, Sawade (2012), Thm. 4.1);
-- the posterior of the measure, with the frequentist interval marked.
+- the posterior of the measure, with the frequentist interval marked;
+- for ROC AUC and average precision, the ROC and precision-recall curves with simultaneous bands
+  (:func:`~bayes_activeeval.curves.curve_band`).
 
 Figures are rendered with Matplotlib's Agg backend and embedded as base64 PNG, so the HTML file
 needs nothing else.
@@ -27,7 +29,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
+from .curves import curve_band
 from .estimators import UndefinedEstimateWarning
+from .measures import get as get_measure
+from .threshold_free import RankMeasure
 
 __all__ = [
     "comparison_table",
@@ -280,6 +285,33 @@ def _score_for_plot(pool, model: str):
     return pool.view(model).pred, f"prediction ({model})"
 
 
+def _fig_curves(session, level: float) -> str | None:
+    """ROC and PR curves with simultaneous bands, one line per model (threshold-free measures)."""
+    draws, labels = session.labeled_draws()
+    if len(draws) == 0:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    drawn = False
+    for model in session.design.models:
+        for ax, curve in zip(axes, ("roc", "pr"), strict=True):
+            try:
+                band = curve_band(
+                    session.pool, draws, labels, curve=curve, model=model, level=level, rng=0
+                )
+            except ValueError:  # no positive (or no negative) labeled yet
+                continue
+            band.plot(ax=ax)
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    for ax in axes:
+        ax.legend(loc="lower left" if ax is axes[1] else "lower right", fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def _fig_proposal(session, q: np.ndarray) -> str:
     plt = _pyplot()
     pool = session.pool
@@ -397,6 +429,16 @@ def render_html(session, level: float = 0.95) -> str:
     freq = pd.DataFrame(freq_rows)
     freq_for_plot = freq.rename(columns={f"{level:.0%} low": "low"}) if freq_rows else None
     conflicts = posterior_conflicts(st["estimates"], post_sum, meas)
+    curves = ""
+    if isinstance(get_measure(session.design.measure), RankMeasure):
+        curves = (
+            "<h2>ROC and precision-recall curves</h2>"
+            + _img(_fig_curves(session, level), "ROC and precision-recall curves")
+            + "<p class='note'>Weighted curves of the labeled draws with "
+            f"{level:.0%} simultaneous bands (bootstrap of the draws, sup-t; "
+            "docs/threshold-free.md). The table's interval for these measures is the Wilson "
+            "interval with the guarded influence-function variance.</p>"
+        )
     comp = ""
     if len(session.design.models) > 1 and freq_rows:
         _, tests = comparison_table(session, level)
@@ -462,6 +504,7 @@ def render_html(session, level: float = 0.95) -> str:
 </div>
 {"".join(f"<p class='note'><b>{html.escape(c)}</b></p>" for c in conflicts)}
 {comp}
+{curves}
 <h2>Estimate versus labels</h2>
 {_img(_fig_path(path, meas, level), "estimate versus labels")}
 <h2>Proposal against the score</h2>

@@ -30,6 +30,8 @@ LAYERS = {
     "proposals": 0,
     "lazy": 0,  # the dask-backed pool; proposals and estimators dispatch to it
     "datasets": 0,
+    "threshold_free": 0,
+    "curves": 0,
     # 1. Bayesian models: beliefs about labels (oracles), posteriors of the measure
     "oracles": 1,
     "oracles.dirichlet_tree.tree": 1,  # the Dirichlet-tree oracle: tree, tilt, posterior, oracle

@@ -20,6 +20,13 @@ from ..kernel import (
 from ..measures import Measure
 from ..oracles.base import OracleModel, make_oracle
 from ..proposals import Draws, Proposal, ProposalInfo
+from ..threshold_free import (
+    RankMeasure,
+    measure_models,
+    model_scores,
+    positive_probs,
+    rank_estimate_arrays,
+)
 from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
 from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unjsonable
 
@@ -585,6 +592,22 @@ class ActiveEvaluator:
         with warnings.catch_warnings():
             if not warn:
                 warnings.simplefilter("ignore", UndefinedEstimateWarning)
+            if isinstance(self.measure, RankMeasure):
+                # the ranking of all draws, not per-draw losses: L holds 1(y = pos)
+                models = measure_models(self.pool, self.measure, self.model)
+                scores = np.stack([model_scores(self.pool, m)[idx] for m in models], axis=1)
+                pi = None
+                if self.pool.has_probs():
+                    pi = positive_probs(self.pool, None, models, 0.0)[idx]
+                return rank_estimate_arrays(
+                    self.measure,
+                    scores,
+                    L[:, 0],
+                    w,
+                    variance_weights=winf,
+                    n_labels=self._n_labels,
+                    belief=pi,
+                )
             return weighted_estimate(
                 L,
                 w,
@@ -708,6 +731,11 @@ class ActiveEvaluator:
         """
         from ..posterior import contingency_posterior
 
+        if isinstance(self.measure, RankMeasure):
+            raise ValueError(
+                f"no posterior for the threshold-free measure {self.measure.name!r} yet; use "
+                "estimate() (influence-function variance)"
+            )
         if method is None:
             binary = self.pool.task == "binary" and self.pool.pos is not None
             has_x = self.pool.has_probs() or self.pool.scores is not None

@@ -17,6 +17,7 @@ from ..kernel import (
 )
 from ..measures import Measure
 from ..proposals import Proposal, ProposalInfo
+from ..threshold_free import adaptive_rank_proposal, measure_models, rank_measure
 
 #: Default ε_0 (relative to the mean integrand): with the deterministic schedule, every item whose
 #: loss can be non-zero under the belief keeps at least about ε_t of the average proposal mass.
@@ -128,6 +129,23 @@ def adaptive_proposal(
     Proposal
         ``kind="adaptive"``; ``info`` has ``risk``, ``jacobian``, ``a`` (integrand), ``epsilon``.
     """
+    rank = rank_measure(measure)
+    if rank is not None:  # ROC AUC, AP, recall@FPR: the influence function for Dg(R)(ℓ − R)
+        b = belief if isinstance(belief, CategoricalBelief) else None
+        if b is None or b.n_items != pool.n_items:
+            b = as_belief(pool, belief, measure_models(pool, rank, model))
+        return adaptive_rank_proposal(
+            pool,
+            rank,
+            b.probs,
+            model=model,
+            epsilon=epsilon,
+            deterministic=deterministic,
+            known=known,
+            belief_floor=belief_floor,
+            costs=costs,
+            mix=mix,
+        )
     m, views = pool.resolve(measure, model)
     models = pool.models_of(m, model)
     eps = float(epsilon)

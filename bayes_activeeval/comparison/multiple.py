@@ -14,6 +14,7 @@ from ..estimators import Estimate, draw_labels, weighted_estimate
 from ..measures import Measure, stack
 from ..measures import get as get_measure
 from ..proposals import Draws, Proposal
+from ..threshold_free import RankMeasure, stacked_estimate
 from .pairwise import check_inputs, models_arg, resolve_variance, support_mass_of
 from .results import FamilyCritical, MaxAbsZ, MultipleComparisonResult, ScoreSums
 
@@ -142,12 +143,21 @@ def multiple_comparison(
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
     if base.n_outputs != 1:
         raise ValueError(f"multiple_comparison needs a scalar measure; {base.name!r} is not")
-    variance = resolve_variance(base, variance)  # exactly as compare() does
-    st, views = pool.resolve(stack(base, models))
-    y = draw_labels(pool, draws.indices, labels, oracle=oracle)
-    L = st.loss(y, views(draws.indices))
-    n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
-    est: Estimate = weighted_estimate(L, draws.weights, st, n_labels=n_labels)
+    if isinstance(base, RankMeasure):  # ROC AUC, AP, recall@FPR: the k × k DeLong covariance
+        if variance == "score":
+            raise ValueError(
+                f"variance='score' needs a plain risk; {base.name!r} is threshold-free"
+            )
+        variance = "wald"
+        est: Estimate = stacked_estimate(pool, base, draws, labels, models, oracle=oracle)
+        n_labels = est.n_labels
+    else:
+        variance = resolve_variance(base, variance)  # exactly as compare() does
+        st, views = pool.resolve(stack(base, models))
+        y = draw_labels(pool, draws.indices, labels, oracle=oracle)
+        L = st.loss(y, views(draws.indices))
+        n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
+        est = weighted_estimate(L, draws.weights, st, n_labels=n_labels)
     G, cov = est.values, est.cov
     if not (np.all(np.isfinite(G)) and np.all(np.isfinite(cov))):
         raise ValueError(

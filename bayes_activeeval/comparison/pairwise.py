@@ -23,6 +23,12 @@ from ..kernel import (
 from ..measures import Measure, difference, stack
 from ..measures import get as get_measure
 from ..proposals import Draws, Proposal, ProposalInfo, optimal_proposal
+from ..threshold_free import (
+    RankMeasure,
+    comparison_rank_proposal,
+    rank_estimate,
+    stacked_estimate,
+)
 from .results import ComparisonResult, ScoreSums
 
 _ALTERNATIVES = ("two-sided", "less", "greater")
@@ -238,6 +244,12 @@ def compare(
             f"measure {base.name!r} is already bound to models {base.models}; pass the plain "
             "measure and models=(a, b)"
         )
+    if isinstance(base, RankMeasure):
+        if variance == "score":
+            raise ValueError(
+                f"variance='score' needs a plain risk; {base.name!r} is threshold-free"
+            )
+        return _compare_rank(pool, base, draws, labels, (a, b), alternative, oracle)
     diff_m, views = pool.resolve(difference(base, a, b))
     st_m = stack(base, (a, b)).resolve(pool.n_classes)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
@@ -298,6 +310,34 @@ def compare(
         sums=sums,
         per_model=per if scale >= 1.0 - 1e-12 else None,
         bounds=base.bounds,
+    )
+
+
+def _compare_rank(pool, base, draws, labels, pair, alternative, oracle) -> ComparisonResult:
+    """:func:`compare` for ROC AUC, average precision or recall@FPR: DeLong, DeLong &
+    Clarke-Pearson (1988) with importance weights — both measures from the same draws, the
+    difference with influence function ``ψ_a − ψ_b`` and the guarded variance of
+    :func:`~bayes_activeeval.threshold_free.rank_estimate` (DeLong's paired variance on uniform
+    weights with ``variance="empirical"``)."""
+    a, b = pair
+    per = stacked_estimate(pool, base, draws, labels, pair, oracle=oracle)
+    est = rank_estimate(pool, base.bind(pair, difference=True), draws, labels, oracle=oracle)
+    value, se = float(est.values[0]), float(est.stderrs[0])
+    z = _z(value, se)
+    return ComparisonResult(
+        statistic=float(z),
+        pvalue=_wald_pvalue(z, alternative),
+        estimate=value,
+        stderr=se,
+        alternative=alternative,
+        models=(a, b),
+        estimates={a: float(per.values[0]), b: float(per.values[1])},
+        stderrs={a: float(per.stderrs[0]), b: float(per.stderrs[1])},
+        n_draws=len(draws),
+        n_labels=est.n_labels,
+        measure=base.base_name,
+        greater_is_better=True,
+        variance="wald",
     )
 
 
@@ -417,6 +457,13 @@ def comparison_proposal(
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
     floor = check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
+    if isinstance(base, RankMeasure) and kind != "passive":
+        if kind != "optimal":
+            raise ValueError(f"threshold-free measure {base.name!r}: kind 'optimal' or 'passive'")
+        # q ∝ p sqrt(E_π (ψ_a − ψ_b)²) (Sawade (2012), Thm. 5.1 with the influence function)
+        return comparison_rank_proposal(
+            pool, base, models, belief=belief, costs=costs, belief_floor=floor, mix=mix
+        )
     p = pool.p
     k = len(models)
     info = {"comparison": kind, "models": models, "mix": mix}

@@ -24,6 +24,8 @@ from .._validation import check_count, check_level
 from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import PoolFile, PoolSpec, file_checksum, read_pool
 from ..measures import difference, stack
+from ..measures import get as get_measure
+from ..threshold_free import RankMeasure
 from . import annotations as team
 from .designs import Design, StaticDesign, make_design
 from .records import SessionRecords
@@ -599,7 +601,8 @@ class Session(SessionRecords):
         """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
         contingency-table model fitted to the labeled draws of the completed stages with their
         design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`);
-        ``None`` before any stage completes, for regression pools and for lazy pools.
+        ``None`` before any stage completes, for regression pools, for lazy pools and for the
+        threshold-free measures (ROC AUC, average precision: no cell posterior yet).
 
         Several models: the stacked measure, one output per model.
         """
@@ -607,6 +610,8 @@ class Session(SessionRecords):
         if len(d) == 0 or self.pool.task == "regression":
             return None
         if getattr(self.pool, "is_lazy", False):  # the cell model reads every item's prediction
+            return None
+        if isinstance(get_measure(self.design.measure), RankMeasure):
             return None
         from ..posterior import contingency_posterior
 

@@ -1,0 +1,280 @@
+"""Optimal, comparison and adaptive proposals for threshold-free measures: the package's one
+formula ``q ∝ p c^(-1/2) sqrt(E_π ψ²)`` with the influence function ``ψ``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_fraction, check_model_names
+from ..kernel import DEFAULT_BELIEF_FLOOR, DEFAULT_MIX, label_costs, proposal_from_scores
+from ..proposals import Proposal, ProposalInfo
+from .estimates import measure_models, model_scores, positive_probs
+from .kernels import RankMeasure, influence, rank_measure
+
+__all__ = [
+    "adaptive_rank_proposal",
+    "comparison_rank_proposal",
+    "expected_sq_influence",
+    "proposal_from_u",
+    "rank_proposal",
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# proposals
+# ------------------------------------------------------------------------------------------------
+def expected_sq_influence(
+    pool,
+    measure: RankMeasure | str,
+    probs: np.ndarray,
+    *,
+    model: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``u(x) = E_{y∼π} ‖ψ(x, y)‖²`` for every pool item, and the measure under the belief.
+
+    ``ψ`` is the influence function (:func:`influence`) at the pool distribution under the belief
+    ``π(y = 1 | x) = probs[x]``; for a difference ``ψ_a − ψ_b``, for a stack the squared norm of
+    the vector (the trace criterion of the package's vector measures).
+    """
+    m = rank_measure(measure)
+    models = measure_models(pool, m, model)
+    pi = np.asarray(probs, dtype=float)
+    p = pool.p
+    m1, m0 = p * pi, p * (1.0 - pi)
+    n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
+    vals, p1s, p0s = [], [], []
+    for mod in models:
+        val, p1, p0 = influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0)
+        vals.append(val)
+        p1s.append(p1)
+        p0s.append(p0)
+    if m.difference:
+        p1s, p0s = [p1s[0] - p1s[1]], [p0s[0] - p0s[1]]
+        vals = [vals[0] - vals[1]]
+    u = np.zeros(pool.n_items)
+    for p1, p0 in zip(p1s, p0s, strict=True):
+        u += pi * p1 * p1 + (1.0 - pi) * p0 * p0
+    return u, np.array(vals)
+
+
+def proposal_from_u(
+    pool, u: np.ndarray, *, costs: Any = None, mix: float = DEFAULT_MIX
+) -> np.ndarray:
+    """``q ∝ p c^(-1/2) sqrt(u)`` mixed with ``p``: the package's core proposal step
+    (:func:`~bayes_activeeval.kernel.proposal_from_scores`; Sawade (2012), Thm. 4.1/4.2)."""
+    return proposal_from_scores(np.sqrt(np.maximum(u, 0.0)), pool.p, label_costs(pool, costs), mix)
+
+
+#: Default weight of the positive-seeking component of the ROC AUC and recall@FPR proposals.
+DEFAULT_POSITIVE_MIX = 0.2
+
+
+def positive_seeking(pool, pi: np.ndarray, costs: Any = None) -> np.ndarray:
+    """``q₊ ∝ p c^(-1/2) π``: draws likely positives (the component :func:`rank_proposal` mixes
+    in so that a sample holds positives)."""
+    return proposal_from_scores(pi, pool.p, label_costs(pool, costs), 0.0)
+
+
+def rank_proposal(
+    pool,
+    measure: RankMeasure | str,
+    *,
+    model: str | None = None,
+    belief: Any = None,
+    costs: Any = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    mix: float = DEFAULT_MIX,
+    positive_mix: float | None = None,
+) -> Proposal:
+    """The variance-optimal proposal for a threshold-free measure.
+
+    ``q*(x) ∝ p(x) c(x)^(-1/2) sqrt(E_{y∼π} ψ(x, y)²)``: Sawade (2012), Thm. 4.1 and 4.2 and
+    Marchant & Rubinstein (2021), Prop. 1 with the influence function ``ψ`` (:func:`influence`)
+    as the linearization of the measure. ``ψ`` is computed on the whole pool under the belief by
+    one sort, so the proposal costs ``O(n log n)``. For ROC AUC an item's weight grows with how
+    surprising its label would be: a likely positive scored low, a likely negative scored high,
+    and — because ``ψ(x, 1)`` carries ``1/π₁`` — every plausible positive under heavy skew.
+
+    For a measure bound to two models with ``difference=True`` (``RankMeasure.bind``), this is the
+    power-optimal proposal for the paired comparison, ``E_π (ψ_a − ψ_b)²`` (Sawade (2012),
+    Thm. 5.1), with the belief the models' equal mixture by default (Eq. 5.11).
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or RankMeasure
+    model : str, optional
+    belief : Belief or array-like, optional
+        ``π(y|x)``; default the model's probabilities.
+    costs : None, bool or array-like
+        Label costs (default the pool's).
+    belief_floor : float
+        Floor on both class probabilities of the belief.
+    mix : float
+        Defensive mixture weight ``δ``.
+    positive_mix : float, optional
+        Weight ``λ`` of a positive-seeking component ``q₊ ∝ p π``:
+        ``q = (1 − δ − λ) q* + λ q₊ + δ p``. It costs at most a factor ``1/(1 − δ − λ)`` in
+        asymptotic variance and makes a sample without any positive — which leaves the measure
+        undefined — improbable. Default ``0.2`` for ROC AUC and recall at a false-positive rate,
+        ``0`` for average precision (whose ``q*`` already seeks positives): under heavy skew
+        the AUC's ``q*`` spreads over the low-scored bulk, where its rare positives hide, and at
+        1:1,000 drew no positive in 29-39% of 500-label samples (an exploratory run of
+        ``benchmarks/threshold_free.py`` without the component; the committed results use it).
+
+    Returns
+    -------
+    Proposal
+        ``kind="optimal"``; ``info`` holds ``u``, ``estimates_under_belief`` (the measure under
+        the belief), ``mix`` and ``positive_mix``.
+    """
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    models = measure_models(pool, m, model)
+    floor = check_fraction(belief_floor, "belief_floor")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    pi = positive_probs(pool, belief, models, floor)
+    u, value = expected_sq_influence(pool, m, pi, model=model)
+    if not np.all(np.isfinite(value)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined under the belief (no positive or no negative mass)"
+        )
+    if positive_mix is None:
+        positive_mix = 0.0 if m.kind == "average_precision" else DEFAULT_POSITIVE_MIX
+    lam = check_fraction(positive_mix, "positive_mix")
+    if lam + mix >= 1:
+        raise ValueError(f"mix + positive_mix must be below 1, got {mix} + {lam}")
+    q = proposal_from_u(pool, u, costs=costs, mix=mix / (1.0 - lam) if lam else mix)
+    if lam:
+        q_pos = positive_seeking(pool, pi, costs)
+        q = (1.0 - lam) * q + lam * q_pos
+    info = ProposalInfo(
+        measure=m.name,
+        risk=np.asarray(value, dtype=float),
+        u=u,
+        mix=mix,
+        positive_mix=lam,
+        belief_floor=floor,
+        estimates_under_belief=dict(zip(m.outputs, map(float, value), strict=True)),
+    )
+    return Proposal(q, pool.p, "optimal", info)
+
+
+def comparison_rank_proposal(
+    pool,
+    measure: RankMeasure | str,
+    models: Any = None,
+    **kwargs: Any,
+) -> Proposal:
+    """The power-optimal proposal for comparing two models' threshold-free measures,
+    ``q ∝ p c^(-1/2) sqrt(E_π (ψ_a − ψ_b)²)`` (Sawade (2012), Thm. 5.1 with the influence
+    function); for ``k > 2`` models the equal mixture of the pairwise proposals (as
+    :func:`~bayes_activeeval.comparison_proposal` does). Keyword arguments as
+    :func:`rank_proposal`."""
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    models = check_model_names(pool.models if models is None else models, 2)
+    for name in models:
+        pool.check_model(name)
+    pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
+    if len(pairs) == 1:
+        return rank_proposal(pool, m.bind(pairs[0], difference=True), **kwargs)
+    q = np.zeros(pool.n_items)
+    for pair in pairs:
+        q += rank_proposal(pool, m.bind(pair, difference=True), **kwargs).q
+    return Proposal(q / len(pairs), pool.p, "optimal", {"models": models, "measure": m.name})
+
+
+def adaptive_rank_proposal(
+    pool,
+    measure: RankMeasure | str,
+    probs: np.ndarray,
+    *,
+    model: str | None = None,
+    epsilon: float = 0.0,
+    deterministic: bool = True,
+    known: np.ndarray | None = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    costs: Any = None,
+    mix: float = 0.0,
+    positive_mix: float | None = None,
+) -> Proposal:
+    """The adaptive proposal of Marchant & Rubinstein (2021), Prop. 2, for a threshold-free
+    measure: ``q ∝ p c^(-1/2) E_π max{|ψ|, ε'}`` under a deterministic oracle,
+    ``p c^(-1/2) sqrt(E_π max{ψ², ε'²})`` under a stochastic one, with ``ψ`` the influence function
+    at the pool under the current belief and ``ε' = ε Σ p a`` (as
+    :func:`~bayes_activeeval.adaptive.adaptive_proposal` does for generalized measures).
+
+    Parameters
+    ----------
+    probs : ndarray (n,) or (n, 2)
+        The belief's ``π(y = pos | x)`` (or both columns, in the pool's class order).
+    known : ndarray of bool (n,), optional
+        Items with a label: their belief is a point mass and is not floored.
+    positive_mix : float, optional
+        The positive-seeking component of :func:`rank_proposal` (same default).
+    model, epsilon, deterministic, belief_floor, costs, mix
+        As :func:`~bayes_activeeval.adaptive.adaptive_proposal`.
+    """
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    models = measure_models(pool, m, model)
+    pi = np.asarray(probs, dtype=float)
+    if pi.ndim == 2:
+        pi = pi[:, pool.pos]
+    floor = check_fraction(belief_floor, "belief_floor")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    if floor > 0:
+        floored = np.clip(pi, floor, 1.0 - floor)
+        pi = floored if known is None else np.where(known, pi, floored)
+    p = pool.p
+    m1, m0 = p * pi, p * (1.0 - pi)
+    n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
+    parts = [influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0) for mod in models]
+    if not all(np.isfinite(val) for val, _, _ in parts):
+        raise ValueError(f"measure {m.name!r} is undefined under the belief")
+    if m.difference:
+        parts = [(parts[0][0] - parts[1][0], parts[0][1] - parts[1][1], parts[0][2] - parts[1][2])]
+    power = 1 if deterministic else 2
+
+    def integrand(e):
+        a = np.zeros(pool.n_items)
+        for _, p1, p0 in parts:
+            n1 = np.abs(p1) if power == 1 else p1 * p1
+            n0 = np.abs(p0) if power == 1 else p0 * p0
+            a += pi * np.maximum(n1, e) + (1.0 - pi) * np.maximum(n0, e)
+        return a
+
+    a = integrand(0.0)
+    base = a if power == 1 else np.sqrt(a)
+    eps_abs = 0.0
+    if eps > 0 and float(p @ base) > 0:
+        eps_abs = eps * float(p @ base)
+        a = integrand(eps_abs if power == 1 else eps_abs**2)
+        base = a if power == 1 else np.sqrt(a)
+    if positive_mix is None:
+        positive_mix = 0.0 if m.kind == "average_precision" else DEFAULT_POSITIVE_MIX
+    lam = check_fraction(positive_mix, "positive_mix")
+    if lam + mix >= 1:
+        raise ValueError(f"mix + positive_mix must be below 1, got {mix} + {lam}")
+    q = proposal_from_u(pool, base**2, costs=costs, mix=mix / (1.0 - lam) if lam else mix)
+    if lam:
+        q = (1.0 - lam) * q + lam * positive_seeking(pool, pi, costs)
+    info = {
+        "risk": np.array([val for val, _, _ in parts]),  # the measure(s) under the belief
+        "a": a,
+        "epsilon": eps,
+        "epsilon_abs": eps_abs,
+        "mix": mix,
+        "deterministic": bool(deterministic),
+        "measure": m.name,
+    }
+    return Proposal(q, p, "adaptive", info)

@@ -1,0 +1,319 @@
+"""Threshold-free measures and their kernels: scores and class masses -> the measure and the
+influence function of every item, in ``O(n log n)``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_fraction, check_model_names
+
+__all__ = [
+    "KINDS",
+    "RankMeasure",
+    "influence",
+    "rank_measure",
+    "weighted_average_precision",
+    "weighted_roc_auc",
+]
+
+KINDS = ("roc_auc", "average_precision", "recall_at_fpr")
+
+_ALIASES = {
+    "roc_auc": "roc_auc",
+    "auc": "roc_auc",
+    "roc_auc_score": "roc_auc",
+    "auroc": "roc_auc",
+    "average_precision": "average_precision",
+    "average_precision_score": "average_precision",
+    "ap": "average_precision",
+    "pr_auc": "average_precision",
+}
+_RECALL_AT = re.compile(r"^(?:recall|tpr)(?:@|_at_)fpr[=_]?([0-9.eE+-]+)$")
+
+
+# ------------------------------------------------------------------------------------------------
+# measures
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankMeasure:
+    """A threshold-free measure of a scoring model (or a difference / stack of them).
+
+    Parameters
+    ----------
+    kind : {"roc_auc", "average_precision", "recall_at_fpr"}
+    fpr : float, optional
+        The false-positive rate for ``"recall_at_fpr"``.
+    models : tuple of str, optional
+        Models the measure is bound to: two with ``difference=True`` (``T_a − T_b``), or several
+        (the stacked vector ``(T_1, …, T_k)``).
+    difference : bool
+        Whether a two-model binding is the difference.
+    """
+
+    kind: str
+    fpr: float | None = None
+    models: tuple[str, ...] | None = None
+    difference: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == "recall_at_fpr":
+            if self.fpr is None:
+                raise ValueError("recall_at_fpr needs fpr=")
+            check_fraction(self.fpr, "fpr", allow_zero=False)
+        if self.difference and (self.models is None or len(self.models) != 2):
+            raise ValueError("a difference needs exactly two models")
+
+    # the attributes the rest of the package reads from a measure
+    task = "binary"
+    greater_is_better = True
+    scale_invariant = True
+    tabular = False
+
+    @property
+    def base_name(self) -> str:
+        return self.kind if self.kind != "recall_at_fpr" else f"recall@fpr={self.fpr:g}"
+
+    @property
+    def name(self) -> str:
+        b = self.base_name
+        if self.models is None:
+            return b
+        if self.difference:
+            a, c = self.models
+            return f"{b}[{a}]-{b}[{c}]"
+        return f"{b}[{','.join(self.models)}]"
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        if self.models is None or self.difference:
+            return (self.name,)
+        return tuple(f"{self.base_name}[{m}]" for m in self.models)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return (-1.0, 1.0) if self.difference else (0.0, 1.0)
+
+    # -- what the package's workflows read from any measure ---------------------------------
+    components = ("positive",)
+    dim = 1
+
+    def resolve(self, n_classes: int) -> RankMeasure:
+        """Itself (the measure has no per-class components)."""
+        return self
+
+    def loss(self, y: np.ndarray, view: Any) -> np.ndarray:
+        """What a labeled draw contributes before the ranking is known: ``1(y = pos)``, shape
+        ``(n, 1)``. Workflows that store per-draw losses (the adaptive loop) store this; the
+        estimate itself needs the scores of all draws (:func:`influence`)."""
+        first = next(iter(view.values())) if isinstance(view, dict) else view
+        return (np.asarray(y) == first.pos).astype(float)[:, None]
+
+    def bind(self, models, difference: bool = False) -> RankMeasure:
+        """This measure bound to models (a stack, or with ``difference=True`` ``T_a − T_b``)."""
+        if self.models is not None:
+            raise ValueError(f"measure {self.name!r} is already bound to models {self.models}")
+        models = check_model_names(models, 2 if difference else 1)
+        return RankMeasure(self.kind, self.fpr, models, difference)
+
+    def __repr__(self) -> str:
+        return f"RankMeasure({self.name!r})"
+
+
+def rank_measure(measure: Any) -> RankMeasure | None:
+    """The :class:`RankMeasure` for a name such as ``"roc_auc"``, ``"average_precision"`` or
+    ``"recall@fpr=0.01"`` (or a :class:`RankMeasure` itself); ``None`` for any other measure."""
+    if isinstance(measure, RankMeasure):
+        return measure
+    if not isinstance(measure, str):
+        return None
+    key = measure.strip().lower().replace("-", "_")
+    if key in _ALIASES:
+        return RankMeasure(_ALIASES[key])
+    m = _RECALL_AT.match(key)
+    if m:
+        try:
+            fpr = float(m.group(1))
+        except ValueError:
+            raise ValueError(f"cannot read the false-positive rate in {measure!r}") from None
+        return RankMeasure("recall_at_fpr", fpr)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# kernels: scores and class masses -> value and the influence function of every item
+# ------------------------------------------------------------------------------------------------
+def _tie_groups(s: np.ndarray) -> tuple[np.ndarray, int]:
+    """Group index of every item among the distinct scores in ascending order, and their number."""
+    order = np.argsort(s, kind="stable")
+    ss = s[order]
+    new = np.empty(ss.size, dtype=bool)
+    new[:1] = True
+    new[1:] = ss[1:] != ss[:-1]
+    gid = np.cumsum(new) - 1
+    inv = np.empty(s.size, dtype=np.int64)
+    inv[order] = gid
+    return inv, int(gid[-1]) + 1 if s.size else 0
+
+
+def _group_masses(s, m1, m0):
+    inv, G = _tie_groups(s)
+    return inv, np.bincount(inv, m1, G), np.bincount(inv, m0, G)
+
+
+def _auc(inv, g1, g0, W1, W0):
+    c1, c0 = np.cumsum(g1), np.cumsum(g0)
+    v10 = (c0 - 0.5 * g0) / W0  # a positive at this score: negatives below, half the ties
+    v01 = (W1 - c1 + 0.5 * g1) / W1  # a negative at this score: positives above, half the ties
+    auc = float(g1 @ v10) / W1
+    W = W1 + W0
+    return auc, (v10[inv] - auc) * (W / W1), (v01[inv] - auc) * (W / W0)
+
+
+def _ap(inv, g1, g0, W1, W0):
+    W = W1 + W0
+    tp = W1 - np.cumsum(g1) + g1  # positive mass scoring >= this score
+    pp = tp + W0 - np.cumsum(g0) + g0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prec = np.where(pp > 0, tp / pp, 0.0)
+        r = np.where(pp > 0, g1 / pp, 0.0)
+    ap = float(g1 @ prec) / W1
+    c1 = np.cumsum(r)  # E[y' 1(s' <= s) / D(s')]
+    c2 = np.cumsum(r * prec)  # E[y' prec(s') 1(s' <= s) / D(s')]
+    pi1 = W1 / W
+    psi1 = (prec + c1 - ap - c2) / pi1
+    psi0 = -c2 / pi1
+    return ap, psi1[inv], psi0[inv]
+
+
+def _roc_points(g1, g0, W1, W0):
+    """ROC points for thresholds at the distinct scores, highest first, starting at (0, 0)."""
+    tpr = np.concatenate([[0.0], np.cumsum(g1[::-1]) / W1])
+    fpr = np.concatenate([[0.0], np.cumsum(g0[::-1]) / W0])
+    return fpr, tpr
+
+
+def _tpr_at(fpr, tpr, alpha):
+    return np.interp(alpha, fpr, tpr)
+
+
+def _recall_at_fpr(inv, g1, g0, W1, W0, alpha, n_eff0):
+    fpr, tpr = _roc_points(g1, g0, W1, W0)
+    value = float(_tpr_at(fpr, tpr, alpha))
+    G = g1.size
+    # the (randomized) threshold: groups above it count 1, the group it cuts counts λ
+    k = int(np.clip(np.searchsorted(fpr, alpha, side="left"), 1, G))  # ROC point k = group G-k
+    lam = (alpha - fpr[k - 1]) / (fpr[k] - fpr[k - 1]) if fpr[k] > fpr[k - 1] else 1.0
+    above = np.zeros(G)
+    above[G - k + 1 :] = 1.0
+    above[G - k] = np.clip(lam, 0.0, 1.0)
+    # slope of the ROC curve at alpha: secant over a relative window shrinking with n_eff0·alpha
+    h = min(0.5, max(n_eff0 * alpha, 1.0) ** (-1.0 / 3.0))
+    lo, hi = alpha * (1 - h), min(alpha * (1 + h), 1.0)
+    slope = float((_tpr_at(fpr, tpr, hi) - _tpr_at(fpr, tpr, lo)) / (hi - lo))
+    pi1, pi0 = W1 / (W1 + W0), W0 / (W1 + W0)
+    a = above[inv]
+    psi1 = (a - value) / pi1
+    psi0 = -slope * (a - alpha) / pi0
+    return value, psi1, psi0
+
+
+def influence(
+    measure: RankMeasure | str,
+    scores: np.ndarray,
+    pos_mass: np.ndarray,
+    neg_mass: np.ndarray,
+    *,
+    n_eff_neg: float | None = None,
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """A threshold-free measure and its influence function at a weighted score distribution.
+
+    The distribution puts mass ``pos_mass[i]`` on (score ``scores[i]``, label 1) and
+    ``neg_mass[i]`` on (``scores[i]``, label 0): the importance weights of labeled draws
+    (``v·y``, ``v·(1 − y)``) or the pool under a belief (``p π``, ``p (1 − π)``).
+
+    - ROC AUC ``= P(s > s') + ½ P(s = s')`` for a positive ``s`` and a negative ``s'``::
+
+          ψ(x, 1) = (V₁₀(s) − AUC)/π₁,   ψ(x, 0) = (V₀₁(s) − AUC)/π₀
+
+      with the placement values ``V₁₀(s) = P(s' < s | y' = 0) + ½ P(s' = s | y' = 0)`` and
+      ``V₀₁(s) = P(s' > s | y' = 1) + ½ P(s' = s | y' = 1)`` (DeLong, DeLong & Clarke-Pearson
+      (1988); Hanley & McNeil (1982)) and ``π₁ = P(y = 1)``.
+    - Average precision ``AP = E[prec(s) | y = 1]``, ``prec(t) = P(y = 1 | s ≥ t)`` (scikit-learn's
+      step-wise average precision)::
+
+          ψ(x, y) = [y (prec(s) + c₁(s) − AP) − c₂(s)] / π₁,
+          c₁(s) = E[y' 1(s' ≤ s)/D(s')],  c₂(s) = E[y' prec(s') 1(s' ≤ s)/D(s')],  D(t) = P(s ≥ t)
+
+    - Recall at false-positive rate ``α`` (the ROC curve interpolated linearly at ``α``)::
+
+          ψ(x, 1) = (a(s) − TPR)/π₁,   ψ(x, 0) = −ROC'(α) (a(s) − α)/π₀
+
+      with ``a(s)`` the (randomized) indicator of scoring above the threshold and ``ROC'(α)`` the
+      slope of the ROC curve, a secant over ``α(1 ± h)``, ``h = min(½, (n₀ α)^(-1/3))`` with
+      ``n₀ = n_eff_neg`` (Hsieh & Turnbull (1996) give the same linearization).
+
+    Returns
+    -------
+    value : float
+    psi1, psi0 : ndarray (n,)
+        ``ψ(x_i, 1)`` and ``ψ(x_i, 0)``: the influence of item ``i`` as a positive and as a
+        negative. ``E[ψ] = 0`` under the distribution.
+    """
+    m = rank_measure(measure)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    s = np.asarray(scores, dtype=float)
+    m1 = np.asarray(pos_mass, dtype=float)
+    m0 = np.asarray(neg_mass, dtype=float)
+    inv, g1, g0 = _group_masses(s, m1, m0)
+    W1, W0 = float(g1.sum()), float(g0.sum())
+    if not (W1 > 0 and W0 > 0):
+        nan = np.full(s.size, np.nan)
+        return np.nan, nan, nan.copy()
+    if m.kind == "roc_auc":
+        return _auc(inv, g1, g0, W1, W0)
+    if m.kind == "average_precision":
+        return _ap(inv, g1, g0, W1, W0)
+    if n_eff_neg is None:
+        n_eff_neg = W0**2 / float(m0 @ m0)
+    return _recall_at_fpr(inv, g1, g0, W1, W0, float(m.fpr), float(n_eff_neg))
+
+
+def weighted_roc_auc(y_true, y_score, sample_weight=None) -> float:
+    """ROC AUC with weights as the ratio of weighted two-sample U-statistics, ``O(n log n)``.
+
+    ``Σ_{i: y=1} Σ_{j: y=0} v_i v_j [1(s_i > s_j) + ½ 1(s_i = s_j)] / (Σ_{y=1} v · Σ_{y=0} v)``
+    (Hanley & McNeil (1982)); equals :func:`sklearn.metrics.roc_auc_score` with
+    ``sample_weight``.
+    """
+    y, s, v = _arrays(y_true, y_score, sample_weight)
+    return influence("roc_auc", s, v * y, v * (1 - y))[0]
+
+
+def weighted_average_precision(y_true, y_score, sample_weight=None) -> float:
+    """Average precision with weights; equals :func:`sklearn.metrics.average_precision_score`
+    with ``sample_weight``."""
+    y, s, v = _arrays(y_true, y_score, sample_weight)
+    return influence("average_precision", s, v * y, v * (1 - y))[0]
+
+
+def _arrays(y_true, y_score, sample_weight):
+    y = np.asarray(y_true).astype(float)
+    s = np.asarray(y_score, dtype=float)
+    v = np.ones_like(s) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    if not (y.shape == s.shape == v.shape) or y.ndim != 1:
+        raise ValueError(
+            f"y_true, y_score and sample_weight must be 1-d of one length, got {y.shape}, "
+            f"{s.shape}, {v.shape}"
+        )
+    return y, s, v

@@ -1,0 +1,139 @@
+"""Threshold-free measures through the package's public API: names accepted by estimate,
+optimal_proposal, ActiveEvaluator, compare, multiple_comparison and comparison_proposal."""
+
+import numpy as np
+import pytest
+from scipy import special
+from sklearn import metrics as skm
+
+import bayes_activeeval as bae
+from bayes_activeeval import threshold_free as tf
+
+
+@pytest.fixture(scope="module")
+def three_models():
+    sp = bae.datasets.make_classification_pool(20_000, 0.02, n_models=3, rng=21)
+    return sp
+
+
+def test_names_resolve_to_rank_measures():
+    assert isinstance(bae.measures.get("roc_auc"), tf.RankMeasure)
+    assert bae.measures.get("average_precision").kind == "average_precision"
+    assert bae.measures.get("recall@fpr=0.05").fpr == 0.05
+    d = bae.difference("roc_auc", "a", "b")
+    assert d.difference and d.models == ("a", "b")
+    assert bae.stack("roc_auc", ("a", "b", "c")).models == ("a", "b", "c")
+    assert "roc_auc" in bae.measures.RANK_NAMES and "roc_auc" not in bae.measures.available()
+
+
+def test_estimate_and_optimal_proposal_dispatch(rare_pool):
+    pool, y = rare_pool.pool, rare_pool.labels
+    prop = bae.optimal_proposal(pool, "roc_auc")
+    np.testing.assert_allclose(prop.q, tf.rank_proposal(pool, "roc_auc").q)
+    d = prop.draw(600, rng=1)
+    est = bae.estimate(pool, "roc_auc", d, y[d.indices])
+    ref = tf.rank_estimate(pool, "roc_auc", d, y[d.indices])
+    assert est.value == ref.value and est.stderr == ref.stderr
+    s = pool.scores["model"][d.indices]
+    assert est.value == pytest.approx(skm.roc_auc_score(y[d.indices], s, sample_weight=d.weights))
+    ap = bae.estimate(pool, "average_precision", d, y[d.indices])
+    assert ap.value == pytest.approx(
+        skm.average_precision_score(y[d.indices], s, sample_weight=d.weights)
+    )
+
+
+def test_active_evaluator_roc_auc(rare_pool):
+    pool, y = rare_pool.pool, rare_pool.labels
+    truth = tf.weighted_roc_auc(y, pool.scores["model"])
+    ev = bae.ActiveEvaluator(pool, "roc_auc", rng=0)
+    ev.run(rare_pool.labeler, budget=400, progress=False)
+    est = ev.estimate()
+    assert ev.n_labels == 400
+    assert np.isfinite(est.value) and np.isfinite(est.stderr)
+    lo, hi = est.confidence_interval(0.95)
+    assert lo <= est.value <= hi
+    assert abs(est.value - truth) < 5 * est.stderr + 0.01
+    assert len(ev.history) >= 1
+
+
+def test_active_evaluator_state_round_trip(rare_pool, tmp_path):
+    pool = rare_pool.pool
+    ev = bae.ActiveEvaluator(pool, "average_precision", rng=0)
+    ev.run(rare_pool.labeler, budget=150, progress=False)
+    path = ev.save(tmp_path / "ev.npz")
+    ev2 = bae.ActiveEvaluator.load(path, pool)
+    assert ev2.estimate().value == pytest.approx(ev.estimate().value)
+
+
+def test_compare_and_multiple_comparison(three_models):
+    pool, y = three_models.pool, three_models.labels
+    prop = bae.comparison_proposal(pool, "roc_auc", models=("m0", "m1"))
+    d = prop.draw(800, rng=3)
+    res = bae.compare(pool, "roc_auc", d, y[d.indices], models=("m0", "m1"))
+    m = tf.RankMeasure("roc_auc").bind(("m0", "m1"), difference=True)
+    ref = tf.rank_estimate(pool, m, d, y[d.indices])
+    assert res.estimate == pytest.approx(ref.value) and res.stderr == pytest.approx(ref.stderr)
+    assert res.models == ("m0", "m1") and 0.0 <= res.pvalue <= 1.0
+    mc = bae.multiple_comparison(pool, "roc_auc", d, y[d.indices])
+    assert mc.k == 3
+    est = tf.stacked_estimate(pool, "roc_auc", d, y[d.indices], ("m0", "m1", "m2"))
+    np.testing.assert_allclose(mc.estimates, est.values)
+    assert np.isfinite(mc.pvalue[0, 1])
+
+
+def test_comparison_proposal_is_the_power_optimal_one(three_models):
+    pool = three_models.pool
+    q = bae.comparison_proposal(pool, "average_precision", models=("m0", "m2")).q
+    ref = tf.comparison_rank_proposal(pool, "average_precision", ("m0", "m2")).q
+    np.testing.assert_allclose(q, ref)
+
+
+def test_rank_measures_refuse_regression_and_multiclass():
+    reg = bae.datasets.make_regression_pool(200, rng=0).pool
+    with pytest.raises(ValueError, match="binary"):
+        bae.optimal_proposal(reg, "roc_auc")
+    rng = np.random.default_rng(0)
+    probs = special.softmax(rng.normal(size=(50, 3)), axis=1)
+    multi = bae.Pool(predictions=probs.argmax(1), probs=probs)
+    with pytest.raises(ValueError, match="binary"):
+        bae.optimal_proposal(multi, "roc_auc")
+
+
+@pytest.mark.parametrize("design", ["static", "adaptive"])
+def test_cli_session_with_roc_auc(design, tmp_path):
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+    from bayes_activeeval.demo import export_demo
+
+    pool_csv, truth_csv = export_demo(tmp_path / "demo.csv")
+    t = pd.read_csv(truth_csv, dtype={"id": str})
+    truth = dict(zip(t["id"], t["label"].tolist(), strict=True))
+
+    def ok(*args):
+        res = CliRunner().invoke(main, [str(a) for a in args])
+        assert res.exit_code == 0, (res.output, res.stderr)
+        return res
+
+    session = tmp_path / "s.bae"
+    opts = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p", "--score-col", "score"]
+    ok("init", pool_csv, "--measure", "roc_auc", "--session", session, *opts,
+       "--design", design, "--seed", 1)  # fmt: skip
+    for k, n in enumerate((60, 60)):
+        batch = tmp_path / f"b{k}.csv"
+        ok("next", session, "--n", n, "--out", batch)
+        b = pd.read_csv(batch, dtype=str)
+        lab = tmp_path / f"l{k}.csv"
+        pd.DataFrame({"id": b["id"], "label": [truth[i] for i in b["id"]]}).to_csv(lab, index=False)
+        ok("record", session, lab)
+    st = json.loads(ok("status", session, "--json").stdout)
+    est = st["estimates"][0]
+    assert 0.5 < est["estimate"] <= 1.0 and est["low"] <= est["estimate"] <= est["high"]
+    report = tmp_path / "report.html"
+    ok("report", session, "--out", report)
+    html = report.read_text()
+    assert "roc_auc" in html and "ROC and precision-recall curves" in html
+    assert html.count("data:image/png;base64,") == 3  # curves, estimate path, proposal
