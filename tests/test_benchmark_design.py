@@ -7,22 +7,6 @@ import pytest
 from scipy import special
 
 from bayes_activeeval import benchmark as bm
-from bayes_activeeval.datasets import make_classification_pool
-
-
-@pytest.fixture(scope="module")
-def world():
-    """A small skewed pool, a calibrated guess, random and informative rules."""
-    sp = make_classification_pool(6000, 0.04, rng=3)
-    s = sp.pool.view().prob[:, 1]
-    y = sp.labels.astype(np.int8)
-    rng = np.random.default_rng(5)
-    z = special.logit(s)
-    random_rules = rng.random((3, y.size)) < np.array([[0.02], [0.05], [0.1]])
-    informative = (z + rng.normal(0, 1.0, (3, y.size))) > np.array([[-3.0], [-2.0], [-1.0]])
-    rules = np.vstack([random_rules, informative]).astype(np.int8)
-    truth = bm.population_measures(y, rules).values
-    return sp, s, y, rules, truth
 
 
 @pytest.mark.parametrize("method", ["sqrt", "paper", "proportional", "equal"])
