@@ -172,6 +172,12 @@ class ProposalInfo:
     positive_mix : float
         Threshold-free proposals: weight of the positive-seeking component
         (:func:`~bayes_activeeval.threshold_free.rank_proposal`).
+    expected_loss, pool_expected : ndarray (n, d), (d,)
+        Model-assisted adaptive proposals: the belief's expected loss ``m(x) = E_π ℓ(x, y)`` of
+        every item and its pool mean ``M = Σ_x p(x) m(x)``, the control variate of the estimate.
+    draw_cov : ndarray (d, d)
+        Model-assisted adaptive proposals: the belief's covariance of one draw's term
+        ``Σ_x p(x)²/q(x) Cov_π ℓ(x, ·)``.
     """
 
     measure: str | None = None
@@ -194,6 +200,9 @@ class ProposalInfo:
     intrinsic_difference: float | None = None
     estimates_under_belief: dict | None = None
     positive_mix: float | None = None
+    expected_loss: np.ndarray | None = None
+    pool_expected: np.ndarray | None = None
+    draw_cov: np.ndarray | None = None
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]

@@ -86,7 +86,9 @@ def parse_oracle(spec: str) -> tuple[str, dict]:
     return name, options
 
 
-def run_adaptive(pool: dict, measure: str, budgets, seed: int, oracle: str | None = None):
+def run_adaptive(
+    pool: dict, measure: str, budgets, seed: int, oracle: str | None = None, **ev_options
+):
     """One repetition of ``ActiveEvaluator``; returns one ``Estimate`` per budget.
 
     ``oracle``: None (the default, no argument) or ``"name[:key=value;...]"`` (any registered
@@ -98,7 +100,7 @@ def run_adaptive(pool: dict, measure: str, budgets, seed: int, oracle: str | Non
     if oracle is not None:
         name, options = parse_oracle(oracle)
         kw = {"oracle": name, **({"oracle_options": options} if options else {})}
-    ev = bae.ActiveEvaluator(P, measure, rng=int(seed), **kw)
+    ev = bae.ActiveEvaluator(P, measure, rng=int(seed), **kw, **ev_options)
     out: dict[int, object] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -163,19 +165,25 @@ def run_static(pool: dict, measure: str, budgets, seed: int, proposal: str = "op
 
 
 def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "default"):
-    """One repetition of a named configuration; one ``Estimate`` per budget."""
+    """One repetition of a named configuration; one ``Estimate`` per budget.
+
+    ``"<config>@key=value;..."`` passes evaluator keyword arguments to an adaptive configuration
+    (e.g. ``"calibration@estimator=model_assisted"``)."""
+    config, _, ev_opts = config.partition("@")
+    options = {k: _option(v) for k, v in (o.split("=", 1) for o in ev_opts.split(";") if o)}
     if config == "default":
-        return run_adaptive(pool, measure, budgets, seed, None)
+        return run_adaptive(pool, measure, budgets, seed, None, **options)
     if config == "static":
         return run_static(pool, measure, budgets, seed, "optimal")
     if config == "sawade":
         return run_static(pool, measure, budgets, seed, "sawade")
     # any registered oracle, with options: "dirichlet-tree:tree_smoothing=1;within_leaf=flat"
-    return run_adaptive(pool, measure, budgets, seed, config)
+    return run_adaptive(pool, measure, budgets, seed, config, **options)
 
 
 def check_config(config: str) -> None:
     """Raise ValueError for a configuration name :func:`run_config` cannot run."""
+    config = config.partition("@")[0]
     if config in ("default", "static", "sawade"):
         return
     from bayes_activeeval.oracles.base import _REGISTRY

@@ -30,7 +30,12 @@ from .evaluator import (
     ActiveEvaluator,
     default_oracle,
 )
-from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
+from .proposal import (
+    DEFAULT_EPSILON,
+    adaptive_proposal,
+    epsilon_schedule,
+    model_assisted_proposal,
+)
 from .state import STATE_VERSION
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "STATE_VERSION",
     "ActiveEvaluator",
     "adaptive_proposal",
+    "model_assisted_proposal",
     "default_oracle",
     "epsilon_schedule",
 ]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .._validation import check_count, check_fraction, check_rng
 from ..beliefs import Belief, CategoricalBelief
-from ..estimators import Estimate, weighted_estimate
+from ..estimators import Estimate, difference_estimate, weighted_estimate
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
 )
@@ -36,6 +36,8 @@ from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unj
 DEFAULT_ORACLE = "calibration"
 #: Default growth of the stages in ``run``: a stage buys max(batch_size, 10 % of the labels so far).
 DEFAULT_STAGE_GROWTH = 0.1
+#: Default estimator of ``ActiveEvaluator``: ``"ipw"`` (Marchant & Rubinstein's AIS estimate).
+DEFAULT_ESTIMATOR = "ipw"
 #: Give up on a query when the expected number of draws to find the requested new items exceeds
 #: this (the proposal has almost no mass left on unlabeled items).
 MAX_DRAWS_PER_QUERY = 10_000_000
@@ -144,6 +146,7 @@ class ActiveEvaluator:
         oracle_options: dict[str, Any] | None = None,
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
         stage_growth: float = DEFAULT_STAGE_GROWTH,
+        estimator: str = DEFAULT_ESTIMATOR,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         if pool.task == "regression":
@@ -169,6 +172,14 @@ class ActiveEvaluator:
             raise ValueError(f"stage_growth must be a finite number >= 0, got {stage_growth!r}")
         self.stage_growth = sg
         self.belief_floor = check_fraction(belief_floor, "belief_floor")
+        if estimator not in ("ipw", "model_assisted"):
+            raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+        if estimator == "model_assisted" and isinstance(self.measure, RankMeasure):
+            raise ValueError(
+                f"estimator='model_assisted' is not available for {self.measure.name!r}; "
+                "use estimator='ipw'"
+            )
+        self.estimator = estimator
         self.rng = check_rng(rng)
         if oracle_options is not None and not isinstance(oracle_options, dict):
             raise TypeError(f"oracle_options must be a dict, got {type(oracle_options).__name__}")
@@ -213,6 +224,10 @@ class ActiveEvaluator:
         self._d_y: list[np.ndarray] = []
         self._d_stage: list[np.ndarray] = []
         self._d_loss: list[np.ndarray] = []
+        # model-assisted estimate: each draw's m_t(x) and its stage's M_t (control variate)
+        self._d_m: list[np.ndarray] = []
+        self._d_M: list[np.ndarray] = []
+        self._d_V: list[np.ndarray] = []
         self._pending = self._empty_pending()
         self._history: list[dict[str, Any]] = []
         self._epsilon_t = 0.0
@@ -304,6 +319,7 @@ class ActiveEvaluator:
             known=self.known if self.deterministic else None,
             belief_floor=self.belief_floor,
             mix=self.mix,
+            estimator=self.estimator,
         )
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -499,6 +515,14 @@ class ActiveEvaluator:
         self._d_y.append(y)
         self._d_stage.append(np.full(idx.size, self._stage, dtype=np.int64))
         self._d_loss.append(L)
+        if self.estimator == "model_assisted":  # the proposal the stage was drawn from
+            info = self._proposal.info
+            self._d_m.append(info.expected_loss[idx])
+            self._d_M.append(np.broadcast_to(info.pool_expected, L.shape).copy())
+            d = L.shape[1]
+            self._d_V.append(
+                np.broadcast_to(info.draw_cov.reshape(1, d * d), (idx.size, d * d)).copy()
+            )
         if self.deterministic:
             sel = np.flatnonzero(P["new"])  # draws of items first labeled in this stage
             _, first = np.unique(idx[sel], return_index=True)
@@ -526,6 +550,19 @@ class ActiveEvaluator:
                     "stderr": float(est.stderrs[k]) if np.isfinite(est.cov[k, k]) else np.nan,
                 }
             )
+
+    def _ma_arrays(self) -> dict[str, np.ndarray]:
+        """The model-assisted control variates of the labeled draws (empty for ``"ipw"``)."""
+        if self.estimator != "model_assisted":
+            return {}
+        d = self.measure.dim
+        if not self._d_m:
+            return {"m": np.empty((0, d)), "M": np.empty((0, d)), "V": np.empty((0, d * d))}
+        return {
+            "m": np.concatenate(self._d_m),
+            "M": np.concatenate(self._d_M),
+            "V": np.concatenate(self._d_V),
+        }
 
     # -- results -------------------------------------------------------------------------------------
     def _arrays(self):
@@ -607,6 +644,18 @@ class ActiveEvaluator:
                     variance_weights=winf,
                     n_labels=self._n_labels,
                     belief=pi,
+                )
+            if self.estimator == "model_assisted":
+                A = self._ma_arrays()
+                d = L.shape[1]
+                return difference_estimate(
+                    L,
+                    w,
+                    A["m"],
+                    A["M"],
+                    self.measure,
+                    draw_cov=A["V"].reshape(-1, d, d),
+                    n_labels=self._n_labels,
                 )
             return weighted_estimate(
                 L,
@@ -778,13 +827,14 @@ class ActiveEvaluator:
             "mix": self.mix,
             "batch_size": self.batch_size,
             "stage_growth": self.stage_growth,
+            "estimator": self.estimator,
             "belief_floor": self.belief_floor,
             "rng": self.rng.bit_generator.state,
             "stage": self._stage,
             "n_labels": self._n_labels,
             "cost": self._cost,
             "epsilon_t": self._epsilon_t,
-            "draws": {"idx": idx, "w": w, "q": q, "y": y, "stage": st},
+            "draws": {"idx": idx, "w": w, "q": q, "y": y, "stage": st, **self._ma_arrays()},
             "pending": {k: v.copy() for k, v in self._pending.items()},
             "known": {"idx": known, "y": self._label[known]},
             "requested": np.flatnonzero(self._requested),
@@ -849,6 +899,7 @@ class ActiveEvaluator:
             oracle_options=None if oracle is not None else (state["oracle_options"] or None),
             belief_floor=state["belief_floor"],
             stage_growth=state.get("stage_growth", 0.0),
+            estimator=state.get("estimator", "ipw"),
             _restore=state,
         )
 
@@ -870,6 +921,10 @@ class ActiveEvaluator:
             self._d_y.append(y)
             self._d_stage.append(st[sel])
             self._d_loss.append(self.measure.loss(y, self._views(idx)))
+            if self.estimator == "model_assisted":
+                self._d_m.append(np.asarray(D["m"], dtype=float)[sel])
+                self._d_M.append(np.asarray(D["M"], dtype=float)[sel])
+                self._d_V.append(np.asarray(D["V"], dtype=float)[sel])
         self._pending = {
             "idx": np.asarray(state["pending"]["idx"], dtype=np.int64),
             "w": np.asarray(state["pending"]["w"], dtype=float),
@@ -880,6 +935,9 @@ class ActiveEvaluator:
         K = state["known"]
         self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)
         self._requested[np.asarray(state["requested"], dtype=np.int64)] = True
+        if self.estimator == "model_assisted":  # rebuild m_t, M_t of the open stage
+            self._refresh()
+            self._epsilon_t = float(state["epsilon_t"])
         q = np.asarray(state["proposal_q"], dtype=float)
         info = state.get("proposal_info", {})
         prop = Proposal(
@@ -895,6 +953,8 @@ class ActiveEvaluator:
             ),
         )
         prop.q = q  # exactly the saved probabilities (no renormalization)
+        if self.estimator == "model_assisted":  # the control variate of the open stage
+            prop.info = self._proposal.info  # from _refresh with the restored oracle and labels
         self._proposal = prop
         self._history = [dict(h) for h in state["history"]]
 

@@ -11,9 +11,13 @@ from ..beliefs import CategoricalBelief, as_belief
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     class_deviation_norms,
+    expected_loss,
     intrinsic_risk,
     label_costs,
+    loss_table,
+    mix_proposal,
     proposal_from_scores,
+    proposal_scores,
 )
 from ..measures import Measure
 from ..proposals import Proposal, ProposalInfo
@@ -93,6 +97,7 @@ def adaptive_proposal(
     belief_floor: float = DEFAULT_BELIEF_FLOOR,
     costs: Any = None,
     mix: float = 0.0,
+    estimator: str = "ipw",
 ) -> Proposal:
     """The practical proposal of Marchant & Rubinstein (2021), Prop. 2, under a belief ``π_t``.
 
@@ -123,12 +128,17 @@ def adaptive_proposal(
         Label costs (default the pool's).
     mix : float
         Defensive mixture weight ``δ`` in ``[0, 1]``.
+    estimator : {"ipw", "model_assisted"}
+        The estimator the proposal is built for. ``"model_assisted"``: the proposal of the
+        difference estimator (see :func:`model_assisted_proposal`).
 
     Returns
     -------
     Proposal
         ``kind="adaptive"``; ``info`` has ``risk``, ``jacobian``, ``a`` (integrand), ``epsilon``.
     """
+    if estimator not in ("ipw", "model_assisted"):
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
     rank = rank_measure(measure)
     if rank is not None:  # ROC AUC, AP, recall@FPR: the influence function for Dg(R)(ℓ − R)
         b = belief if isinstance(belief, CategoricalBelief) else None
@@ -138,6 +148,19 @@ def adaptive_proposal(
             pool,
             rank,
             b.probs,
+            model=model,
+            epsilon=epsilon,
+            deterministic=deterministic,
+            known=known,
+            belief_floor=belief_floor,
+            costs=costs,
+            mix=mix,
+        )
+    if estimator == "model_assisted":
+        return model_assisted_proposal(
+            pool,
+            measure,
+            belief,
             model=model,
             epsilon=epsilon,
             deterministic=deterministic,
@@ -193,5 +216,142 @@ def adaptive_proposal(
         mix=mix,
         deterministic=bool(deterministic),
         measure=m.name,
+    )
+    return Proposal(q, p, "adaptive", info)
+
+
+def model_assisted_proposal(
+    pool,
+    measure: str | Measure,
+    belief: Any,
+    *,
+    model: str | None = None,
+    epsilon: float = 0.0,
+    deterministic: bool = True,
+    known: np.ndarray | None = None,
+    belief_floor: float = DEFAULT_BELIEF_FLOOR,
+    costs: Any = None,
+    mix: float = 0.0,
+) -> Proposal:
+    """The adaptive proposal of the model-assisted (difference) estimate under a belief ``π_t``.
+
+    The estimate of stage ``t`` uses the belief as a control variate: each draw contributes
+    ``φ = M_t + (p/q_t)(x) (ℓ(x, y) − m_t(x))`` with ``m_t(x) = E_{π_t} ℓ(x, y)`` and
+    ``M_t = Σ_x p(x) m_t(x)``, which has conditional mean ``R`` whatever the belief (the
+    difference estimator of survey sampling, Särndal, Swensson & Wretman (1992), Sec. 6.3, made
+    adaptive as in Marchant & Rubinstein (2021), Algorithm 1). The variance of ``Dg(R)φ`` given the
+    past is ``Σ_x p(x)²/q(x) E_π‖Dg(R)(ℓ − m(x))‖² − const``, minimized (Cauchy-Schwarz, as in
+    Sawade (2012), Thm. 4.1) by
+
+        q(x) ∝ p(x) c(x)^(-1/2) sqrt(E_π‖Dg(R)(ℓ(x, y) − m(x))‖²),
+
+    the belief's predictive standard deviation of the linearized loss instead of its root mean
+    square deviation from ``R`` (``deterministic=False``). Under a deterministic oracle the
+    variance of the limit is ``Σ_x p²/q ‖Dg(R)(ℓ(x, y*) − m_∞(x))‖²`` for the true labels ``y*``,
+    minimized by ``q ∝ p ‖Dg(R)(ℓ(x, y*) − m_∞(x))‖``; its posterior mean
+    ``q ∝ p c^(-1/2) E_π‖Dg(R)(ℓ − m(x))‖`` is the practical proposal, as in Marchant & Rubinstein
+    (2021), Prop. 2 (for a binary label, ``2π(1 − π)|Dg(R)(ℓ(x, 1) − ℓ(x, 0))|``). An item with a known label (deterministic oracle) has ``ℓ = m``:
+    it adds nothing to the variance and gets no mass. The floor ``ε' = ε × (p-mean of the
+    integrand over unlabeled items)`` keeps every unlabeled item whose loss can be non-zero in the
+    support (Prop. 3's role), and the defensive mixture ``δ`` is taken with ``p`` restricted to the
+    unlabeled items.
+
+    Parameters
+    ----------
+    pool, measure, belief, model, epsilon, deterministic, known, belief_floor, costs, mix
+        As :func:`adaptive_proposal`.
+
+    Returns
+    -------
+    Proposal
+        ``kind="adaptive"``, ``info.estimator="model_assisted"``; ``info.expected_loss`` is
+        ``m_t`` (n, d), ``info.pool_expected`` is ``M_t`` and ``info.draw_cov`` the belief's
+        covariance of one draw's term, ``Σ_x p(x)²/q(x) Cov_π ℓ(x, ·)`` (d, d), which
+        :func:`~bayes_activeeval.estimators.difference_estimate` uses to weight the stages.
+    """
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    floor = check_fraction(belief_floor, "belief_floor")
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)
+    probs = _floor_unknown(b.probs, floor, known)
+    tb = _trusted_belief(probs)
+    table = loss_table(pool, m, views)
+    R = intrinsic_risk(pool, m, views, tb, table=table)
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
+            "(e.g. no item predicted or believed positive); cannot build the proposal"
+        )
+    n, C = probs.shape
+    if table is not None:  # per item and class: ℓ(x, c) from the (prediction, label) table
+        cell = table.table[table.keys]  # (n, C, d)
+        mloss = np.einsum("nc,ncd->nd", probs, cell)
+        img = cell @ J.T  # Dg(R) ℓ(x, c), (n, C, o)
+        nz = np.any(cell != 0, axis=2)
+    else:
+        mloss = expected_loss(pool, m, views, tb)
+        img = np.empty((n, C, J.shape[0]))
+        nz = np.empty((n, C), dtype=bool)
+        for c in range(C):
+            L = m.loss(np.full(n, c, dtype=np.int32), views(None))
+            img[:, c] = L @ J.T
+            nz[:, c] = np.any(L != 0, axis=1)
+    centre = np.einsum("nc,nco->no", probs, img)
+    dev = img - centre[:, None, :]
+    if deterministic:
+        s = np.einsum("nc,nc->n", probs, np.sqrt(np.einsum("nco,nco->nc", dev, dev)))
+    else:
+        s = np.sqrt(np.maximum(np.einsum("nc,nco,nco->n", probs, dev, dev), 0.0))
+    p = pool.p
+    open_ = p > 0
+    if known is not None:
+        s[known] = 0.0
+        open_ = open_ & ~known
+    need = open_ & nz.any(axis=1)
+    pu = float(p[open_].sum())
+    eps_abs = 0.0
+    if eps > 0 and pu > 0:
+        eps_abs = eps * float(p[open_] @ s[open_]) / pu
+        s = np.where(need, np.maximum(s, eps_abs), s)
+    p_open = np.where(open_, p, 0.0)
+    if pu > 0:
+        p_open = p_open / pu
+    sc = proposal_scores(s, p, label_costs(pool, costs))
+    if sc.sum() <= 0:  # nothing uncertain left: sample the unlabeled items passively
+        sc = p_open.copy() if pu > 0 else p.copy()
+    q = mix_proposal(sc, p_open if pu > 0 else p, mix)
+    # the belief's covariance of one draw's term: Σ_x p²/q Cov_π ℓ(x, ·) (Cov = 0 if known)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g2 = np.where(q > 0, p * p / q, 0.0)
+    if table is not None:
+        centred = cell - mloss[:, None, :]
+    else:
+        centred = (
+            np.stack([m.loss(np.full(n, c, dtype=np.int32), views(None)) for c in range(C)], axis=1)
+            - mloss[:, None, :]
+        )
+    if known is not None:
+        g2[known] = 0.0
+    draw_cov = np.einsum("n,nc,ncd,nce->de", g2, probs, centred, centred)
+    info = ProposalInfo(
+        risk=R,
+        jacobian=J,
+        a=s,
+        epsilon=eps,
+        epsilon_abs=eps_abs,
+        mix=mix,
+        deterministic=bool(deterministic),
+        measure=m.name,
+        estimator="model_assisted",
+        expected_loss=mloss,
+        pool_expected=p @ mloss,
+        draw_cov=draw_cov,
     )
     return Proposal(q, p, "adaptive", info)
