@@ -184,11 +184,11 @@ def run_one(path: Path, n: int, mode: str) -> dict:
     step("stage", stage)
     chunk = {}
     if mode == "lazy":
-        prm = prop._params
+        prm = prop.params
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
-            pool._compute([pool._chunk_task(0, lz._mass_chunk, prm, False)])
+            pool.compute([pool.chunk_task(0, lz.chunks.mass_chunk, prm, False)])
             times.append(time.perf_counter() - t0)
         chunk = {"items": int(pool.chunk_sizes[0]), "pass_s": min(times), "n_chunks": pool.n_chunks}
     sampler.stop()

@@ -40,7 +40,15 @@ import numpy as np
 from .._validation import check_count, check_fraction, check_rng
 from ..beliefs import as_belief
 from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
-from ..kernel import DEFAULT_BELIEF_FLOOR, loss_table
+from ..kernel import (
+    DEFAULT_BELIEF_FLOOR,
+    cell_deviation_norms,
+    cell_mass,
+    loss_table,
+    mix_proposal,
+    proposal_scores,
+    risk_jacobian,
+)
 from ..lazy import LazyPool, LazyProposal
 from .evaluator import DEFAULT_STAGE_GROWTH, MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
 from .proposal import DEFAULT_EPSILON, epsilon_schedule
@@ -68,15 +76,12 @@ def _stats_chunk(cp, offset, measure, model, models, floor):
     """Per-chunk sufficient statistics: ``W[k, c] = Σ p π_c``, the same with ``p/sqrt(c)``, the
     number of items with ``p > 0`` per key, ``Σ p`` and ``Σ c``."""
     keys, table = _keys(cp, measure, model)
-    K, C, _ = table.shape
+    K = table.shape[0]
     probs = _floored_probs(cp, models, floor)
     p = cp.p
-    W = np.stack([np.bincount(keys, weights=p * probs[:, c], minlength=K) for c in range(C)], 1)
+    W = cell_mass(keys, p, probs, K)
     if cp.costs is not None:
-        pc = p / np.sqrt(cp.costs)
-        Wc = np.stack(
-            [np.bincount(keys, weights=pc * probs[:, c], minlength=K) for c in range(C)], 1
-        )
+        Wc = cell_mass(keys, p / np.sqrt(cp.costs), probs, K)
         total_cost = float(cp.costs.sum())
     else:
         Wc, total_cost = W, float(cp.n_items)
@@ -118,13 +123,8 @@ def _stage_q(cp, offset, prm: _StageParams) -> np.ndarray:
         a = probs[:, 0] * nf[:, 0]
         for c in range(1, probs.shape[1]):
             a += probs[:, c] * nf[:, c]
-        s = p * a
-        if prm.costs:
-            s = s / np.sqrt(cp.costs)
-    s *= (1.0 - prm.mix) / prm.S
-    if prm.mix:
-        s += prm.mix * p
-    return s
+        s = proposal_scores(a, p, cp.costs if prm.costs else None)
+    return mix_proposal(s, p, prm.mix, total=prm.S)
 
 
 def _item_records(cp, offset, prm: _StageParams, local: np.ndarray) -> dict[str, np.ndarray]:
@@ -320,16 +320,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
         )
         W = self._W.sum(axis=0)
         R = np.einsum("kc,kcd->d", W, T)
-        J = m.jacobian(R)
-        if not np.all(np.isfinite(J)):
-            raise ValueError(
-                f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
-                "(e.g. no item predicted or believed positive); cannot build the proposal"
-            )
-        # the centring Dg(R)·R, exactly zero for a scale-invariant g (as the kernel's)
-        offset = np.zeros(J.shape[0]) if m.scale_invariant else J @ R
-        dev = T @ J.T - offset
-        norms = np.sqrt(np.einsum("kcm,kcm->kc", dev, dev))
+        J = risk_jacobian(m, R, risk_name="plug-in risk", purpose="the proposal")
+        norms = cell_deviation_norms(T, m, R, J)
         nz = np.any(T != 0, axis=2)
         floor_all = not m.scale_invariant
         sbar = float(np.sum(W * norms))
@@ -361,7 +353,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             known_y,
             passive,
         )
-        mass = S_k * ((1.0 - self.mix) / S) + self.mix * self._P
+        mass = mix_proposal(S_k.copy(), self._P, self.mix, total=S)
         # items with q > 0: every item with p > 0 when mixing; else those whose key has a
         # positive floored norm (π is floored, so every class counts)
         if self.mix > 0 or passive:
@@ -378,13 +370,13 @@ class LazyActiveEvaluator(ActiveEvaluator):
             "measure": m.name,
             "support": support,
         }
-        prop = LazyProposal(self.pool, "adaptive", _stage_q, prm, mass, info)
-        prop._itemfn = _item_records
-        self._proposal = prop
+        self._proposal = LazyProposal(
+            self.pool, "adaptive", _stage_q, prm, mass, info, item_records=_item_records
+        )
 
     def _q_of(self, items: np.ndarray) -> np.ndarray:
         """``q_t`` of recorded items (drawn before), from their records: no chunk is read."""
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         out = np.empty(items.size)
         for j, i in enumerate(items.tolist()):
             key, probs, p, cost = self._rec[i]
@@ -403,20 +395,24 @@ class LazyActiveEvaluator(ActiveEvaluator):
     # -- draws in O(cells + chunks): a mixture of fixed distributions --------------------------------
     def _q_records(self, key, probs, p, cost, items) -> np.ndarray:
         """``q_t`` from item records (vectorized ``_q_of``)."""
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         if prm.passive:
-            s = p.copy()
-        else:
-            probs = probs.copy()
-            lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
-            known = lab >= 0
-            if known.any():
-                probs[known] = 0.0
-                probs[np.flatnonzero(known), lab[known]] = 1.0
-            s = p * np.einsum("ic,ic->i", probs, prm.nf[key])
-            if prm.costs:
-                s = s / np.sqrt(cost)
-        return s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            return mix_proposal(p.copy(), p, prm.mix, total=prm.S)
+        probs = probs.copy()
+        lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
+        known = lab >= 0
+        if known.any():
+            probs[known] = 0.0
+            probs[np.flatnonzero(known), lab[known]] = 1.0
+        return self._q_base(key, probs, p, cost)
+
+    def _q_base(self, key, probs, p, cost) -> np.ndarray:
+        """``q`` of the stage's mixture at item records, with the beliefs ``probs`` as given."""
+        prm: _StageParams = self._proposal.params
+        s = proposal_scores(
+            np.einsum("ic,ic->i", probs, prm.nf[key]), p, cost if prm.costs else None
+        )
+        return mix_proposal(s, p, prm.mix, total=prm.S)
 
     def _fill(self, need: dict) -> None:
         """Refill the reservoirs of the components in ``need`` (one pass over the chunks)."""
@@ -430,9 +426,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 per_chunk[j][comp] = int(counts[j])
         seeds = self.rng.integers(0, 2**63 - 1, size=pool.n_chunks)
         ks = [j for j in range(pool.n_chunks) if per_chunk[j]]
-        got = pool._compute(
+        got = pool.compute(
             [
-                pool._chunk_task(
+                pool.chunk_task(
                     j,
                     _reservoir_chunk,
                     self._stage_measure,
@@ -467,7 +463,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         draws come from ``g = max(q_base, q_t)`` (extra point masses at labeled items) and are
         accepted with probability ``q_t/g``: rejection sampling, exact.
         """
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         K, C = prm.nf.shape
         A = self._A0.sum(axis=0)
         comps: list[Any] = [(k, c) for k in range(K) for c in range(C)]
@@ -485,10 +481,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             p = np.array([self._rec[i][2] for i in kn.tolist()])
             cost = np.array([self._rec[i][3] for i in kn.tolist()])
             q_t = self._q_records(key, probs, p, cost, kn)
-            base = p * np.einsum("ic,ic->i", probs, prm.nf[key])
-            if prm.costs:
-                base = base / np.sqrt(cost)
-            q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            q_base = self._q_base(key, probs, p, cost)
             extra = np.maximum(q_t - q_base, 0.0)
         weights = np.concatenate([np.asarray(w, dtype=float), extra])
         weights /= weights.sum()
@@ -532,10 +525,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             accept = np.ones(m, dtype=bool)
             lab = np.array([i in self._known for i in idx.tolist()], dtype=bool)
             if lab.any() and not prm.passive:
-                base = p[lab] * np.einsum("ic,ic->i", probs[lab], prm.nf[key[lab]])
-                if prm.costs:
-                    base = base / np.sqrt(cost[lab])
-                q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p[lab]
+                q_base = self._q_base(key[lab], probs[lab], p[lab], cost[lab])
                 g = np.maximum(q_base, q[lab])
                 with np.errstate(invalid="ignore", divide="ignore"):
                     ratio = np.where(g > 0, q[lab] / g, 0.0)
@@ -551,7 +541,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
     # -- the loop ----------------------------------------------------------------------------------
     def available(self) -> int:
         """Items a query can still return (positive probability and no label)."""
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         positive_key = np.any(prm.nf > 0, axis=1)
         n_taken = 0
         for i in self._known.keys() | self._req:  # those the support count includes
@@ -580,7 +570,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 )
             k = draw_count(need, mass)
             if self.draws_mode == "exact":
-                ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
+                ind, qd, pd_, recs = prop.sample(k, self.rng, records=True)
             else:
                 ind, qd, pd_, recs = self._sample_reservoir(k)
             w = pd_ / qd
