@@ -30,6 +30,7 @@ __all__ = [
     "FLOOR_MASS",
     "Integrand",
     "LossTable",
+    "belief_floor_sums",
     "cell_deviation_norms",
     "cell_mass",
     "check_risk",
@@ -38,6 +39,7 @@ __all__ = [
     "expected_loss",
     "expected_sq_deviation",
     "explained_sq_deviation",
+    "floor_from_sums",
     "intrinsic_risk",
     "inverse_cdf",
     "label_costs",
@@ -452,10 +454,42 @@ def scaled_belief_floor(
     J = measure.jacobian(R)
     if not np.all(np.isfinite(J)):
         return float(cap)
+    S, T = belief_floor_sums(pool, measure, views, belief, R, J, weight=weight)
+    return floor_from_sums(S, T, mass=mass, cap=cap)
+
+
+def belief_floor_sums(
+    pool,
+    measure: Measure,
+    views,
+    belief: CategoricalBelief,
+    R: np.ndarray,
+    J: np.ndarray,
+    *,
+    weight: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """The two sums behind :func:`scaled_belief_floor`: ``S = Σ k sqrt(u)`` and ``T = Σ k t``.
+
+    ``u(x) = Σ_y π(y|x) d_y(x)``, ``t(x) = (Σ_y d_y(x))^(1/2)``, ``d_y = ‖Dg(R)(ℓ(x, y) − R)‖²``
+    at the unfloored belief's intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p`` or ``weight``.
+    Both are sums over items, so the sums over the chunks of a lazy pool add up to the pool's.
+
+    Returns
+    -------
+    S, T : float
+    """
     d, _ = class_deviation_norms(pool, measure, views, R, J, power=2, nonzero=False)
     k = pool.p if weight is None else weight
     S = float(k @ np.sqrt(np.maximum(_row_sum(belief.probs * d), 0.0)))
     T = float(k @ np.sqrt(_row_sum(d)))
+    return S, T
+
+
+def floor_from_sums(
+    S: float, T: float, *, mass: float = FLOOR_MASS, cap: float = DEFAULT_BELIEF_FLOOR
+) -> float:
+    """The scaled belief floor ``min(cap, (mass · S / T)²)`` from the sums of
+    :func:`belief_floor_sums` (``cap`` when either sum is zero); see :func:`scaled_belief_floor`."""
     if not (S > 0 and T > 0):
         return float(cap)
     return float(min(cap, (mass * S / T) ** 2))

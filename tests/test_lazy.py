@@ -97,11 +97,14 @@ def test_from_parquet_reads_metadata_only(parquet_path, frame):
 )
 def test_optimal_proposal_matches_in_memory(parquet_path, frame, measure, model, kw):
     lazy, mem = lazy_pair(parquet_path, frame, **kw)
-    # the lazy path reads belief_floor="auto" as the fixed 1e-6 (no scaled floor on dask yet)
-    lp = bae.optimal_proposal(lazy, measure, model=model)
-    mp = bae.optimal_proposal(mem, measure, model=model, belief_floor=1e-6)
+    lp = bae.optimal_proposal(lazy, measure, model=model)  # belief_floor="auto": the scaled floor
+    mp = bae.optimal_proposal(mem, measure, model=model)
     assert isinstance(lp, LazyProposal) and lp.kind == "optimal"
+    assert lp.info["belief_floor"] == pytest.approx(mp.info["belief_floor"], rel=1e-12)
     assert rel(lp.q.compute(), mp.q) < 1e-12
+    fixed = bae.optimal_proposal(lazy, measure, model=model, belief_floor=1e-6)
+    ref = bae.optimal_proposal(mem, measure, model=model, belief_floor=1e-6)
+    assert rel(fixed.q.compute(), ref.q) < 1e-12
     assert rel(lp.info["risk"], mp.info["risk"]) < 1e-12
     np.testing.assert_allclose(lp.chunk_mass.sum(), 1.0, rtol=1e-12)
     # the same rng gives the same items; weights and q agree to rounding
@@ -135,7 +138,7 @@ def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model)
 def test_unique_draws_and_passive(parquet_path, frame):
     lazy, mem = lazy_pair(parquet_path, frame, weights="w")
     lp = bae.optimal_proposal(lazy, "f1", model="a")
-    mp = bae.optimal_proposal(mem, "f1", model="a", belief_floor=1e-6)  # lazy: fixed floor
+    mp = bae.optimal_proposal(mem, "f1", model="a")
     ld, md = lp.draw(300, rng=11, unique=True), mp.draw(300, rng=11, unique=True)
     np.testing.assert_array_equal(ld.indices, md.indices)
     assert ld.n_distinct == 300
@@ -150,7 +153,7 @@ def test_from_dask_zarr_and_dataframe_agree(tmp_path, frame):
     import zarr
 
     pa_, pb_ = frame["p_a"].to_numpy(), frame["pred_a"].to_numpy()
-    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1", belief_floor=1e-6)
+    ref = bae.optimal_proposal(bae.Pool(predictions=pb_, probs=pa_), "f1")
     via_dask = bae.Pool.from_dask(
         da.from_array(pb_, chunks=5_000), da.from_array(pa_, chunks=3_000)
     )
@@ -191,7 +194,7 @@ def test_regression_and_multiclass(tmp_path):
     lazy = bae.Pool.from_parquet(path, probs=["p0", "p1", "p2"], chunk_size=2_000)
     assert list(lazy.classes) == ["x", "y", "z"]
     lq = bae.optimal_proposal(lazy, "accuracy").q.compute()
-    assert rel(lq, bae.optimal_proposal(mem, "accuracy", belief_floor=1e-6).q) < 1e-12
+    assert rel(lq, bae.optimal_proposal(mem, "accuracy").q) < 1e-12
 
 
 def test_bad_input_names_the_item(tmp_path):
@@ -218,7 +221,7 @@ def test_local_cluster(parquet_path, frame, two_model):
     ):
         lazy, mem = lazy_pair(parquet_path, frame, client=client)
         lp = bae.optimal_proposal(lazy, "f1", model="a")
-        mp = bae.optimal_proposal(mem, "f1", model="a", belief_floor=1e-6)  # lazy: fixed floor
+        mp = bae.optimal_proposal(mem, "f1", model="a")
         assert rel(lp.q.compute(), mp.q) < 1e-12
         draws = lp.draw(1_000, rng=4)
         np.testing.assert_array_equal(draws.indices, mp.draw(1_000, rng=4).indices)

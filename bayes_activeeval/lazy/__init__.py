@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_fraction, show
-from ..kernel import mix_proposal
+from ..kernel import DEFAULT_BELIEF_FLOOR, mix_proposal
 from ..pool import Pool
 from ..proposals import default_scores, neyman_allocation, stratum_proposal
 from ..strata import csf_bins, csf_boundaries
@@ -329,7 +329,15 @@ def stratified_proposal(
     else:
         if measure is None:
             raise ValueError("allocation='neyman' needs a measure")
-        opt = optimal_proposal(pool, measure, model=model, belief=belief, mix=0.0, costs=False)
+        opt = optimal_proposal(  # the in-memory Neyman allocation's u: the fixed 1e-6 floor
+            pool,
+            measure,
+            model=model,
+            belief=belief,
+            mix=0.0,
+            costs=False,
+            belief_floor=DEFAULT_BELIEF_FLOOR,
+        )
         prm0 = replace(prm0, relabel=relabel)
         pu = np.sum(pool.map_chunks(_strat_u_chunk, prm0, opt.params, H), axis=0)
         a = neyman_allocation(P, pu)

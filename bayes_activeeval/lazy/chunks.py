@@ -25,6 +25,7 @@ import numpy as np
 from .._validation import show
 from ..beliefs import CategoricalBelief, as_belief
 from ..kernel import (
+    belief_floor_sums,
     deviation_integrand,
     intrinsic_risk,
     inverse_cdf,
@@ -45,6 +46,7 @@ __all__ = [
     "cost_chunk",
     "draw_chunk",
     "first_predictions",
+    "floor_sums_chunk",
     "get_column",
     "mass_chunk",
     "passive_mass",
@@ -250,6 +252,18 @@ def risk_chunk(cp: Pool, offset: int, measure, model, belief, floor) -> np.ndarr
     b = chunk_belief(cp, offset, m, model, belief, floor)
     table = loss_table(cp, m, views) if isinstance(b, CategoricalBelief) else None
     return intrinsic_risk(cp, m, views, b, table=table)
+
+
+def floor_sums_chunk(
+    cp: Pool, offset: int, measure, model, belief, R: np.ndarray, J: np.ndarray, costs: bool
+) -> tuple[float, float]:
+    """The chunk's shares of the sums ``S``, ``T`` behind the scaled belief floor
+    (:func:`~bayes_activeeval.kernel.belief_floor_sums`, under the unfloored belief, at its
+    intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p c^(-1/2)`` when ``costs``)."""
+    m, views = cp.resolve(measure, model)
+    b = chunk_belief(cp, offset, m, model, belief, 0.0)
+    k = cp.p / np.sqrt(cp.costs) if costs and cp.costs is not None else None
+    return belief_floor_sums(cp, m, views, b, R, J, weight=k)
 
 
 @dataclass(frozen=True)

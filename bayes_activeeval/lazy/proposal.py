@@ -21,6 +21,7 @@ from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
     check_risk,
+    floor_from_sums,
     inverse_cdf,
     mix_proposal,
     risk_jacobian,
@@ -31,6 +32,7 @@ from .chunks import (
     OptimalParams,
     cost_chunk,
     draw_chunk,
+    floor_sums_chunk,
     mass_chunk,
     passive_mass,
     passive_q,
@@ -40,7 +42,13 @@ from .chunks import (
 )
 from .pool import LazyPool
 
-__all__ = ["LazyProposal", "model_assisted_terms", "optimal_proposal", "passive_proposal"]
+__all__ = [
+    "LazyProposal",
+    "model_assisted_terms",
+    "optimal_proposal",
+    "passive_proposal",
+    "scaled_floor",
+]
 
 
 class LazyProposal(Proposal):
@@ -272,16 +280,16 @@ def optimal_proposal(
     ``belief`` may be ``None`` (the pool's models, per chunk), an array aligned with the pool
     (NumPy or dask; sliced per chunk) or a callable ``belief(chunk_pool, offset) -> Belief``.
     ``costs`` may be ``None``/``True`` (the pool's) or ``False``. ``belief_floor="auto"`` (the
-    default) is the fixed ``1e-6`` here: the in-memory scaled floor
-    (:func:`~bayes_activeeval.kernel.scaled_belief_floor`) needs one more pass, not implemented
-    on lazy pools yet.
+    default) is the in-memory scaled floor (:func:`~bayes_activeeval.kernel.scaled_belief_floor`)
+    on a classification pool, from two more passes: the intrinsic risk under the unfloored
+    belief, then the sums ``S``, ``T`` of :func:`~bayes_activeeval.kernel.belief_floor_sums`
+    (``1e-6`` on a regression pool, as in memory).
     """
     m0 = pool.resolve(measure, model)[0]  # the measure, from the pool's metadata only
-    if isinstance(belief_floor, str):
-        if belief_floor != "auto":
-            raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
-        belief_floor = DEFAULT_BELIEF_FLOOR
-    floor = check_fraction(belief_floor, "belief_floor")
+    auto = isinstance(belief_floor, str)
+    if auto and belief_floor != "auto":
+        raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
+    floor = DEFAULT_BELIEF_FLOOR if auto else check_fraction(belief_floor, "belief_floor")
     mix = check_fraction(mix, "mix", allow_one=True)
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
@@ -298,6 +306,8 @@ def optimal_proposal(
             "the pool has no probs, so there is no belief about the labels; "
             "give the pool probs= or pass belief="
         )
+    if auto and pool.task != "regression":  # a categorical belief: the scaled floor
+        floor = scaled_floor(pool, measure, model, belief, use_costs)
     if risk is None:
         R = pool.intrinsic_risk(measure, model, belief, floor)
     else:
@@ -334,6 +344,36 @@ def optimal_proposal(
         "normalizer": S,
     }
     return LazyProposal(pool, "optimal", q_chunk, prm, chunk_mass, info)
+
+
+def scaled_floor(pool: LazyPool, measure, model, belief, costs: bool) -> float:
+    """:func:`~bayes_activeeval.kernel.scaled_belief_floor` on a lazy pool, in two passes.
+
+    Pass 1 sums the intrinsic risk ``R`` under the unfloored belief; pass 2 the sums ``S``,
+    ``T`` of :func:`~bayes_activeeval.kernel.belief_floor_sums` at ``R``
+    (:func:`~bayes_activeeval.lazy.chunks.floor_sums_chunk`); the floor is
+    :func:`~bayes_activeeval.kernel.floor_from_sums` of their totals. Equal to the in-memory
+    floor up to the order of summation.
+
+    Parameters
+    ----------
+    pool : LazyPool
+    measure, model, belief
+        As for :func:`optimal_proposal`.
+    costs : bool
+        Whether the pool's label costs enter (``k = p c^(-1/2)``).
+
+    Returns
+    -------
+    float
+    """
+    m = pool.resolve(measure, model)[0]
+    R = pool.intrinsic_risk(measure, model, belief, 0.0)
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        return DEFAULT_BELIEF_FLOOR
+    sums = np.sum(pool.map_chunks(floor_sums_chunk, measure, model, belief, R, J, costs), axis=0)
+    return floor_from_sums(float(sums[0]), float(sums[1]))
 
 
 def passive_proposal(pool: LazyPool) -> LazyProposal:
