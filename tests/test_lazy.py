@@ -248,8 +248,7 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
     from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
-    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, draws="exact", **kw)
-    # the lazy evaluator has only the plug-in oracle; the in-memory default is "calibration"
+    ev_l = bae.ActiveEvaluator(lazy, measure, oracle="model", rng=0, draws="exact", **kw)
     ev_m = bae.ActiveEvaluator(mem, measure, oracle="model", rng=0, **kw)
     assert isinstance(ev_l, LazyActiveEvaluator)
     labels = two_model.labels
@@ -273,6 +272,48 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
     h_l, h_m = ev_l.history, ev_m.history
     np.testing.assert_allclose(h_l["value"], h_m["value"], rtol=1e-12)
     np.testing.assert_allclose(h_l["epsilon"], h_m["epsilon"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "measure, kw, pool_kw",
+    [
+        ("f1", {"model": "a"}, {}),
+        ("recall", {"model": "b", "mix": 0.1}, {"weights": "w"}),
+        ("precision", {"model": "a", "oracle_options": {"n_strata": 0}}, {"costs": "cost"}),
+        (bae.difference("f1", "a", "b"), {}, {}),
+    ],
+)
+def test_calibration_evaluator_matches_in_memory(
+    parquet_path, frame, two_model, measure, kw, pool_kw
+):
+    """The default oracle on a binary pool is the calibration oracle, lazily too: fitted on the
+    labeled items, its belief evaluated chunk by chunk, the same q, draws and estimates."""
+    from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
+    from bayes_activeeval.oracles import CalibrationOracle
+
+    lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
+    ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, **kw)
+    ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
+    assert isinstance(ev_l, LazyActiveEvaluator) and ev_l.draws_mode == "exact"
+    assert isinstance(ev_l.oracle, CalibrationOracle) and isinstance(ev_m.oracle, CalibrationOracle)
+    labels = two_model.labels
+    for _ in range(3):
+        il, im = ev_l.query(40), ev_m.query(40)
+        np.testing.assert_array_equal(il, im)
+        ev_l.update(il, labels[il])
+        ev_m.update(im, labels[im])
+        assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+    np.testing.assert_allclose(ev_l.oracle.params, ev_m.oracle.params, rtol=1e-9, atol=1e-12)
+    assert rel(ev_l.proposal.info["risk"], ev_m.proposal.info["risk"]) < 1e-10
+    budget = ev_m.cost + (120.0 if "costs" in pool_kw else 60)
+    el = ev_l.run(lambda i: labels[i], budget=budget, progress=False)
+    em = ev_m.run(lambda i: labels[i], budget=budget, progress=False)
+    np.testing.assert_array_equal(ev_l.draws()["item"], ev_m.draws()["item"])
+    np.testing.assert_allclose(el.values, em.values, rtol=1e-10)
+    np.testing.assert_allclose(el.cov, em.cov, rtol=1e-9)
+    assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+    with pytest.raises(ValueError, match="draws='reservoir' needs the plug-in oracle"):
+        bae.ActiveEvaluator(lazy, measure, draws="reservoir", **kw)
 
 
 @pytest.mark.parametrize("method", ["quantile", "csf"])
@@ -311,7 +352,9 @@ def test_reservoir_draws_follow_q(parquet_path, frame, two_model, pool_kw):
     from scipy import stats
 
     lazy, _ = lazy_pair(parquet_path, frame, **pool_kw)
-    ev = bae.ActiveEvaluator(lazy, "f1", model="a", rng=1, reservoir=2_000, mix=0.02)
+    ev = bae.ActiveEvaluator(
+        lazy, "f1", oracle="model", model="a", rng=1, reservoir=2_000, mix=0.02
+    )
     labels = two_model.labels
     for _ in range(3):
         idx = ev.query(60)
