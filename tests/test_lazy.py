@@ -421,8 +421,9 @@ def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, meth
     assert le.table.identical(me.table)
 
 
-def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path):
-    """`bae init pool.parquet --lazy`: the same static design, draws and estimates as without."""
+def _cli_sessions(tmp_path, extra):
+    """The same session in memory and with ``--lazy`` (three stages of 20 labels): the status of
+    each."""
     from click.testing import CliRunner
 
     from bayes_activeeval.cli import main
@@ -444,7 +445,7 @@ def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path):
     for lazy in (False, True):
         session = str(tmp_path / f"s{int(lazy)}.bae")
         args = ["init", str(pool_path), "--id-col", "id", "--pred-col", "pred", "--prob-col", "p"]
-        args += ["--measure", "f1", "--session", session, "--budget", "60"]
+        args += ["--measure", "f1", "--session", session, "--budget", "60", *extra]
         r = runner.invoke(main, [*args, "--lazy"] if lazy else args)
         assert r.exit_code == 0, r.output
         for _ in range(3):
@@ -460,13 +461,16 @@ def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path):
         out[lazy] = __import__("json").loads(r.output)
         r = runner.invoke(main, ["report", session, "--out", str(tmp_path / f"r{int(lazy)}.html")])
         assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.mark.parametrize("design", ["static", "adaptive"])
+def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path, design):
+    """`bae init pool.parquet --lazy`: the same design, draws and estimates as without; for the
+    adaptive design the default (calibration) oracle draws exactly as in memory."""
+    out = _cli_sessions(tmp_path, ["--design", design])
     assert out[True]["labels"] == out[False]["labels"] >= 55
     e_l, e_m = out[True]["estimates"][0], out[False]["estimates"][0]
-    assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=1e-12)
-    assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=1e-10)
-    r = runner.invoke(
-        main,
-        ["init", str(pool_path), "--pred-col", "pred", "--prob-col", "p", "--measure", "f1",
-         "--session", str(tmp_path / "a.bae"), "--lazy", "--design", "adaptive"],
-    )  # fmt: skip
-    assert r.exit_code == 2 and "static design" in r.output
+    tol = 1e-12 if design == "static" else 1e-10  # the adaptive oracle's fit adds rounding
+    assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=tol)
+    assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=100 * tol)
