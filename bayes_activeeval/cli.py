@@ -214,7 +214,7 @@ _pool_option = click.option(
 @click.option(
     "--lazy",
     is_flag=True,
-    help="Parquet pools beyond memory: read the pool chunk by chunk on dask (static design).",
+    help="Parquet pools beyond memory: read the pool chunk by chunk on dask.",
 )
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
          std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
@@ -245,8 +245,6 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         task=task,
         lazy=lazy,
     )
-    if lazy and design != "static":
-        raise ValueError("--lazy sessions use the static design (--design static)")
     d = Design(
         measure=measure,
         kind=design,

@@ -30,16 +30,25 @@ __all__ = [
     "FLOOR_MASS",
     "Integrand",
     "LossTable",
+    "belief_floor_sums",
+    "cell_deviation_norms",
+    "cell_mass",
+    "check_risk",
     "class_deviation_norms",
     "deviation_integrand",
     "expected_loss",
     "expected_sq_deviation",
     "explained_sq_deviation",
+    "floor_from_sums",
     "intrinsic_risk",
+    "inverse_cdf",
     "label_costs",
     "loss_table",
     "mix_proposal",
+    "predicted_variance",
     "proposal_from_scores",
+    "proposal_scores",
+    "risk_jacobian",
     "scaled_belief_floor",
     "support_needed",
 ]
@@ -140,14 +149,7 @@ def intrinsic_risk(
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
     if table is not None:
-        K, C, _ = table.table.shape
-        W = np.stack(
-            [
-                np.bincount(table.keys, weights=p * belief.probs[:, c], minlength=K)
-                for c in range(C)
-            ],
-            axis=1,
-        )
+        W = cell_mass(table.keys, p, belief.probs, table.table.shape[0])
         return np.einsum("kc,kcd->d", W, table.table)
     R = np.zeros(measure.dim)
     for start in range(0, pool.n_items, chunk):
@@ -156,6 +158,91 @@ def intrinsic_risk(
         el = belief.expect(lambda y, s, v=v: measure.loss(y, v), sl)
         R += p[sl] @ el
     return R
+
+
+def cell_mass(keys: np.ndarray, weight: np.ndarray, probs: np.ndarray, n_keys: int) -> np.ndarray:
+    """``W[k, c] = Σ_x weight(x) π_c(x) 1[k(x) = k]``: the belief's mass per (prediction key,
+    label) cell of a :class:`LossTable`, shape ``(n_keys, C)``.
+
+    With ``weight = p`` it is the sufficient statistic of a tabular measure under a categorical
+    belief: the intrinsic risk is ``R = Σ_{k,c} W[k, c] ℓ[k, c]`` (Sawade (2012), Eq. 4.21-4.22).
+    Sums over disjoint sets of items (chunks of a lazy pool) add up to the pool's ``W``.
+
+    Parameters
+    ----------
+    keys : ndarray of int (n,)
+        ``LossTable.keys``.
+    weight : ndarray (n,)
+        Per-item weight (``p(x)``, or ``p(x) c(x)^(-1/2)``).
+    probs : ndarray (n, C)
+        The belief's class probabilities.
+    n_keys : int
+        ``K``, the number of prediction keys.
+
+    Returns
+    -------
+    ndarray (n_keys, C)
+    """
+    return np.stack(
+        [
+            np.bincount(keys, weights=weight * probs[:, c], minlength=n_keys)
+            for c in range(probs.shape[1])
+        ],
+        axis=1,
+    )
+
+
+def check_risk(risk: Any, measure: Measure) -> np.ndarray:
+    """A given risk ``R`` as a float vector with one entry per component of ``measure``.
+
+    Raises
+    ------
+    ValueError
+        If ``risk`` has the wrong number of entries.
+    """
+    R = np.asarray(risk, dtype=float).reshape(-1)
+    if R.size != measure.dim:
+        raise ValueError(
+            f"risk has {R.size} entries; measure {measure.name!r} has {measure.dim} components"
+        )
+    return R
+
+
+def risk_jacobian(
+    measure: Measure,
+    R: np.ndarray,
+    *,
+    risk_name: str = "intrinsic risk",
+    purpose: str = "the optimal proposal",
+) -> np.ndarray:
+    """``Dg(R)``, the Jacobian every optimal proposal linearizes at (Sawade (2012), Thm. 4.1,
+    Eq. 4.6), checked finite.
+
+    Parameters
+    ----------
+    measure : Measure
+    R : ndarray (d,)
+        The risk at which to linearize.
+    risk_name, purpose : str
+        How the error message names ``R`` and what cannot be built.
+
+    Returns
+    -------
+    ndarray (m, d)
+
+    Raises
+    ------
+    ValueError
+        If the measure is undefined at ``R`` (e.g. precision when no item is predicted positive).
+    """
+    J = measure.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {measure.name!r} is undefined at the {risk_name} "
+            f"R={np.round(R, 6).tolist()} (e.g. no item predicted or believed positive); "
+            f"cannot build {purpose}"
+        )
+    return J
 
 
 def _centre(measure: Measure, J: np.ndarray, R: np.ndarray) -> np.ndarray:
@@ -182,8 +269,8 @@ def expected_sq_deviation(
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
     if table is not None:
-        dev = table.table @ JT - offset  # (K, C, m)
-        return _gather(np.einsum("kcm,kcm->kc", dev, dev), table.keys, belief.probs)
+        sq = cell_deviation_norms(table.table, measure, R, J, power=2)  # (K, C)
+        return _gather(sq, table.keys, belief.probs)
     u = np.empty(pool.n_items)
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
@@ -225,6 +312,24 @@ def explained_sq_deviation(
     return np.einsum("ij,ij->i", dev, dev)
 
 
+def cell_deviation_norms(
+    table: np.ndarray, measure: Measure, R: np.ndarray, J: np.ndarray, *, power: int = 1
+) -> np.ndarray:
+    """``‖Dg(R)(ℓ[k, c] − R)‖^power`` per cell of a loss table ``ℓ`` of shape ``(K, C, d)``.
+
+    The deviation of Sawade (2012), Thm. 4.1 (Eq. 4.6) and Marchant & Rubinstein (2021), Prop. 1-2,
+    evaluated once per (prediction key, label) cell; centred exactly as
+    :func:`expected_sq_deviation` (no centring for a scale-invariant ``g``).
+
+    Returns
+    -------
+    ndarray (K, C)
+    """
+    dev = table @ J.T - _centre(measure, J, R)
+    sq = np.einsum("kcm,kcm->kc", dev, dev)
+    return np.sqrt(sq) if power == 1 else sq
+
+
 def class_deviation_norms(
     pool,
     measure: Measure,
@@ -248,9 +353,7 @@ def class_deviation_norms(
     offset = _centre(measure, J, R)
     table = loss_table(pool, measure, views)
     if table is not None:  # exact: evaluate per (prediction, label) cell and gather
-        dev = table.table @ J.T - offset
-        sq = np.einsum("kcm,kcm->kc", dev, dev)
-        cell = np.sqrt(sq) if power == 1 else sq
+        cell = cell_deviation_norms(table.table, measure, R, J, power=power)
         nz_cell = np.any(table.table != 0, axis=2) if nonzero else None
         return cell[table.keys], None if nz_cell is None else nz_cell[table.keys]
     n_items, C = pool.n_items, pool.n_classes
@@ -351,10 +454,42 @@ def scaled_belief_floor(
     J = measure.jacobian(R)
     if not np.all(np.isfinite(J)):
         return float(cap)
+    S, T = belief_floor_sums(pool, measure, views, belief, R, J, weight=weight)
+    return floor_from_sums(S, T, mass=mass, cap=cap)
+
+
+def belief_floor_sums(
+    pool,
+    measure: Measure,
+    views,
+    belief: CategoricalBelief,
+    R: np.ndarray,
+    J: np.ndarray,
+    *,
+    weight: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """The two sums behind :func:`scaled_belief_floor`: ``S = Σ k sqrt(u)`` and ``T = Σ k t``.
+
+    ``u(x) = Σ_y π(y|x) d_y(x)``, ``t(x) = (Σ_y d_y(x))^(1/2)``, ``d_y = ‖Dg(R)(ℓ(x, y) − R)‖²``
+    at the unfloored belief's intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p`` or ``weight``.
+    Both are sums over items, so the sums over the chunks of a lazy pool add up to the pool's.
+
+    Returns
+    -------
+    S, T : float
+    """
     d, _ = class_deviation_norms(pool, measure, views, R, J, power=2, nonzero=False)
     k = pool.p if weight is None else weight
     S = float(k @ np.sqrt(np.maximum(_row_sum(belief.probs * d), 0.0)))
     T = float(k @ np.sqrt(_row_sum(d)))
+    return S, T
+
+
+def floor_from_sums(
+    S: float, T: float, *, mass: float = FLOOR_MASS, cap: float = DEFAULT_BELIEF_FLOOR
+) -> float:
+    """The scaled belief floor ``min(cap, (mass · S / T)²)`` from the sums of
+    :func:`belief_floor_sums` (``cap`` when either sum is zero); see :func:`scaled_belief_floor`."""
     if not (S > 0 and T > 0):
         return float(cap)
     return float(min(cap, (mass * S / T) ** 2))
@@ -383,10 +518,16 @@ def label_costs(pool, costs) -> np.ndarray | None:
     return arr
 
 
-def mix_proposal(s: np.ndarray, p: np.ndarray, mix: float) -> np.ndarray:
+def mix_proposal(
+    s: np.ndarray, p: np.ndarray, mix: float, total: float | None = None
+) -> np.ndarray:
     """Defensive mixture ``(1 − δ) s/Σs + δ p``, in place on ``s`` (Marchant & Rubinstein (2021),
-    Sec. 3.3.1; Hesterberg's defensive importance sampling)."""
-    s *= (1.0 - mix) / s.sum()
+    Sec. 3.3.1; Hesterberg's defensive importance sampling).
+
+    ``total`` is the normalizer ``Σs`` when ``s`` is one part of a larger proposal (a chunk of a
+    lazy pool, or per-chunk masses); default ``s.sum()``.
+    """
+    s *= (1.0 - mix) / (s.sum() if total is None else total)
     if mix:
         s += mix * p
     return s
@@ -446,20 +587,8 @@ def deviation_integrand(
     floor = check_fraction(belief_floor, "belief_floor")
     b = as_belief(pool, belief, models).floored(floor)
     table = loss_table(pool, m, views) if isinstance(b, CategoricalBelief) else None
-    if risk is None:
-        R = intrinsic_risk(pool, m, views, b, table=table)
-    else:
-        R = np.asarray(risk, dtype=float).reshape(-1)
-        if R.size != m.dim:
-            raise ValueError(
-                f"risk has {R.size} entries; measure {m.name!r} has {m.dim} components"
-            )
-    J = m.jacobian(R)
-    if not np.all(np.isfinite(J)):
-        raise ValueError(
-            f"measure {m.name!r} is undefined at the intrinsic risk R={np.round(R, 6).tolist()} "
-            "(e.g. no item predicted or believed positive); cannot build the optimal proposal"
-        )
+    R = intrinsic_risk(pool, m, views, b, table=table) if risk is None else check_risk(risk, m)
+    J = risk_jacobian(m, R)
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
     u = expected_sq_deviation(pool, m, views, b, R, J, table=table)
@@ -501,3 +630,37 @@ def proposal_from_scores(
     if s.sum() <= 0:
         s = p.copy()
     return mix_proposal(s, p, mix)
+
+
+def predicted_variance(p: np.ndarray, u: np.ndarray, q: np.ndarray) -> float:
+    """``Σ_x p(x)² u(x)/q(x)``: the asymptotic variance per draw of the importance-weighted
+    estimate under ``q`` (Sawade (2012), Lemma 3.4, Eq. 4.4); ``inf`` where ``q = 0`` but
+    ``p u > 0``. Sums over disjoint sets of items add up.
+
+    Parameters
+    ----------
+    p, u, q : ndarray (n,)
+        Test distribution, deviation integrand (:func:`deviation_integrand`) and proposal.
+
+    Returns
+    -------
+    float
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p * u > 0, p**2 * u / q, 0.0)
+    return float(terms.sum())
+
+
+def inverse_cdf(cdf: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Inverse-CDF sampling: the index ``i`` with ``cdf[i-1] <= t < cdf[i]`` for each target.
+
+    ``cdf`` is the cumulative sum of a proposal (or of per-chunk masses) and ``targets`` uniform
+    on ``[0, cdf[-1])``; the last index catches rounding at the top. This is how every draw in
+    the package turns uniform numbers into items (Sawade (2012), Algorithm 2, line 3).
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    idx = np.searchsorted(cdf, targets, side="right")
+    return np.minimum(idx, cdf.size - 1).astype(np.int64)

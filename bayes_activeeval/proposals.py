@@ -38,9 +38,11 @@ from .kernel import (
     expected_sq_deviation,
     explained_sq_deviation,
     intrinsic_risk,
+    inverse_cdf,
     label_costs,
     loss_table,
     mix_proposal,
+    predicted_variance,
     proposal_from_scores,
     scaled_belief_floor,
     support_needed,
@@ -58,10 +60,12 @@ __all__ = [
     "class_deviation_norms",
     "default_scores",
     "expected_loss",
+    "neyman_allocation",
     "optimal_proposal",
     "passive_proposal",
     "scaled_belief_floor",
     "stratified_proposal",
+    "stratum_proposal",
 ]
 # re-exported from .kernel (their home before the kernel had its own module)
 __all__ += [
@@ -306,9 +310,7 @@ class Proposal:
         return Draws(idx, self.weights(idx), self.q[idx])
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        u = rng.random(n) * self._cdf[-1]
-        idx = np.searchsorted(self._cdf, u, side="right")
-        return np.minimum(idx, self.q.size - 1).astype(np.int64)
+        return inverse_cdf(self._cdf, rng.random(n) * self._cdf[-1])
 
     def predicted_variance(self, u: np.ndarray | None = None) -> float:
         """Asymptotic variance per draw, ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Lemma 3.4, Eq. 4.4), from the belief the proposal was built with.
@@ -322,9 +324,7 @@ class Proposal:
             raise ValueError(
                 "this proposal has no expected deviations u(x); build it with a measure"
             )
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(self.p * u > 0, self.p**2 * u / self.q, 0.0)
-        return float(terms.sum())
+        return predicted_variance(self.p, u, self.q)
 
     def expected_cost(self, costs: np.ndarray | None) -> float:
         """Expected label cost of one draw, ``E_q[c]`` (Sawade (2012), Thm. 4.2: ``n* = Λ/E_q[c]``)."""
@@ -560,18 +560,58 @@ def stratified_proposal(
             raise ValueError("allocation='neyman' needs a measure")
         itg = deviation_integrand(pool, measure, model=model, belief=belief)
         u = itg.u
-        with np.errstate(invalid="ignore", divide="ignore"):
-            Ubar = np.bincount(labels, weights=p * u, minlength=H) / P
-        a = P * np.sqrt(np.nan_to_num(Ubar))
-        if a.sum() <= 0:
-            a = P.copy()
+        a = neyman_allocation(P, np.bincount(labels, weights=p * u, minlength=H))
         info = ProposalInfo(u=u, risk=itg.risk)
     a = a / a.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q = np.where(P[labels] > 0, a[labels] * p / P[labels], 0.0)
-    q = mix_proposal(q, p, mix)
+    q = mix_proposal(stratum_proposal(labels, p, a, P), p, mix)
     info = info.replace(strata=labels, allocation=a, stratum_mass=P, mix=mix)
     return Proposal(q, p, "stratified", info)
+
+
+def neyman_allocation(P: np.ndarray, pu: np.ndarray) -> np.ndarray:
+    """Neyman allocation of draws to strata, ``a_h ∝ P_h sqrt(Ū_h)``, ``Ū_h = Σ_{x∈h} p u / P_h``.
+
+    The optimal proposal constrained to be constant within strata (Cochran (1977), Sec. 5.5, for
+    the self-normalized estimator with ``u(x) = E_π‖Dg(R)(ℓ − R)‖²``, Sawade (2012), Thm. 4.1).
+
+    Parameters
+    ----------
+    P : ndarray (H,)
+        Stratum masses ``P_h = Σ_{x∈h} p(x)``.
+    pu : ndarray (H,)
+        ``Σ_{x∈h} p(x) u(x)`` per stratum.
+
+    Returns
+    -------
+    ndarray (H,)
+        Unnormalized ``a_h`` (``P`` when every ``Ū_h`` is zero).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        Ubar = pu / P
+    a = P * np.sqrt(np.nan_to_num(Ubar))
+    if a.sum() <= 0:
+        a = P.copy()
+    return a
+
+
+def stratum_proposal(labels: np.ndarray, p: np.ndarray, a: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """``q(x) = a_h p(x)/P_h`` for ``x`` in stratum ``h``: a share ``a_h`` of the draws per stratum,
+    spread by ``p`` inside it (0 in strata without mass).
+
+    Parameters
+    ----------
+    labels : ndarray of int (n,)
+        Stratum of each item.
+    p : ndarray (n,)
+    a, P : ndarray (H,)
+        Allocation and stratum masses.
+
+    Returns
+    -------
+    ndarray (n,)
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(P[labels] > 0, a[labels] * p / P[labels], 0.0)
 
 
 def default_scores(pool, model: str | None) -> np.ndarray:

@@ -15,7 +15,42 @@ import numpy as np
 
 from ._validation import show
 
-__all__ = ["score_strata"]
+__all__ = ["csf_bins", "csf_boundaries", "score_strata"]
+
+
+def csf_bins(n_strata: int, n_items: int, n_bins: int | None = None) -> int:
+    """Fine bins of the cumulative-sqrt(F) rule: ``n_bins`` or ``max(64 n_strata, 4096)``, at most
+    ``n_items`` (and at least 1)."""
+    nb = n_bins or max(64 * n_strata, 4096)
+    return int(min(nb, max(n_items, 1)))
+
+
+def csf_boundaries(counts: np.ndarray, bin_edges: np.ndarray, n_strata: int) -> np.ndarray:
+    """Inner stratum boundaries of the cumulative-sqrt(F) rule from a fine histogram.
+
+    Dalenius & Hodges (1959); Marchant & Rubinstein (2021), Sec. 4: ``sqrt`` of the bin counts is
+    accumulated and cut into ``n_strata`` equal parts; each cut falls on a bin edge. Histograms
+    add over disjoint sets of items, so a lazy pool's summed per-chunk counts give the in-memory
+    boundaries exactly.
+
+    Parameters
+    ----------
+    counts : ndarray (nb,)
+        Items per fine bin.
+    bin_edges : ndarray (nb + 1,)
+        The bins' edges.
+    n_strata : int
+
+    Returns
+    -------
+    ndarray
+        Sorted distinct inner boundaries (at most ``n_strata − 1``).
+    """
+    nb = counts.size
+    cum = np.cumsum(np.sqrt(counts))
+    targets = cum[-1] * np.arange(1, n_strata) / n_strata
+    cut = np.searchsorted(cum, targets, side="left")
+    return np.unique(bin_edges[np.clip(cut + 1, 1, nb - 1)])
 
 
 def score_strata(
@@ -54,17 +89,13 @@ def score_strata(
         qs = np.quantile(s, np.linspace(0, 1, n_strata + 1))
         inner = np.unique(qs[1:-1])
     elif method == "csf":
-        nb = n_bins or max(64 * n_strata, 4096)
-        nb = int(min(nb, max(s.size, 1)))
+        nb = csf_bins(n_strata, s.size, n_bins)
         if hi == lo:
             inner = np.array([])
         else:
             bin_edges = np.linspace(lo, hi, nb + 1)
             counts, _ = np.histogram(s, bins=bin_edges)
-            cum = np.cumsum(np.sqrt(counts))
-            targets = cum[-1] * np.arange(1, n_strata) / n_strata
-            cut = np.searchsorted(cum, targets, side="left")
-            inner = np.unique(bin_edges[np.clip(cut + 1, 1, nb - 1)])
+            inner = csf_boundaries(counts, bin_edges, n_strata)
     else:
         raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
     inner = inner[(inner > lo) & (inner <= hi)]

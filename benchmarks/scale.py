@@ -8,7 +8,8 @@ step, plus the process's overall peak (``resource.getrusage``):
 
 - ``open``: in memory, read the columns and build ``Pool``; lazily, ``Pool.from_parquet`` (reads
   only the Parquet metadata; ``classes`` given so no pass over the predictions);
-- ``proposal``: ``optimal_proposal(pool, "f1")`` (lazily: two passes of per-chunk sums);
+- ``proposal``: ``optimal_proposal(pool, "f1")`` (lazily: four passes of per-chunk sums, two of
+  them for the scaled belief floor of ``belief_floor="auto"``);
 - ``draw``: ``proposal.draw(2000)`` (lazily: only the chunks receiving draws are read);
 - ``label``: the oracle, reading ``y`` of the drawn items (not part of the package's cost);
 - ``estimate``: ``estimate(pool, "f1", draws, labels)`` (reads only the drawn items);
@@ -56,6 +57,9 @@ IN_MEMORY_MAX = 10**7  # 10^8 in memory needs ~4 GB: more than this shared machi
 TARGET_N = 5 * 10**7
 TARGET_RSS_GB = 1.5
 TARGET_S = 120.0
+#: Passes over all chunks of a lazy optimal_proposal with belief_floor="auto": the unfloored
+#: risk and the floor's sums, then the risk and the chunk masses.
+PROPOSAL_PASSES = 4
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,11 +188,11 @@ def run_one(path: Path, n: int, mode: str) -> dict:
     step("stage", stage)
     chunk = {}
     if mode == "lazy":
-        prm = prop._params
+        prm = prop.params
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
-            pool._compute([pool._chunk_task(0, lz._mass_chunk, prm, False)])
+            pool.compute([pool.chunk_task(0, lz.chunks.mass_chunk, prm, False)])
             times.append(time.perf_counter() - t0)
         chunk = {"items": int(pool.chunk_sizes[0]), "pass_s": min(times), "n_chunks": pool.n_chunks}
     sampler.stop()
@@ -209,7 +213,8 @@ def run_one(path: Path, n: int, mode: str) -> dict:
 # driver, report, projection
 def projection(rows: list[dict]) -> list[dict]:
     """Time of proposal + draws + estimate at 10^9-10^10 items on W workers, from the measured
-    per-chunk cost: two passes over all chunks for the proposal, and the min(chunks, draws) chunks
+    per-chunk cost: PROPOSAL_PASSES passes over all chunks for the proposal (the scaled belief
+    floor's two and the proposal's two), and the min(chunks, draws) chunks
     the draws land in twice (draw, then the estimate's gather; counted at the full chunk cost),
     split over W workers, plus ~1 ms of scheduler time per task (dask.distributed's per-task
     overhead)."""
@@ -222,10 +227,10 @@ def projection(rows: list[dict]) -> list[dict]:
     out = []
     for n in (10**9, 10**10):
         chunks = -(-n // items)
-        tasks = 2 * chunks + min(chunks, N_DRAWS) + min(chunks, N_DRAWS)
+        tasks = PROPOSAL_PASSES * chunks + min(chunks, N_DRAWS) + min(chunks, N_DRAWS)
         for w in (16, 64, 256):
             touched = np.ceil(min(chunks, N_DRAWS) / w)  # the draws' and the estimate's chunks
-            compute = (2 * np.ceil(chunks / w) + 2 * touched) * t_chunk
+            compute = (PROPOSAL_PASSES * np.ceil(chunks / w) + 2 * touched) * t_chunk
             sched = tasks * 1e-3
             out.append(
                 {
@@ -320,7 +325,8 @@ def report(data: dict) -> None:
             "",
             f"One chunk task of the proposal pass (read {c['items']:,} items from Parquet, compute "
             f"u(x) and the chunk sums) took {c['pass_s']:.3f} s on one thread. Proposal + 2,000 "
-            "draws + estimate is two passes over all chunks plus one task per chunk that receives "
+            f"draws + estimate is {PROPOSAL_PASSES} passes over all chunks (two of them for the "
+            "scaled belief floor) plus one task per chunk that receives "
             "draws (drawn, then read again by the estimate); with W workers and ~1 ms of scheduler "
             "time per task:",
             "",

@@ -29,6 +29,10 @@ LAYERS = {
     "estimators": 0,
     "proposals": 0,
     "lazy": 0,  # the dask-backed pool; proposals and estimators dispatch to it
+    "lazy.chunks": 0,  # chunk tasks -> LazyPool -> proposals -> sources -> the package module
+    "lazy.pool": 0,
+    "lazy.proposal": 0,
+    "lazy.sources": 0,
     "datasets": 0,
     "threshold_free": 0,
     "curves": 0,

@@ -27,35 +27,47 @@ draws follow ``q_t`` exactly and are reproducible from ``rng``, but are not the 
 evaluator's items. ``draws="exact"`` instead draws by inverse CDF over the chunks, reading every
 chunk a draw lands in: then the same ``rng`` gives the in-memory evaluator's queries and
 estimates (up to the order of floating-point summation), which the tests check.
+
+The calibration oracle (``oracle="calibration"``, the default on a binary pool, as in memory)
+changes ``π`` at every item when it is refitted, so its ``W`` is not corrected in place: at the
+end of a stage with new labels the oracle is refitted on the labeled items only (their covariate
+and score stratum are kept in their records) and one pass over the chunks recomputes ``W_j``
+under the new belief (:mod:`.lazy_belief`). Its draws are ``"exact"``: a stage costs that pass
+plus the chunks the draws land in, and gives the in-memory evaluator's queries, proposal and
+estimates.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from .._validation import check_count, check_fraction, check_rng
-from ..beliefs import as_belief
 from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
-from ..kernel import DEFAULT_BELIEF_FLOOR, loss_table
+from ..kernel import (
+    DEFAULT_BELIEF_FLOOR,
+    cell_deviation_norms,
+    cell_mass,
+    loss_table,
+    mix_proposal,
+    proposal_scores,
+    risk_jacobian,
+)
 from ..lazy import LazyPool, LazyProposal
-from .evaluator import DEFAULT_STAGE_GROWTH, MAX_DRAWS_PER_QUERY, ActiveEvaluator, draw_count
+from .evaluator import (
+    DEFAULT_STAGE_GROWTH,
+    MAX_DRAWS_PER_QUERY,
+    ActiveEvaluator,
+    default_oracle,
+    draw_count,
+)
+from .lazy_belief import LabeledCalibration, PluginBelief, calibration_statistics
 from .proposal import DEFAULT_EPSILON, epsilon_schedule
 
 __all__ = ["LazyActiveEvaluator"]
-
-
-def _floored_probs(cp, models, floor: float) -> np.ndarray:
-    """The plug-in belief of a chunk, floored as the in-memory ``_floor_unknown`` does."""
-    probs = as_belief(cp, None, models).probs
-    if floor <= 0:
-        return probs
-    out = np.maximum(probs, floor)
-    out /= out.sum(axis=1, keepdims=True)
-    return out
 
 
 def _keys(cp, measure, model) -> tuple[np.ndarray, np.ndarray]:
@@ -64,19 +76,29 @@ def _keys(cp, measure, model) -> tuple[np.ndarray, np.ndarray]:
     return table.keys, table.table
 
 
-def _stats_chunk(cp, offset, measure, model, models, floor):
+def _point_masses(probs, offset, n, known_idx, known_y) -> np.ndarray:
+    """``probs`` with the chunk's labeled items set to a point mass at their label."""
+    lo, hi = np.searchsorted(known_idx, [offset, offset + n])
+    if hi > lo:
+        local = known_idx[lo:hi] - offset
+        probs[local] = 0.0
+        probs[local, known_y[lo:hi]] = 1.0
+    return probs
+
+
+def _stats_chunk(cp, offset, measure, model, belief, known_idx=None, known_y=None):
     """Per-chunk sufficient statistics: ``W[k, c] = Σ p π_c``, the same with ``p/sqrt(c)``, the
-    number of items with ``p > 0`` per key, ``Σ p`` and ``Σ c``."""
+    number of items with ``p > 0`` per key, ``Σ p`` and ``Σ c`` (labeled items ``known_idx``:
+    point masses)."""
     keys, table = _keys(cp, measure, model)
-    K, C, _ = table.shape
-    probs = _floored_probs(cp, models, floor)
+    K = table.shape[0]
+    probs = belief.probs(belief.features(cp))
+    if known_idx is not None:
+        probs = _point_masses(probs.copy(), offset, cp.n_items, known_idx, known_y)
     p = cp.p
-    W = np.stack([np.bincount(keys, weights=p * probs[:, c], minlength=K) for c in range(C)], 1)
+    W = cell_mass(keys, p, probs, K)
     if cp.costs is not None:
-        pc = p / np.sqrt(cp.costs)
-        Wc = np.stack(
-            [np.bincount(keys, weights=pc * probs[:, c], minlength=K) for c in range(C)], 1
-        )
+        Wc = cell_mass(keys, p / np.sqrt(cp.costs), probs, K)
         total_cost = float(cp.costs.sum())
     else:
         Wc, total_cost = W, float(cp.n_items)
@@ -90,8 +112,7 @@ class _StageParams:
 
     measure: Any
     model: str | None
-    models: tuple[str, ...]
-    floor: float
+    belief: Any  # PluginBelief or CalibrationBelief (floored)
     nf: np.ndarray  # (K, C): the floored cell norms max{‖Dg(R)(ℓ − R)‖, ε' 1[ℓ ≠ 0]}
     S: float
     mix: float
@@ -108,44 +129,35 @@ def _stage_q(cp, offset, prm: _StageParams) -> np.ndarray:
     if prm.passive:
         s = p.copy()
     else:
-        probs = _floored_probs(cp, prm.models, prm.floor)
-        lo, hi = np.searchsorted(prm.known_idx, [offset, offset + cp.n_items])
-        if hi > lo:  # labeled items: a point mass at their label
-            local = prm.known_idx[lo:hi] - offset
-            probs[local] = 0.0
-            probs[local, prm.known_y[lo:hi]] = 1.0
+        probs = prm.belief.probs(prm.belief.features(cp)).copy()
+        probs = _point_masses(probs, offset, cp.n_items, prm.known_idx, prm.known_y)
         nf = prm.nf[keys]  # (n, C)
         a = probs[:, 0] * nf[:, 0]
         for c in range(1, probs.shape[1]):
             a += probs[:, c] * nf[:, c]
-        s = p * a
-        if prm.costs:
-            s = s / np.sqrt(cp.costs)
-    s *= (1.0 - prm.mix) / prm.S
-    if prm.mix:
-        s += prm.mix * p
-    return s
+        s = proposal_scores(a, p, cp.costs if prm.costs else None)
+    return mix_proposal(s, p, prm.mix, total=prm.S)
 
 
 def _item_records(cp, offset, prm: _StageParams, local: np.ndarray) -> dict[str, np.ndarray]:
-    """What the evaluator keeps of a drawn item: key, floored belief, ``p`` and cost."""
+    """What the evaluator keeps of a drawn item: key, belief features (:mod:`.lazy_belief`),
+    ``p`` and cost."""
     keys, _ = _keys(cp, prm.measure, prm.model)
-    probs = _floored_probs(cp, prm.models, prm.floor)
     return {
         "key": keys[local].astype(np.int64),
-        "probs": probs[local],
+        "feat": prm.belief.features(cp)[local],
         "p": cp.p[local],
         "cost": cp.costs[local] if cp.costs is not None else np.ones(local.size),
     }
 
 
-def _reservoir_chunk(cp, offset, measure, model, models, floor, want: dict, seed: int):
+def _reservoir_chunk(cp, offset, measure, model, belief, want: dict, seed: int):
     """Draws from the fixed component distributions on one chunk: for cell ``(k, c)``
     ``r_kc(x) ∝ p(x) π_c(x) c(x)^(-1/2) 1[k(x) = k]``, for ``"p"`` ``r(x) ∝ p(x)``; ``want`` maps
     a component to its number of draws here. Returns the drawn items' records per component."""
     rng = np.random.default_rng(seed)
     keys, _ = _keys(cp, measure, model)
-    probs = _floored_probs(cp, models, floor)
+    probs = belief.features(cp)  # the plug-in: its features are the floored probabilities
     p = cp.p
     pc = p / np.sqrt(cp.costs) if cp.costs is not None else p
     costs = cp.costs if cp.costs is not None else np.ones(cp.n_items)
@@ -180,18 +192,21 @@ class LazyActiveEvaluator(ActiveEvaluator):
     """:class:`~bayes_activeeval.ActiveEvaluator` on a lazy pool (created by it for a
     :class:`~bayes_activeeval.lazy.LazyPool`; same parameters and methods).
 
-    Supported: a tabular classification measure, the plug-in oracle (``oracle="model"``, the
-    default here, unlike the in-memory evaluator's ``"calibration"``), a deterministic oracle and ``belief_floor > 0``. Per stage the work is ``O(chunks × cells)``;
-    the label cache is sparse (labeled items only). ``posterior()``, ``get_state()``/``save()``
-    and other oracle models need the in-memory pool.
+    Supported: a tabular classification measure; the oracles ``"calibration"`` (the default on
+    a binary pool, as in memory; ``predictive="map"``, its default) and ``"model"`` (the
+    plug-in, the default elsewhere); a deterministic oracle and ``belief_floor > 0``. Per stage
+    the work is ``O(chunks × cells)`` with the plug-in, one pass over the chunks with the
+    calibration oracle; the label cache is sparse (labeled items only). ``posterior()``,
+    ``get_state()``/``save()`` and the other oracle models need the in-memory pool.
 
     Parameters
     ----------
-    draws : {"reservoir", "exact"}
-        ``"reservoir"`` (default): draws from pre-drawn samples of the fixed mixture components
-        of ``q_t`` (no pass over the pool per stage; one pass per refill). ``"exact"``: inverse-CDF
-        draws over the chunks, identical to the in-memory evaluator's, reading the chunks the
-        draws land in at every stage.
+    draws : {"reservoir", "exact"}, optional
+        ``"reservoir"`` (the plug-in's default): draws from pre-drawn samples of the fixed
+        mixture components of ``q_t`` (no pass over the pool per stage; one pass per refill).
+        ``"exact"`` (the calibration oracle's default and only choice): inverse-CDF draws over
+        the chunks, identical to the in-memory evaluator's, reading the chunks the draws land in
+        at every stage.
     reservoir : int
         Items pre-drawn per mixture component and refill (default ``2**14``).
     Other parameters
@@ -203,7 +218,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         pool: LazyPool,
         measure,
         *,
-        oracle: Any = "model",
+        oracle: Any = None,
         model: str | None = None,
         deterministic: bool = True,
         epsilon: float = DEFAULT_EPSILON,
@@ -214,12 +229,11 @@ class LazyActiveEvaluator(ActiveEvaluator):
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
         stage_growth: float = DEFAULT_STAGE_GROWTH,
         _restore: dict[str, Any] | None = None,
-        draws: str = "reservoir",
+        draws: str | None = None,
         reservoir: int = 1 << 14,
     ) -> None:
-        if draws not in ("reservoir", "exact"):
+        if draws not in (None, "reservoir", "exact"):
             raise ValueError(f"draws must be 'reservoir' or 'exact', got {draws!r}")
-        self.draws_mode = draws
         self.reservoir_size = check_count(reservoir, "reservoir")
         self._res: dict[Any, list] = {}  # component -> [records..., next position]
         if pool.task == "regression":
@@ -227,13 +241,25 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 "ActiveEvaluator needs a classification pool (oracle models give class "
                 "probabilities); for regression use optimal_proposal with a GaussianBelief"
             )
-        if oracle is None:  # the default: the only oracle a lazy pool supports
-            oracle = "model"
-        if oracle != "model" or oracle_options:
+        if oracle is None:  # the in-memory default: calibration on a binary pool
+            oracle = default_oracle(pool)
+        if oracle not in ("model", "calibration"):
             raise NotImplementedError(
-                "on a lazy pool ActiveEvaluator supports the plug-in oracle (oracle='model'); "
-                f"got oracle={oracle!r}"
+                "on a lazy pool ActiveEvaluator supports the oracles 'calibration' and 'model' "
+                f"(the plug-in); got oracle={oracle!r}"
             )
+        if oracle_options is not None and not isinstance(oracle_options, dict):
+            raise TypeError(f"oracle_options must be a dict, got {type(oracle_options).__name__}")
+        if oracle == "model" and oracle_options:
+            raise TypeError("the plug-in oracle takes no oracle_options")
+        if draws is None:  # a calibration belief changes with every stage: no fixed components
+            draws = "reservoir" if oracle == "model" else "exact"
+        if draws == "reservoir" and oracle != "model":
+            raise ValueError(
+                "draws='reservoir' needs the plug-in oracle (a belief fixed for the run); the "
+                "calibration oracle draws with draws='exact'"
+            )
+        self.draws_mode = draws
         if deterministic is not True:
             raise NotImplementedError("on a lazy pool ActiveEvaluator needs deterministic=True")
         if _restore is not None:
@@ -248,7 +274,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 f"on a lazy pool ActiveEvaluator needs a measure whose loss depends on an item "
                 f"only through its prediction(s) (tabular); {self.measure.name!r} is not"
             )
-        if not pool.has_probs():
+        if oracle == "model" and not pool.has_probs():
             raise ValueError("the plug-in oracle needs the pool's probs")
         self._measure_arg = measure
         self.model = model
@@ -264,18 +290,25 @@ class LazyActiveEvaluator(ActiveEvaluator):
         if self.belief_floor <= 0:
             raise NotImplementedError("on a lazy pool ActiveEvaluator needs belief_floor > 0")
         self.rng = check_rng(rng)
-        self.oracle_options = {}
-        self._oracle_name = "model"
-        self.oracle = None
-        self._models = (
-            pool.models_of(self.measure, model)
-            if self.measure.models is None
-            else tuple(pool.models)
-        )
+        self.oracle_options = dict(oracle_options or {})
+        self._oracle_name = oracle
         self._chunk_model = None if self.measure.models is not None else model
-        stats = pool.map_chunks(
-            _stats_chunk, measure, self._chunk_model, self._models, self.belief_floor
-        )
+        self._stage_measure = self.measure if self.measure.models is not None else measure
+        if oracle == "model":
+            self.oracle = None
+            models = (
+                pool.models_of(self.measure, model)
+                if self.measure.models is None
+                else tuple(pool.models)
+            )
+            self._belief: Any = PluginBelief(models, self.belief_floor)
+        else:  # fitted on the labeled items; x̄ and the strata from passes over the chunks
+            self.oracle = LabeledCalibration.from_options(self.oracle_options)
+            self._belief = calibration_statistics(
+                pool, self.oracle, self._calibrated_model(model), self.belief_floor
+            )
+        self._labeled: list[int] = []  # labeled items in order of first labeling
+        stats = pool.map_chunks(_stats_chunk, self._stage_measure, self._chunk_model, self._belief)
         self._W = np.stack([s[0] for s in stats])  # (chunks, K, C)
         self._Wc = np.stack([s[1] for s in stats]) if pool.has_costs else self._W
         # the fixed mixture components (no label corrections): cell (k, c) has mass A0[k, c]
@@ -299,6 +332,35 @@ class LazyActiveEvaluator(ActiveEvaluator):
         self._epsilon_t = 0.0
         self._refresh()
 
+    def _calibrated_model(self, model: str | None) -> str:
+        """The model whose scores the calibration oracle recalibrates, chosen as the in-memory
+        evaluator does: ``model``, or for a measure bound to models the pool's only model, else
+        the measure's first."""
+        if self.measure.models is None:
+            return self.pool.check_model(model)
+        try:
+            return self.pool.check_model(None)
+        except ValueError:
+            return self.pool.check_model(self.measure.models[0])
+
+    def _update_belief(self, new_items: np.ndarray) -> None:
+        """Refit the calibration oracle on the labeled items (when some are new) and recompute
+        the cell statistics under its belief: one pass over the chunks."""
+        if self.oracle is None or new_items.size == 0:
+            return
+        self._labeled.extend(int(i) for i in new_items.tolist())
+        feat = np.array([self._rec[i][1] for i in self._labeled])
+        y = np.array([self._known[i] for i in self._labeled], dtype=np.int64)
+        params = self.oracle.refit(self._belief, feat[:, 0], feat[:, 1].astype(np.int64), y)
+        self._belief = replace(self._belief, params=params)
+        known_idx = np.array(sorted(self._known), dtype=np.int64)
+        known_y = np.array([self._known[i] for i in known_idx.tolist()], dtype=np.int64)
+        stats = self.pool.map_chunks(
+            _stats_chunk, self._stage_measure, self._chunk_model, self._belief, known_idx, known_y
+        )
+        self._W = np.stack([s[0] for s in stats])
+        self._Wc = np.stack([s[1] for s in stats]) if self.pool.has_costs else self._W
+
     # -- the stage: O(chunks × cells) -------------------------------------------------------------
     @property
     def known(self) -> np.ndarray:
@@ -320,16 +382,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
         )
         W = self._W.sum(axis=0)
         R = np.einsum("kc,kcd->d", W, T)
-        J = m.jacobian(R)
-        if not np.all(np.isfinite(J)):
-            raise ValueError(
-                f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
-                "(e.g. no item predicted or believed positive); cannot build the proposal"
-            )
-        # the centring Dg(R)·R, exactly zero for a scale-invariant g (as the kernel's)
-        offset = np.zeros(J.shape[0]) if m.scale_invariant else J @ R
-        dev = T @ J.T - offset
-        norms = np.sqrt(np.einsum("kcm,kcm->kc", dev, dev))
+        J = risk_jacobian(m, R, risk_name="plug-in risk", purpose="the proposal")
+        norms = cell_deviation_norms(T, m, R, J)
         nz = np.any(T != 0, axis=2)
         floor_all = not m.scale_invariant
         sbar = float(np.sum(W * norms))
@@ -347,12 +401,10 @@ class LazyActiveEvaluator(ActiveEvaluator):
             S_k, S = self._P.copy(), float(self._P.sum())
         known_idx = np.array(sorted(self._known), dtype=np.int64)
         known_y = np.array([self._known[i] for i in known_idx.tolist()], dtype=np.int64)
-        self._stage_measure = self.measure if self.measure.models is not None else self._measure_arg
         prm = _StageParams(
             self._stage_measure,
             self._chunk_model,
-            self._models,
-            self.belief_floor,
+            self._belief,
             nf,
             S,
             self.mix,
@@ -361,7 +413,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             known_y,
             passive,
         )
-        mass = S_k * ((1.0 - self.mix) / S) + self.mix * self._P
+        mass = mix_proposal(S_k.copy(), self._P, self.mix, total=S)
         # items with q > 0: every item with p > 0 when mixing; else those whose key has a
         # positive floored norm (π is floored, so every class counts)
         if self.mix > 0 or passive:
@@ -378,45 +430,42 @@ class LazyActiveEvaluator(ActiveEvaluator):
             "measure": m.name,
             "support": support,
         }
-        prop = LazyProposal(self.pool, "adaptive", _stage_q, prm, mass, info)
-        prop._itemfn = _item_records
-        self._proposal = prop
+        self._proposal = LazyProposal(
+            self.pool, "adaptive", _stage_q, prm, mass, info, item_records=_item_records
+        )
 
     def _q_of(self, items: np.ndarray) -> np.ndarray:
         """``q_t`` of recorded items (drawn before), from their records: no chunk is read."""
-        prm: _StageParams = self._proposal._params
-        out = np.empty(items.size)
-        for j, i in enumerate(items.tolist()):
-            key, probs, p, cost = self._rec[i]
-            if prm.passive:
-                s = p
-            else:
-                if i in self._known:
-                    probs = np.zeros_like(probs)
-                    probs[self._known[i]] = 1.0
-                s = p * float(probs @ prm.nf[key])
-                if prm.costs:
-                    s = s / math.sqrt(cost)
-            out[j] = s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
-        return out
+        if items.size == 0:
+            return np.empty(0)
+        recs = [self._rec[i] for i in items.tolist()]
+        key = np.array([r[0] for r in recs], dtype=np.int64)
+        probs = self._belief.probs(np.array([r[1] for r in recs]))
+        p = np.array([r[2] for r in recs])
+        cost = np.array([r[3] for r in recs])
+        return self._q_records(key, probs, p, cost, items)
 
     # -- draws in O(cells + chunks): a mixture of fixed distributions --------------------------------
     def _q_records(self, key, probs, p, cost, items) -> np.ndarray:
         """``q_t`` from item records (vectorized ``_q_of``)."""
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         if prm.passive:
-            s = p.copy()
-        else:
-            probs = probs.copy()
-            lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
-            known = lab >= 0
-            if known.any():
-                probs[known] = 0.0
-                probs[np.flatnonzero(known), lab[known]] = 1.0
-            s = p * np.einsum("ic,ic->i", probs, prm.nf[key])
-            if prm.costs:
-                s = s / np.sqrt(cost)
-        return s * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            return mix_proposal(p.copy(), p, prm.mix, total=prm.S)
+        probs = probs.copy()
+        lab = np.array([self._known.get(i, -1) for i in items.tolist()], dtype=np.int64)
+        known = lab >= 0
+        if known.any():
+            probs[known] = 0.0
+            probs[np.flatnonzero(known), lab[known]] = 1.0
+        return self._q_base(key, probs, p, cost)
+
+    def _q_base(self, key, probs, p, cost) -> np.ndarray:
+        """``q`` of the stage's mixture at item records, with the beliefs ``probs`` as given."""
+        prm: _StageParams = self._proposal.params
+        s = proposal_scores(
+            np.einsum("ic,ic->i", probs, prm.nf[key]), p, cost if prm.costs else None
+        )
+        return mix_proposal(s, p, prm.mix, total=prm.S)
 
     def _fill(self, need: dict) -> None:
         """Refill the reservoirs of the components in ``need`` (one pass over the chunks)."""
@@ -430,15 +479,14 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 per_chunk[j][comp] = int(counts[j])
         seeds = self.rng.integers(0, 2**63 - 1, size=pool.n_chunks)
         ks = [j for j in range(pool.n_chunks) if per_chunk[j]]
-        got = pool._compute(
+        got = pool.compute(
             [
-                pool._chunk_task(
+                pool.chunk_task(
                     j,
                     _reservoir_chunk,
                     self._stage_measure,
                     self._chunk_model,
-                    self._models,
-                    self.belief_floor,
+                    self._belief,
                     per_chunk[j],
                     int(seeds[j]),
                 )
@@ -467,7 +515,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         draws come from ``g = max(q_base, q_t)`` (extra point masses at labeled items) and are
         accepted with probability ``q_t/g``: rejection sampling, exact.
         """
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         K, C = prm.nf.shape
         A = self._A0.sum(axis=0)
         comps: list[Any] = [(k, c) for k in range(K) for c in range(C)]
@@ -485,10 +533,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             p = np.array([self._rec[i][2] for i in kn.tolist()])
             cost = np.array([self._rec[i][3] for i in kn.tolist()])
             q_t = self._q_records(key, probs, p, cost, kn)
-            base = p * np.einsum("ic,ic->i", probs, prm.nf[key])
-            if prm.costs:
-                base = base / np.sqrt(cost)
-            q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p
+            q_base = self._q_base(key, probs, p, cost)
             extra = np.maximum(q_t - q_base, 0.0)
         weights = np.concatenate([np.asarray(w, dtype=float), extra])
         weights /= weights.sum()
@@ -532,10 +577,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             accept = np.ones(m, dtype=bool)
             lab = np.array([i in self._known for i in idx.tolist()], dtype=bool)
             if lab.any() and not prm.passive:
-                base = p[lab] * np.einsum("ic,ic->i", probs[lab], prm.nf[key[lab]])
-                if prm.costs:
-                    base = base / np.sqrt(cost[lab])
-                q_base = base * ((1.0 - prm.mix) / prm.S) + prm.mix * p[lab]
+                q_base = self._q_base(key[lab], probs[lab], p[lab], cost[lab])
                 g = np.maximum(q_base, q[lab])
                 with np.errstate(invalid="ignore", divide="ignore"):
                     ratio = np.where(g > 0, q[lab] / g, 0.0)
@@ -546,12 +588,12 @@ class LazyActiveEvaluator(ActiveEvaluator):
             got += a.size
         idx = np.concatenate(out_idx)
         key, probs, p, cost, q = (np.concatenate([r[f] for r in out_recs]) for f in range(5))
-        return idx, q, p, {"key": key, "probs": probs, "p": p, "cost": cost}
+        return idx, q, p, {"key": key, "feat": probs, "p": p, "cost": cost}
 
     # -- the loop ----------------------------------------------------------------------------------
     def available(self) -> int:
         """Items a query can still return (positive probability and no label)."""
-        prm: _StageParams = self._proposal._params
+        prm: _StageParams = self._proposal.params
         positive_key = np.any(prm.nf > 0, axis=1)
         n_taken = 0
         for i in self._known.keys() | self._req:  # those the support count includes
@@ -580,7 +622,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 )
             k = draw_count(need, mass)
             if self.draws_mode == "exact":
-                ind, qd, pd_, recs = prop._sample(k, self.rng, records=True)
+                ind, qd, pd_, recs = prop.sample(k, self.rng, records=True)
             else:
                 ind, qd, pd_, recs = self._sample_reservoir(k)
             w = pd_ / qd
@@ -588,7 +630,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 if i not in self._rec:
                     self._rec[i] = (
                         int(recs["key"][j]),
-                        recs["probs"][j].copy(),
+                        recs["feat"][j].copy(),
                         float(recs["p"][j]),
                         float(recs["cost"][j]),
                     )
@@ -657,7 +699,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
             self._p_known += p
             if self._costs is not None:
                 self._cost += cost
-            # the belief at i becomes a point mass: correct W (and its cost-weighted twin)
+            if self.oracle is not None:  # a fitted belief: W is recomputed at the stage's end
+                continue
+            # the plug-in belief at i becomes a point mass: correct W (and its cost-weighted twin)
             j = int(self.pool.chunk_of(np.array([i]))[0])
             delta = -probs.copy()
             delta[lab] += 1.0
@@ -681,6 +725,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
         self._d_y.append(y)
         self._d_stage.append(np.full(idx.size, self._stage, dtype=np.int64))
         self._d_loss.append(L)
+        sel = np.flatnonzero(P["new"])  # draws of items first labeled in this stage
+        _, first = np.unique(idx[sel], return_index=True)
+        self._update_belief(idx[np.sort(sel[first])])
         self._stage += 1
         self._refresh()
         self._record()

@@ -311,6 +311,114 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
     return special.expit(s + shift), pi, False
 
 
+def target_influence(target: str, s: np.ndarray, prevalence: float, rule_rate: float) -> np.ndarray:
+    """Per-item squared influence on one target's estimate, averaged over random rules.
+
+    The quantity behind the ``"sqrt"`` allocation of :func:`design` (a square-root rule, Cochran
+    (1977), Sec. 5.5): for a rule that flags items at rate ``r̄`` independently of the label,
+    sensitivity ``r̄(1 − r̄) s/π²``, specificity ``r̄(1 − r̄)(1 − s)/(1 − π)²`` and precision
+    ``(s(1 − π)² + (1 − s)π²)/r̄``, with ``s`` the guessed probability of the positive class.
+
+    Parameters
+    ----------
+    target : str
+        ``"sensitivity"``, ``"specificity"`` or ``"precision"``.
+    s : ndarray
+        Guessed positive probabilities.
+    prevalence : float
+        ``π``.
+    rule_rate : float
+        ``r̄``.
+
+    Returns
+    -------
+    ndarray, shaped as ``s``
+    """
+    pi, rbar = prevalence, rule_rate
+    rr = rbar * (1 - rbar)
+    if target == "sensitivity":
+        return rr * s / pi**2
+    if target == "specificity":
+        return rr * (1 - s) / (1 - pi) ** 2
+    return (s * (1 - pi) ** 2 + (1 - s) * pi**2) / rbar
+
+
+def allocation_target(
+    method: str,
+    sizes: np.ndarray,
+    influence_sums: np.ndarray | None,
+    expected_positives: np.ndarray | None,
+    *,
+    budget: int,
+    prevalence: float,
+    targets: dict,
+    rule_rate: float | None,
+    defensive: float,
+) -> np.ndarray:
+    """The continuous per-stratum allocation of :func:`design`, before rounding (:func:`allocate`).
+
+    Parameters
+    ----------
+    method : {"sqrt", "paper", "proportional", "equal"}
+        As for :func:`design`.
+    sizes : ndarray (H,)
+        Items per stratum.
+    influence_sums : ndarray (H,) or None
+        ``Σ_{x∈h} a(x)``, the target-weighted :func:`target_influence` (``"sqrt"`` only).
+    expected_positives : ndarray (H,) or None
+        ``Σ_{x∈h} s(x)`` (``"paper"`` only).
+    budget : int
+    prevalence : float
+    targets : dict
+        Target weights (:func:`~bayes_activeeval.benchmark.guidelines.parse_targets`).
+    rule_rate : float or None
+        The rule rate given by the user (``None``: the prevalence).
+    defensive : float
+        ``λ``: the share mixed in proportionally.
+
+    Returns
+    -------
+    ndarray (H,)
+        Sums to ``budget``.
+    """
+    H = sizes.size
+    N = sizes.sum()
+    pi = prevalence
+    rbar = pi if rule_rate is None else rule_rate
+    if method == "sqrt":
+        target = sizes * np.sqrt(influence_sums / sizes)
+    elif method == "proportional":
+        target = sizes.astype(float)
+    elif method == "equal":
+        target = np.ones(H)
+    else:
+        tw = targets
+        if "precision" in tw and "specificity" in tw and rule_rate is not None:
+            p = equalizing_rate(pi, rbar, pair="precision-specificity")
+        elif "sensitivity" in tw and "specificity" in tw and rule_rate is not None:
+            p = equalizing_rate(pi, rbar, pair="sensitivity-specificity")
+        else:
+            p = equalizing_rate(pi)
+        need = positives_needed(pi, N, budget, p)
+        exp_pos = expected_positives  # expected positives if the stratum were labeled fully
+        target = np.zeros(H)
+        remaining_pos, remaining_budget = need, float(budget)
+        for k in np.argsort(-exp_pos / sizes, kind="stable"):
+            if remaining_pos <= 0 or remaining_budget <= 0:
+                break
+            rate = exp_pos[k] / sizes[k]
+            take = min(sizes[k], remaining_pos / max(rate, 1e-12), remaining_budget)
+            target[k] = take
+            remaining_pos -= take * rate
+            remaining_budget -= take
+        if remaining_budget > 0:
+            free = np.maximum(sizes - target, 0)
+            if free.sum() > 0:
+                target += remaining_budget * free / free.sum()
+    target = target / target.sum() * budget
+    return (1 - defensive) * target + defensive * budget * sizes / N
+
+
 def design(
     pool_or_guess: Any = None,
     *,
@@ -466,51 +574,21 @@ def design(
 
     # per-item squared influence averaged over random rules (the "sqrt" rule)
     names = list(tw)
-    rr = rbar * (1 - rbar)
-    rows = []
-    for t in names:
-        if t == "sensitivity":
-            rows.append(rr * s / pi**2)
-        elif t == "specificity":
-            rows.append(rr * (1 - s) / (1 - pi) ** 2)
-        else:
-            rows.append((s * (1 - pi) ** 2 + (1 - s) * pi**2) / rbar)
-    influence = np.array(rows)
+    influence = np.array([target_influence(t, s, pi, rbar) for t in names])
     a = (np.array([tw[t] for t in names])[:, None] * influence).sum(axis=0)
 
     # target allocation (continuous) per stratum
-    if method == "sqrt":
-        abar = np.bincount(h, a, H) / sizes
-        target = sizes * np.sqrt(abar)
-    elif method == "proportional":
-        target = sizes.astype(float)
-    elif method == "equal":
-        target = np.ones(H)
-    else:
-        if "precision" in tw and "specificity" in tw and rule_rate is not None:
-            p = equalizing_rate(pi, rbar, pair="precision-specificity")
-        elif "sensitivity" in tw and "specificity" in tw and rule_rate is not None:
-            p = equalizing_rate(pi, rbar, pair="sensitivity-specificity")
-        else:
-            p = equalizing_rate(pi)
-        need = positives_needed(pi, N, budget, p)
-        exp_pos = np.bincount(h, s, H)  # expected positives if the stratum were labeled fully
-        target = np.zeros(H)
-        remaining_pos, remaining_budget = need, float(budget)
-        for k in np.argsort(-exp_pos / sizes, kind="stable"):
-            if remaining_pos <= 0 or remaining_budget <= 0:
-                break
-            rate = exp_pos[k] / sizes[k]
-            take = min(sizes[k], remaining_pos / max(rate, 1e-12), remaining_budget)
-            target[k] = take
-            remaining_pos -= take * rate
-            remaining_budget -= take
-        if remaining_budget > 0:
-            free = np.maximum(sizes - target, 0)
-            if free.sum() > 0:
-                target += remaining_budget * free / free.sum()
-    target = target / target.sum() * budget
-    target = (1 - lam) * target + lam * budget * sizes / N
+    target = allocation_target(
+        method,
+        sizes,
+        np.bincount(h, a, H) if method == "sqrt" else None,
+        np.bincount(h, s, H) if method == "paper" else None,
+        budget=budget,
+        prevalence=pi,
+        targets=tw,
+        rule_rate=None if rule_rate is None else rbar,
+        defensive=lam,
+    )
 
     if scheme == "stratified":
         alloc = allocate(sizes, target, budget, mps)

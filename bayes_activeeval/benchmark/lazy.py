@@ -24,8 +24,8 @@ from scipy import special
 
 from .._validation import check_count, check_fraction, check_rng
 from ..lazy import LazyPool, lazy_score_strata
-from .design import BenchmarkSample, allocate
-from .guidelines import check_rate, equalizing_rate, parse_targets, positives_needed
+from .design import BenchmarkSample, allocate, allocation_target, target_influence
+from .guidelines import check_rate, parse_targets
 
 __all__ = ["LazyBenchmarkDesign", "lazy_design"]
 
@@ -55,16 +55,7 @@ def _stratum_sums(cp, offset, model, inner, relabel, H, rbar, pi, names):
     """Per stratum of a chunk: items, ``Σ s`` and ``Σ`` of each target's influence."""
     h = _chunk_strata(cp, offset, model, inner, relabel)
     s = _guess_chunk(cp, offset, model)
-    rr = rbar * (1 - rbar)
-    infl = []
-    for t in names:
-        if t == "sensitivity":
-            a = rr * s / pi**2
-        elif t == "specificity":
-            a = rr * (1 - s) / (1 - pi) ** 2
-        else:
-            a = (s * (1 - pi) ** 2 + (1 - s) * pi**2) / rbar
-        infl.append(np.bincount(h, a, H))
+    infl = [np.bincount(h, target_influence(t, s, pi, rbar), H) for t in names]
     return np.bincount(h, minlength=H), np.bincount(h, s, H), np.array(infl)
 
 
@@ -164,10 +155,10 @@ class LazyBenchmarkDesign:
                 wanted[j][h] = ranks[chunk == j] - start[j, h]
         ks = [j for j in range(pool.n_chunks) if wanted[j]]
         tasks = [
-            pool._chunk_task(j, _pick_chunk, self.model, self.inner, self.relabel, wanted[j])
+            pool.chunk_task(j, _pick_chunk, self.model, self.inner, self.relabel, wanted[j])
             for j in ks
         ]
-        idx = np.sort(np.concatenate(pool._compute(tasks))) if ks else np.empty(0, np.int64)
+        idx = np.sort(np.concatenate(pool.compute(tasks))) if ks else np.empty(0, np.int64)
         return self.sample_at(idx)
 
     def sample_at(self, idx: np.ndarray) -> BenchmarkSample:
@@ -178,9 +169,9 @@ class LazyBenchmarkDesign:
         h = np.empty(idx.size, dtype=np.int64)
         ks = np.unique(chunk).tolist()
         tasks = [
-            pool._chunk_task(j, _chunk_strata, self.model, self.inner, self.relabel) for j in ks
+            pool.chunk_task(j, _chunk_strata, self.model, self.inner, self.relabel) for j in ks
         ]
-        for j, hj in zip(ks, pool._compute(tasks), strict=True):
+        for j, hj in zip(ks, pool.compute(tasks), strict=True):
             sel = chunk == j
             h[sel] = hj[idx[sel] - pool.offsets[j]]
         incl = (self.allocation / self.stratum_sizes)[h]
@@ -299,36 +290,17 @@ def lazy_design(
     infl = np.sum([a for _, _, a in per], axis=0)  # (targets, H)
     a_h = (np.array([tw[t] for t in names])[:, None] * infl).sum(axis=0)
 
-    if method == "sqrt":
-        target = sizes * np.sqrt(a_h / sizes)
-    elif method == "proportional":
-        target = sizes.astype(float)
-    elif method == "equal":
-        target = np.ones(H)
-    else:
-        if "precision" in tw and "specificity" in tw and rule_rate is not None:
-            p = equalizing_rate(pi, rbar, pair="precision-specificity")
-        elif "sensitivity" in tw and "specificity" in tw and rule_rate is not None:
-            p = equalizing_rate(pi, rbar, pair="sensitivity-specificity")
-        else:
-            p = equalizing_rate(pi)
-        need = positives_needed(pi, N, budget, p)
-        target = np.zeros(H)
-        remaining_pos, remaining_budget = need, float(budget)
-        for kk in np.argsort(-exp_pos / sizes, kind="stable"):
-            if remaining_pos <= 0 or remaining_budget <= 0:
-                break
-            rate = exp_pos[kk] / sizes[kk]
-            take = min(sizes[kk], remaining_pos / max(rate, 1e-12), remaining_budget)
-            target[kk] = take
-            remaining_pos -= take * rate
-            remaining_budget -= take
-        if remaining_budget > 0:
-            free = np.maximum(sizes - target, 0)
-            if free.sum() > 0:
-                target += remaining_budget * free / free.sum()
-    target = target / target.sum() * budget
-    target = (1 - lam) * target + lam * budget * sizes / N
+    target = allocation_target(
+        method,
+        sizes,
+        a_h,
+        exp_pos,
+        budget=budget,
+        prevalence=pi,
+        targets=tw,
+        rule_rate=None if rule_rate is None else rbar,
+        defensive=lam,
+    )
     alloc = allocate(sizes, target, budget, mps)
     return LazyBenchmarkDesign(
         pool=pool,

@@ -265,7 +265,8 @@ class AdaptiveDesign:
                         "library version or the pool changed since the session was created"
                     )
                 ev = with_pending(ev, session.stage_draws(s), self.pool)
-            new = [int(i) for i in dict.fromkeys(items.tolist()) if not ev.known[i]]
+            labeled = _labeled_items(ev)
+            new = [int(i) for i in dict.fromkeys(items.tolist()) if i not in labeled]
             ev.update(np.asarray(new, dtype=np.int64), [self._codec(known[i]) for i in new])
         self._cache = (key, ev)
         return ev
@@ -273,7 +274,8 @@ class AdaptiveDesign:
     def propose(self, session, stage: int, n: int, left: float | None):
         ev = self.evaluator(session, stage)
         self._cache = None  # query() advances it
-        snapshot = self._dump(ev)
+        # a lazy evaluator keeps no saved state: it is replayed from the seed instead
+        snapshot = None if getattr(self.pool, "is_lazy", False) else self._dump(ev)
         avail = ev.available()
         if avail == 0:
             raise SessionError("no unlabeled item has positive probability; nothing to label")
@@ -284,7 +286,7 @@ class AdaptiveDesign:
         return draws, {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost}, snapshot
 
     def current_q(self, session, n_done: int) -> np.ndarray:
-        return np.asarray(self.evaluator(session, n_done).proposal.q)
+        return self.evaluator(session, n_done).proposal.q  # lazily: a dask array
 
     def estimates(self, session, n_done: int, draws: Draws, labels) -> dict[str, Estimate]:
         ev = self.evaluator(session, n_done)
@@ -301,6 +303,11 @@ def with_pending(ev, draws: Draws, pool):
     generator state, labels and oracle model)."""
     from ..adaptive import ActiveEvaluator
 
+    if getattr(pool, "is_lazy", False):
+        raise SessionError(
+            "a corrected label changed what an adaptive stage draws; replaying it with its stored "
+            "draws needs the evaluator's saved state, which a lazy pool does not keep yet"
+        )
     state = ev.get_state()
     label = np.full(pool.n_items, -1, dtype=np.int64)
     label[np.asarray(state["known"]["idx"], dtype=np.int64)] = state["known"]["y"]
@@ -314,6 +321,13 @@ def with_pending(ev, draws: Draws, pool):
     }
     state["requested"] = np.unique(draws.indices[y < 0])
     return ActiveEvaluator.from_state(pool, state)
+
+
+def _labeled_items(ev) -> set[int]:
+    """The items with a label: the evaluator's ``known`` is a mask in memory and the sorted
+    labeled indices on a lazy pool."""
+    known = np.asarray(ev.known)
+    return set((np.flatnonzero(known) if known.dtype == bool else known).tolist())
 
 
 def _single_model(design: Design) -> str | None:
