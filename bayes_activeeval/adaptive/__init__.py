@@ -46,7 +46,7 @@ __all__ = [
     "STATE_VERSION",
     "ActiveEvaluator",
     "adaptive_proposal",
-    "model_assisted_proposal",
     "default_oracle",
     "epsilon_schedule",
+    "model_assisted_proposal",
 ]

@@ -30,14 +30,17 @@ from ..threshold_free import (
 from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
 from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unjsonable
 
-#: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on a binary
-#: pool: the Bayesian recalibration of the model's scores (docs/adaptive.md has the measured
-#: table). It needs a binary pool; elsewhere the default is the plug-in ``"model"``.
-DEFAULT_ORACLE = "calibration"
+#: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on an
+#: in-memory binary pool: the prequential stacking of the plug-in, calibration and Dirichlet-tree
+#: beliefs, chosen by the labels (docs/adaptive.md has the measured table). Lazy pools use the
+#: calibration model, multiclass pools the plug-in ``"model"``.
+DEFAULT_ORACLE = "auto"
 #: Default growth of the stages in ``run``: a stage buys max(batch_size, 10 % of the labels so far).
 DEFAULT_STAGE_GROWTH = 0.1
-#: Default estimator of ``ActiveEvaluator``: ``"ipw"`` (Marchant & Rubinstein's AIS estimate).
-DEFAULT_ESTIMATOR = "ipw"
+#: Default estimator of ``ActiveEvaluator``: the model-assisted (difference) estimate with each
+#: stage's belief as control variate (``"ipw"``, Marchant & Rubinstein's AIS estimate, for the
+#: threshold-free measures and on lazy pools).
+DEFAULT_ESTIMATOR = "model_assisted"
 #: Give up on a query when the expected number of draws to find the requested new items exceeds
 #: this (the proposal has almost no mass left on unlabeled items).
 MAX_DRAWS_PER_QUERY = 10_000_000
@@ -52,11 +55,17 @@ def draw_count(need: int, mass: float) -> int:
 
 def default_oracle(pool) -> str:
     """The oracle name :class:`ActiveEvaluator` uses by default on ``pool``: ``DEFAULT_ORACLE``
-    (``"calibration"``) on a binary pool with a positive class, the plug-in ``"model"`` otherwise
-    (the calibration model is binary only)."""
+    (``"auto"``) on an in-memory binary pool with a positive class, ``"calibration"`` on such a
+    pool on dask, the plug-in ``"model"`` otherwise (the calibration model is binary only)."""
     if pool.task == "binary" and pool.pos is not None:
-        return DEFAULT_ORACLE
+        return "calibration" if getattr(pool, "is_lazy", False) else DEFAULT_ORACLE
     return "model"
+
+
+def default_estimator(measure) -> str:
+    """The estimator :class:`ActiveEvaluator` uses by default for ``measure``: ``DEFAULT_ESTIMATOR``
+    (``"model_assisted"``), or ``"ipw"`` for the threshold-free measures (ROC AUC, AP, …)."""
+    return "ipw" if isinstance(measure, RankMeasure) else DEFAULT_ESTIMATOR
 
 
 class ActiveEvaluator:
@@ -74,18 +83,15 @@ class ActiveEvaluator:
     measure : str or Measure
         Any measure, including one bound to two models (:func:`~bayes_activeeval.measures.difference`).
     oracle : str or OracleModel
-        The oracle model giving ``π_t(y|x)``: ``"calibration"`` (a Bayesian recalibration of the
-        model's scores, :class:`~bayes_activeeval.oracles.CalibrationOracle`), ``"model"`` (the
-        plug-in: the model's own probabilities), ``"auto"`` (the prequential stacking of the
-        plug-in, calibration and Dirichlet-tree beliefs,
-        :class:`~bayes_activeeval.oracles.EnsembleOracle`), ``"dirichlet-tree"``, … (see
+        The oracle model giving ``π_t(y|x)``: ``"auto"`` (the prequential stacking of the
+        plug-in, calibration and Dirichlet-tree beliefs, chosen by the labels as they arrive,
+        :class:`~bayes_activeeval.oracles.EnsembleOracle`), ``"calibration"`` (a Bayesian
+        recalibration of the model's scores, :class:`~bayes_activeeval.oracles.CalibrationOracle`),
+        ``"model"`` (the plug-in: the model's own probabilities), ``"dirichlet-tree"``, … (see
         :func:`~bayes_activeeval.oracles.make_oracle`) or an instance. Default (``None``):
-        ``"calibration"`` on a binary pool, ``"model"`` on a multiclass one
-        (:func:`default_oracle`). No default wins everywhere: on skewed record-linkage pools the
-        calibration belief was far ahead of the plug-in (F1 error 0.75×, 0.53×, ~0× of the best
-        published method where the plug-in had 3.8×, 58×, 0.42×), on balanced pools it lost to
-        the plug-in by up to 2.3×; pass ``oracle="model"`` there. The measured table is in
-        ``docs/adaptive.md``.
+        ``"auto"`` on a binary pool, ``"model"`` on a multiclass one (:func:`default_oracle`).
+        With the default model-assisted estimator the belief moves only the variance, never the
+        mean; the measured table on real pools is in ``docs/adaptive.md``.
     model : str, optional
         Which model, for a pool with several and an unbound measure.
     deterministic : bool
@@ -103,6 +109,14 @@ class ActiveEvaluator:
         Keyword arguments for the oracle model.
     belief_floor : float
         Lower bound on unlabeled items' belief class probabilities (default ``1e-6``).
+    estimator : {None, "model_assisted", "ipw"}
+        ``"model_assisted"`` (the default for every measure but the threshold-free ones): the
+        difference estimate that uses each stage's belief as a control variate
+        (:func:`~bayes_activeeval.estimators.difference_estimate`), with the proposal made for it
+        (:func:`~bayes_activeeval.adaptive.model_assisted_proposal`): items whose label is known
+        add no variance and get no draws, uncertain items get the draws. ``"ipw"``: Marchant &
+        Rubinstein's AIS estimate with the proposal of Prop. 2 (the default before 0.x, and for
+        ROC AUC, AP and recall@FPR).
     stage_growth : float
         In :meth:`run`, a stage has ``max(batch_size, stage_growth × labels so far)`` labels
         (default 0.1): the belief moves by ``O(1/n)`` per label, so refreshing it once the labels
@@ -146,7 +160,7 @@ class ActiveEvaluator:
         oracle_options: dict[str, Any] | None = None,
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
         stage_growth: float = DEFAULT_STAGE_GROWTH,
-        estimator: str = DEFAULT_ESTIMATOR,
+        estimator: str | None = None,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         if pool.task == "regression":
@@ -172,6 +186,8 @@ class ActiveEvaluator:
             raise ValueError(f"stage_growth must be a finite number >= 0, got {stage_growth!r}")
         self.stage_growth = sg
         self.belief_floor = check_fraction(belief_floor, "belief_floor")
+        if estimator is None:
+            estimator = default_estimator(self.measure)
         if estimator not in ("ipw", "model_assisted"):
             raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
         if estimator == "model_assisted" and isinstance(self.measure, RankMeasure):

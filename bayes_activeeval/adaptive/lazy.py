@@ -231,7 +231,14 @@ class LazyActiveEvaluator(ActiveEvaluator):
         _restore: dict[str, Any] | None = None,
         draws: str | None = None,
         reservoir: int = 1 << 14,
+        estimator: str | None = None,
     ) -> None:
+        if estimator not in (None, "ipw"):
+            raise NotImplementedError(
+                "on a lazy pool ActiveEvaluator uses the AIS estimate (estimator='ipw'); got "
+                f"estimator={estimator!r}"
+            )
+        self.estimator = "ipw"
         if draws not in (None, "reservoir", "exact"):
             raise ValueError(f"draws must be 'reservoir' or 'exact', got {draws!r}")
         self.reservoir_size = check_count(reservoir, "reservoir")
