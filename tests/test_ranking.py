@@ -10,8 +10,15 @@ import pytest
 
 import bayes_activeeval as bae
 from bayes_activeeval import ranking
+from bayes_activeeval.measures import difference
 from bayes_activeeval.ranking import recursions as mo
-from bayes_activeeval.ranking.measures import get, loss_moments, monte_carlo_moments, query_losses
+from bayes_activeeval.ranking.measures import (
+    get,
+    loss_moments,
+    monte_carlo_moments,
+    query_losses,
+    query_values,
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -511,3 +518,67 @@ def test_labels_are_checked():
         ranking.proposal(pool, "map", model="a")
     with pytest.raises(ValueError, match="precision needs a cut-off"):
         ranking.get("precision")
+
+
+# ------------------------------------------------------------------------------------------------
+# comparison: post-stratification on the queries where both rankers return the same list
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def half_changed():
+    return ranking.make_ranking_pool(600, max_docs=60, changed=0.4, rng=8)
+
+
+def test_same_list_queries_are_a_known_stratum(half_changed):
+
+    data = half_changed
+    pool = data.pool
+    same = np.all(pool.positions["a"] == pool.positions["b"], axis=1)
+    assert 0.5 < same.mean() < 0.7
+    prop = ranking.proposal(pool, "err", models=("a", "b"))
+    # the model-assisted proposal gives those queries the defensive mixture only
+    np.testing.assert_allclose(prop.q[same], 0.05 / pool.n_queries)
+    d = ranking.draw(pool, prop, 60.0, rng=0)
+    uniform = ranking.draw(pool, ranking.proposal(pool, "err", models=("a", "b"),
+                           design="passive"), 60.0, rng=0)  # fmt: skip
+    for draws in (d, uniform):
+        assert same[draws.indices].any()
+        res = ranking.test(pool, "err", draws, data.grades, models=("a", "b"))
+        keep = ~same[draws.indices]
+        mean, _ = loss_moments(pool, get("err"), ("a", "b"), pool.relevance)
+        L = np.stack(
+            [query_values(pool, "err", m, data.grades)[draws.indices[keep]] for m in "ab"],
+            axis=1,
+        )
+        ref = bae.model_assisted_estimate(
+            L,
+            draws.weights[keep],
+            mean[draws.indices[keep]],
+            mean[~same].mean(axis=0),
+            difference(get("err").measure(), "a", "b"),
+        )
+        f = np.mean(~same)
+        assert res.estimate == pytest.approx(f * ref.value)
+        assert res.stderr == pytest.approx(f * ref.stderr)
+        # the plain estimator is left as it is
+        ipw = ranking.test(pool, "err", draws, data.grades, models=("a", "b"), estimator="ipw")
+        assert ipw.estimate != pytest.approx(res.estimate)
+
+
+@pytest.mark.parametrize("measure", ["err", "dcg"])
+def test_post_stratified_difference_unbiased_and_covers(half_changed, measure):
+    data = half_changed
+    pool = data.pool
+    prop = ranking.proposal(pool, measure, models=("a", "b"))
+    truth = data.true_value(measure, "a") - data.true_value(measure, "b")
+    rng = np.random.default_rng(3)
+    vals, cover = [], []
+    for _ in range(REPS):
+        res = ranking.test(pool, measure, ranking.draw(pool, prop, 60.0, rng=rng), data.grades)
+        vals.append(res.estimate)
+        lo, hi = res.confidence_interval(0.95)
+        cover.append(lo <= truth <= hi)
+    vals = np.array(vals)
+    sd = vals.std(ddof=1)
+    assert abs(vals.mean() - truth) < 0.1 * sd + 4 * sd / np.sqrt(REPS)
+    cov_se = np.sqrt(0.95 * 0.05 / REPS)
+    assert 0.93 - 3 * cov_se < np.mean(cover) < 0.97 + 3 * cov_se
