@@ -482,7 +482,10 @@ class RankingSession:
         self.store.require_writable("relabel")
         if not grades:
             raise ValueError("name the documents to correct: DOC=GRADE")
-        qi = int(self.pool.query_index([qid])[0])
+        keys = {str(q): i for i, q in enumerate(self.pool.query_ids.tolist())}
+        if str(qid).strip() not in keys:
+            raise ValueError(f"query {qid!r} is not in the pool")
+        qi = keys[str(qid).strip()]
         iid = str(self.pool.query_ids[qi])
         if own:
             base = team.annotator_labels(self.store.con, annotator).get(qi)
@@ -520,7 +523,11 @@ class RankingSession:
         if k == 0:
             return None
         d = Draws(idx[:k], w[:k], np.full(k, np.nan))
-        labels = {self.pool.query_ids[qi]: graded[int(qi)] for qi in np.unique(d.indices).tolist()}
+        pool = self.pool
+        labels = {
+            pool.query_ids[qi]: {doc: graded[qi][str(doc)] for doc in pool.doc_ids[qi]}
+            for qi in np.unique(d.indices).tolist()
+        }
         if len(self.models) == 1:
             return estimate(
                 self.pool, self.measure, d, labels, model=self.models[0], estimator=self.estimator

@@ -249,3 +249,27 @@ def test_development_format_is_refused_not_replaced(pool_csv, tmp_path):
               "--rank", "a=rank_a", "--budget", 5, "--overwrite")  # fmt: skip
     assert res.exit_code == 2 and "never replaces it" in res.stderr
     assert sess.exists()
+
+
+def test_numeric_query_and_document_ids(tmp_path):
+    data = ranking.make_ranking_pool(60, min_docs=4, max_docs=8, rng=5)
+    frame = data.frame.drop(columns=["grade"])
+    frame["qid"] = frame["qid"].str[1:].astype(int) + 1000
+    frame["doc"] = frame["doc"].str[1:].astype(int)
+    path = tmp_path / "num.csv"
+    frame.to_csv(path, index=False)
+    truth = {
+        (str(q), str(d)): int(g)
+        for q, d, g in zip(frame.qid, frame.doc, data.frame.grade, strict=True)
+    }
+    sess = tmp_path / "r.bae"
+    ok("init", path, "--task", "ranking", "--measure", "err", "--session", sess,
+       "--rank", "a=rank_a", "--relevance-cols", "p0,p1,p2,p3,p4", "--budget", 4)  # fmt: skip
+    ok("next", sess, "--n", 50, "--out", tmp_path / "b.csv")
+    ok("record", sess, _grade(tmp_path / "b.csv", truth, tmp_path / "g.csv"))
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["queries_graded"] == st["queries_in_sample"] and np.isfinite(st["estimate"])
+    g = pd.read_csv(tmp_path / "g.csv", dtype=str)
+    q, d, old = g.qid[0], g.doc[0], int(g.grade[0])
+    res = ok("relabel", sess, q, f"{d}={(old + 1) % 5}", "--reason", "typo")
+    assert "correction by" in res.output
