@@ -287,14 +287,14 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         )
 
 
-def _next_ranking(session: str, n: int, out: str | None, overwrite: bool) -> None:
+def _next_ranking(session, n, out, overwrite, annotator, lease_minutes) -> None:
     from .io import check_output
     from .ranking_session import RankingSession
 
     with RankingSession.open(session) as rs:
         if out:
             check_output(out, overwrite=overwrite)
-        frame = rs.next(n)
+        frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0)
     if out:
         frame.to_csv(out, index=False)
         click.echo(
@@ -309,6 +309,14 @@ def _ranking(session: str) -> bool:
     from .ranking_session import is_ranking_session
 
     return is_ranking_session(session)
+
+
+def _not_ranking(session: str, command: str) -> None:
+    if _ranking(session):
+        raise ValueError(
+            f"bae {command} does not handle ranking sessions yet; grade with bae next and "
+            "bae record (--annotator NAME)"
+        )
 
 
 # -- next -----------------------------------------------------------------------------------------
@@ -336,7 +344,7 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     from .io import check_output, escape_cell, write_new_file
 
     if _ranking(session):
-        _next_ranking(session, n, out, overwrite)
+        _next_ranking(session, n, out, overwrite, annotator, lease_minutes)
         return
 
     with _open(session, pool_path) as s:
@@ -400,9 +408,14 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
         from .ranking_session import RankingSession
 
         with RankingSession.open(session) as rs:
-            done, skipped = rs.record(pd.read_csv(labels, dtype={"qid": str, "doc": str}))
+            res = rs.record(
+                pd.read_csv(labels, dtype={"qid": str, "doc": str}),
+                annotator=annotator,
+                source=f"csv:{os.path.basename(labels)}",
+            )
             st = rs.status()
-        click.echo(f"recorded {done} grades ({skipped} already present); "
+        click.echo(f"recorded {res.recorded} queries ({res.documents} grades) as "
+                   f"{_who(annotator)} ({res.skipped} already present); "
                    f"{st['queries_graded']} of {st['queries_in_sample']} queries graded")  # fmt: skip
         return
 
@@ -453,6 +466,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     """
     from .session import SessionError
 
+    _not_ranking(session, "label")
     with _open(session, pool_path) as s:
         text = _text_frame(s, text_cols)
         classes = [str(c) for c in s.pool.classes] if s.pool.classes is not None else None
@@ -591,26 +605,32 @@ def format_status(s, st) -> str:
             f"{st['measure']} [{r['model']}] = {r['estimate']:.4f} ± {r['stderr']:.4f} (SE), "
             f"{lvl} interval [{r['low']:.4f}, {r['high']:.4f}] from {r['draws']} draws"
         )
-    if st.get("annotators"):
-        who = ", ".join(f"{a} {k}" for a, k in st["annotators"].items())
-        lines.append(
-            f"annotators: {who}; corrections: {st['corrections']}; items leased now: "
-            f"{st['leased']}; each item counts with its {st['rule']}"
+    return "\n".join(lines + _team_lines(st))
+
+
+def _team_lines(st, item="item", items="items", labeled="labeled", unit="items") -> list[str]:
+    """The annotator and agreement lines of ``bae status`` (``unit``: what agreement counts)."""
+    if not st.get("annotators"):
+        return []
+    who = ", ".join(f"{a} {k}" for a, k in st["annotators"].items())
+    lines = [
+        f"annotators: {who}; corrections: {st['corrections']}; {items} leased now: "
+        f"{st['leased']}; each {item} counts with its {st['rule']}"
+    ]
+    ag = st["agreement"]
+    if ag["items"]:
+        kap = "; ".join(
+            f"Cohen's kappa {k['annotators'][0]}–{k['annotators'][1]} {k['kappa']:.3f} "
+            f"({k['items']} {unit})"
+            for k in ag["kappa"]
         )
-        ag = st["agreement"]
-        if ag["items"]:
-            kap = "; ".join(
-                f"Cohen's kappa {k['annotators'][0]}–{k['annotators'][1]} {k['kappa']:.3f} "
-                f"({k['items']} items)"
-                for k in ag["kappa"]
-            )
-            lines.append(
-                f"agreement: {ag['items']} items labeled by two or more annotators, "
-                f"{ag['agree']:.1%} of {ag['pairs']} pairs agree" + (f"; {kap}" if kap else "")
-            )
-        else:
-            lines.append("agreement: no item labeled by two annotators yet")
-    return "\n".join(lines)
+        lines.append(
+            f"agreement: {ag['items']} {unit} {labeled} by two or more annotators, "
+            f"{ag['agree']:.1%} of {ag['pairs']} pairs agree" + (f"; {kap}" if kap else "")
+        )
+    else:
+        lines.append(f"agreement: no {item} {labeled} by two annotators yet")
+    return lines
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -646,7 +666,7 @@ def report(session, out, overwrite, level, pool_path):
 def _ranking_text(session: str, level: float, as_json: bool) -> str:
     from .ranking_session import RankingSession
 
-    with RankingSession.open(session) as rs:
+    with RankingSession.open(session, readonly=True) as rs:
         st = rs.status()
         res = rs.result()
     if res is not None:
@@ -671,6 +691,7 @@ def _ranking_text(session: str, level: float, as_json: bool) -> str:
                      f"{level:.0%} interval [{st['low']:.4f}, {st['high']:.4f}]")  # fmt: skip
         if "pvalue" in st:
             lines.append(f"paired Wald test of equality: p = {st['pvalue']:.4g}")
+    lines += _team_lines(st, "query", "queries", "graded", "documents")
     return "\n".join(lines)
 
 
@@ -684,7 +705,13 @@ def _ranking_text(session: str, level: float, as_json: bool) -> str:
 @_pool_option
 def relabel(session, item, label, reason, annotator, pool_path):
     """Correct the label of ITEM to LABEL: a new row that supersedes the old one (never a
-    deletion); the estimate and an adaptive design's proposals follow the corrected label."""
+    deletion); the estimate and an adaptive design's proposals follow the corrected label.
+
+    For a ranking session ITEM is a query id and LABEL one or more DOC=GRADE (comma-separated).
+    """
+    if _ranking(session):
+        _relabel_ranking(session, item, label, reason, annotator)
+        return
     with _open(session, pool_path) as s:
         before = s.labels().set_index("id")["label"].get(str(item).strip())
         changed = s.relabel(item, label, reason=reason, annotator=annotator, source="cli")
@@ -695,6 +722,24 @@ def relabel(session, item, label, reason, annotator, pool_path):
             )
         else:
             click.echo(f"item {item} already counts with label {label}; nothing written")
+
+
+def _relabel_ranking(session, qid, label, reason, annotator) -> None:
+    from .ranking_session import RankingSession
+
+    grades = {}
+    for part in (x.strip() for x in label.split(",") if x.strip()):
+        doc, sep, grade = (x.strip() for x in part.partition("="))
+        if not (sep and doc and grade):
+            raise ValueError(f"a ranking session's LABEL is DOC=GRADE[,DOC=GRADE…], got {part!r}")
+        grades[doc] = grade
+    with RankingSession.open(session) as rs:
+        changed = rs.relabel(qid, grades, reason=reason, annotator=annotator, source="cli")
+    if changed:
+        click.echo(f"query {qid}: {label} (correction by {_who(annotator)}: {reason}); "
+                   "the old grades are kept in the audit trail")  # fmt: skip
+    else:
+        click.echo(f"query {qid} already counts with {label}; nothing written")
 
 
 def _who(annotator: str | None) -> str:
@@ -724,6 +769,7 @@ def serve(session, port, host, annotator, stage_size, batch, lease_minutes, leve
     from .serve import ServeConfig
     from .serve import serve as run_server
 
+    _not_ranking(session, "serve")
     if not (0 <= port < 65536):
         raise ValueError(f"--port must be in 0..65535, got {port}")
     if not (lease_minutes > 0):

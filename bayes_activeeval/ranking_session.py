@@ -1,36 +1,54 @@
 """A persisted labeling session for ranking evaluation (``bae init --task ranking``).
 
-One SQLite file holds the pool file's path, SHA-256 and read options, the design (measure,
-rankers, design, budget, seed), the whole budgeted draw sequence (drawn once at creation from the
-seed, so a crash never changes what is asked) and every grade. ``next`` releases the next queries
-in draw order (every document of each is listed) and returns the pending ones again until they
-are fully graded; the estimate uses the longest prefix of the draw sequence whose queries are all
-graded, so it is the estimate of a run stopped there.
+One SQLite file in the session format 2 of :mod:`bayes_activeeval.session` (the same schema,
+store, transactions, annotators, leases, corrections and agreement; :mod:`.session.store` and
+:mod:`.session.annotations`) with a query as the item: the pool file's path, SHA-256 and read
+options, the design (measure, rankers, design, estimator, budget, seed), the whole budgeted draw
+sequence (drawn once at creation from the seed as stage 0, so a crash never changes what is
+asked) and every annotation. A query's label is the grades of all its documents, stored as one
+JSON object ``{doc: grade}`` in the pool's document order.
+
+``next`` leases the next ungraded queries in draw order to one annotator (every document of each
+is listed) and returns them again until they are graded or the lease expires; others get other
+queries meanwhile. A query counts with its first annotation or the latest correction of it
+(``relabel``); a second annotator's grades of the same query only enter the agreement, which is
+computed per document (Cohen's kappa on the grades). The estimate uses the longest prefix of the
+draw sequence whose queries are all graded, so it is the estimate of a run stopped there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sqlite3
-from datetime import UTC, datetime
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ._validation import check_count
 from .io import file_checksum
 from .proposals import Draws
 from .ranking import RankingPool, draw, estimate, get, proposal, test
+from .session import annotations as team
+from .session.store import (
+    SCHEMA_VERSION,
+    SessionError,
+    Store,
+    connect,
+    now,
+    package_version,
+    refuse_overwriting_labels,
+    refuse_same_file,
+    sqlite_uri,
+    tune,
+    write_new,
+)
 
-__all__ = ["RankingSession", "is_ranking_session"]
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE draws (seq INTEGER PRIMARY KEY, query INTEGER NOT NULL, weight REAL NOT NULL);
-CREATE TABLE grades (qid TEXT NOT NULL, doc TEXT NOT NULL, grade INTEGER NOT NULL,
-                     time TEXT NOT NULL, PRIMARY KEY (qid, doc));
-"""
+__all__ = ["RankingRecordResult", "RankingSession", "is_ranking_session"]
 
 
 def is_ranking_session(path: str) -> bool:
@@ -38,16 +56,29 @@ def is_ranking_session(path: str) -> bool:
     if not Path(path).is_file():
         return False
     try:
+        import sqlite3
+
         # immutable: a read that creates no -wal/-shm file beside a (WAL) session of another kind
-        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
-        con = sqlite3.connect(uri, uri=True)
+        con = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
         try:
             row = con.execute("SELECT value FROM meta WHERE key = 'task'").fetchone()
         finally:
             con.close()
-    except sqlite3.Error:
+    except Exception:
         return False
     return row is not None and json.loads(row[0]) == "ranking"
+
+
+def _format(path: str) -> Any:
+    """The ``schema_version`` in a ranking session file's meta table (``None``: none)."""
+    import sqlite3
+
+    con = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    finally:
+        con.close()
+    return None if row is None else json.loads(row[0])
 
 
 def _read(path: str) -> pd.DataFrame:
@@ -59,17 +90,37 @@ def _read(path: str) -> pd.DataFrame:
     return pd.read_csv(p)
 
 
-class RankingSession:
-    """A ranking labeling session; create with :meth:`create`, reopen with :meth:`open`."""
+@dataclass(frozen=True)
+class RankingRecordResult:
+    """What :meth:`RankingSession.record` did: queries whose grades were written, queries the
+    annotator had already graded the same way (skipped), and drawn queries still ungraded."""
 
-    def __init__(self, path: str, con: sqlite3.Connection, meta: dict[str, Any]) -> None:
+    recorded: int
+    documents: int
+    skipped: int
+    pending: int
+
+
+class RankingSession:
+    """A ranking labeling session; create with :meth:`create`, reopen with :meth:`open`.
+
+    Attributes
+    ----------
+    path : str
+    pool : RankingPool
+    store : bayes_activeeval.session.store.Store
+        The open file (transactions, read-only guard).
+    meta : dict
+    """
+
+    def __init__(self, path: str, store: Store, meta: dict[str, Any]) -> None:
         self.path = path
-        self.con = con
+        self.store = store
         self.meta = meta
-        frame = _read(meta["pool_path"])
-        self.pool = RankingPool.from_frame(frame, **meta["read"])
+        self.pool = RankingPool.from_frame(_read(meta["pool_path"]), **meta["read"])
         self.measure = get(meta["measure"]).name
         self.models = tuple(meta["models"])
+        self.estimator = meta.get("estimator", "model_assisted")
 
     # -- life cycle -------------------------------------------------------------------------
     @classmethod
@@ -83,69 +134,114 @@ class RankingSession:
         models: tuple[str, ...] = (),
         budget: float,
         design: str = "optimal",
+        estimator: str = "model_assisted",
         seed: int = 0,
         mix: float = 0.05,
         overwrite: bool = False,
     ) -> RankingSession:
-        """Create the session: read and check the pool, draw the budgeted query sequence."""
+        """Create the session: read and check the pool, draw the budgeted query sequence, and
+        write the file in one piece (a crash leaves no session or a whole one)."""
         if budget is None:
             raise ValueError("a ranking session needs --budget (label cost units)")
-        if Path(path).exists():
+        path = str(Path(path).expanduser())
+        refuse_same_file(path, pool_path, "the pool file")
+        if os.path.exists(path):
             if not overwrite:
-                raise ValueError(f"session file {path!r} exists; use --overwrite to replace it")
-            Path(path).unlink()
+                raise SessionError(f"session file {path!r} exists; use --overwrite to replace it")
+            if is_ranking_session(path) and _format(path) != SCHEMA_VERSION:
+                raise SessionError(
+                    f"{path} is a ranking session of a development version (grades table); "
+                    "--overwrite never replaces it: remove the file yourself or pick another name"
+                )
+            refuse_overwriting_labels(path)
         pool = RankingPool.from_frame(_read(pool_path), **read)
         models = tuple(models) or pool.models
         if len(models) not in (1, 2):
             raise ValueError(f"name one ranker to evaluate or two to compare, got {list(models)}")
         rm = get(measure)
         kw = {"model": models[0]} if len(models) == 1 else {"models": models}
-        prop = proposal(pool, rm, design=design, mix=mix, rng=seed, **kw)
+        prop = proposal(pool, rm, design=design, mix=mix, estimator=estimator, rng=seed, **kw)
         d = draw(pool, prop, budget, rng=seed)
         meta = {
             "task": "ranking",
+            "schema_version": SCHEMA_VERSION,
+            "created": now(),
+            "package_version": package_version(),
             "pool_path": str(Path(pool_path).resolve()),
             "checksum": file_checksum(pool_path),
             "read": dict(read),
             "measure": rm.name,
             "models": list(models),
             "design": design,
+            "estimator": estimator,
             "budget": float(budget),
             "seed": int(seed),
             "mix": float(mix),
-            "released": 0,
+            "n_draws": len(d),
         }
-        con = sqlite3.connect(path)
-        with con:
-            con.executescript(_SCHEMA)
-            con.executemany(
-                "INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()]
-            )
-            con.executemany(
-                "INSERT INTO draws VALUES (?, ?, ?)",
-                [
-                    (i, int(q), float(w))
-                    for i, (q, w) in enumerate(zip(d.indices, d.weights, strict=True))
-                ],
-            )
-        return cls(path, con, meta)
+        ids = pool.query_ids
+        rows = [
+            (0, int(i), str(ids[i]), float(q), float(w))
+            for i, q, w in zip(d.indices, prop.q[d.indices], d.weights, strict=True)
+        ]
+        tmp = f"{path}.draws-{os.getpid()}"
+        write_new(tmp, meta, overwrite=True)
+        try:
+            store = Store(tmp, connect(tmp))
+            tune(store.con)
+
+            def tx(con):
+                con.execute(
+                    "INSERT INTO stages(stage, n_requested, rng, created) VALUES (0, ?, ?, ?)",
+                    (len(d), json.dumps({"seed": int(seed), "budget": float(budget)}), now()),
+                )
+                con.executemany(
+                    "INSERT INTO draws(stage, item, item_id, q, weight) VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+
+            store.transaction(tx)
+            store.close()
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path + suffix)
+            os.replace(tmp, path)
+        except BaseException:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp + suffix)
+            raise
+        return cls.open(path)
 
     @classmethod
-    def open(cls, path: str) -> RankingSession:
+    def open(cls, path: str, *, readonly: bool = False) -> RankingSession:
+        """Open a ranking session (``readonly``: never write a byte, as ``bae status``)."""
+        path = str(Path(path).expanduser())
         if not is_ranking_session(path):
-            raise ValueError(f"{path!r} is not a ranking session file")
-        con = sqlite3.connect(path)
+            raise SessionError(f"{path!r} is not a ranking session file")
+        con = connect(path, readonly=readonly)
         meta = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM meta")}
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            con.close()
+            raise SessionError(
+                f"{path} is a ranking session of a development version without annotators "
+                "(grades table); create it again with bae init --task ranking"
+            )
+        if not os.path.exists(meta["pool_path"]):
+            con.close()
+            raise SessionError(f"the session's pool file {meta['pool_path']} is missing")
         if file_checksum(meta["pool_path"]) != meta["checksum"]:
             con.close()
-            raise ValueError(
+            raise SessionError(
                 f"the pool file {meta['pool_path']!r} changed since the session was created "
                 "(SHA-256 differs)"
             )
-        return cls(path, con, meta)
+        if not readonly:
+            tune(con)
+        return cls(path, Store(path, con, readonly=readonly), meta)
 
     def close(self) -> None:
-        self.con.close()
+        self.store.close()
 
     def __enter__(self) -> RankingSession:
         return self
@@ -155,7 +251,7 @@ class RankingSession:
 
     # -- state ------------------------------------------------------------------------------
     def _draws(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.con.execute("SELECT query, weight FROM draws ORDER BY seq").fetchall()
+        rows = self.store.rows("SELECT item, weight FROM draws ORDER BY seq")
         arr = np.array(rows, dtype=float).reshape(-1, 2)
         return arr[:, 0].astype(np.int64), arr[:, 1]
 
@@ -165,41 +261,105 @@ class RankingSession:
         _, first = np.unique(idx, return_index=True)
         return idx[np.sort(first)]
 
-    def _graded(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for qid, doc, g in self.con.execute("SELECT qid, doc, grade FROM grades"):
-            out.setdefault(qid, {})[doc] = g
-        return out
+    def graded(self) -> dict[int, dict[str, int]]:
+        """The grades each graded query counts with (its first annotation or the latest
+        correction of it), by pool query index: ``{query: {doc: grade}}``."""
+        return {
+            int(it): json.loads(lab)
+            for it, lab in self.store.rows("SELECT item, label FROM labels")
+        }
 
-    def _complete(self, graded) -> np.ndarray:
-        """Per pool query: every document graded."""
-        pool = self.pool
-        done = np.zeros(pool.n_queries, dtype=bool)
-        for qi in self._order():
-            got = graded.get(str(pool.query_ids[qi]), {})
-            done[qi] = all(str(d) in got for d in pool.doc_ids[qi])
-        return done
+    def annotations(self) -> pd.DataFrame:
+        """Every annotation ever recorded (one row per query and annotator or correction):
+        ``seq``, ``item`` (pool query index), ``id`` (query id), ``label`` (the grades as JSON),
+        ``annotator``, ``kind``, ``root``, ``supersedes``, ``reason``, ``stage``, ``batch``,
+        ``time``, ``source``."""
+        cols = ["seq", "item", "id", "label", "annotator", "kind", "root", "supersedes", "reason",
+                "stage", "batch", "time", "source"]  # fmt: skip
+        sql = (
+            "SELECT seq, item, item_id, label, annotator, kind, root, supersedes, reason, "
+            "stage, batch, time, source FROM annotations ORDER BY seq"
+        )
+        return pd.DataFrame(self.store.rows(sql), columns=cols)
 
-    def next(self, n: int = 10) -> pd.DataFrame:
-        """The (query, document) rows to grade: the pending released queries, else ``n`` more."""
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n!r}")
-        order = self._order()
-        released = int(self.meta["released"])
-        done = self._complete(self._graded())
-        pending = [q for q in order[:released] if not done[q]]
-        if not pending:
-            if released >= order.size:
-                raise ValueError("every query of the budget is graded: run `bae report`")
-            pending = list(order[released : released + n])
-            released += len(pending)
-            self.meta["released"] = released
-            with self.con:
-                self.con.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'released'", (json.dumps(released),)
-                )
+    def leases(self, active_only: bool = True) -> pd.DataFrame:
+        """Leases (``item``, ``id``, ``annotator``, ``holder``, ``batch``, ``granted``,
+        ``expires``): by default the active ones (not expired, query not graded yet)."""
+        rows = self.store.rows(
+            "SELECT item, annotator, holder, batch, granted, expires FROM leases ORDER BY seq"
+        )
+        frame = pd.DataFrame(
+            rows, columns=["item", "annotator", "holder", "batch", "granted", "expires"]
+        )
+        frame.insert(1, "id", [str(self.pool.query_ids[i]) for i in frame["item"]])
+        if active_only:
+            frame = team.active_leases(frame, set(self.graded()))
+        return frame.reset_index(drop=True)
+
+    def agreement(self) -> dict[str, Any]:
+        """Agreement between annotators per document, on the queries two or more of them graded
+        (:meth:`bayes_activeeval.session.Session.agreement`'s rules and Cohen's kappa on the
+        grades): ``items`` counts documents."""
+        a = self.annotations()
         rows = []
-        for q in pending:
+        width = int(self.pool.max_docs)
+        for r in a.itertuples():
+            for j, (_doc, g) in enumerate(json.loads(r.label).items()):
+                rows.append(
+                    {
+                        "seq": int(r.seq) * width + j,
+                        "item": int(r.item) * width + j,
+                        "annotator": r.annotator,
+                        "label": str(g),
+                        "kind": r.kind,
+                        "root": None if pd.isna(r.root) else int(r.root) * width + j,
+                    }
+                )
+        frame = pd.DataFrame(rows, columns=["seq", "item", "annotator", "label", "kind", "root"])
+        return team.agreement(frame)
+
+    # -- asking -----------------------------------------------------------------------------
+    def next(
+        self,
+        n: int = 10,
+        *,
+        annotator: str | None = None,
+        holder: str | None = None,
+        lease: float = team.DEFAULT_LEASE,
+    ) -> pd.DataFrame:
+        """The (query, document) rows for one annotator to grade next, leased to them.
+
+        The queries are those leased to ``holder`` (default: the annotator) and not graded
+        yet; if it holds none, up to ``n`` ungraded queries of the draw sequence that nobody
+        else holds are leased to it for ``lease`` seconds (asking twice never changes what is
+        asked; :func:`bayes_activeeval.session.annotations.lease_tx`).
+        """
+        n = check_count(n, "n")
+        annotator = team.check_annotator(annotator)
+        holder = annotator if holder is None else str(holder)
+        if not (float(lease) > 0):
+            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        self.store.require_writable("next")
+        got: list[np.ndarray] = []
+        self.store.transaction(
+            lambda con: got.append(team.lease_tx(con, n, annotator, holder, float(lease)))
+        )
+        queries = got[0]
+        if queries.size == 0:
+            done = set(self.graded())
+            if all(int(q) in done for q in self._order()):
+                raise SessionError("every query of the budget is graded: run `bae report`")
+            act = self.leases()
+            who = ", ".join(
+                f"{a} until {e[11:16]} UTC"
+                for a, e in act.groupby("annotator")["expires"].max().items()
+            )
+            raise SessionError(
+                "every ungraded query of the budget is leased to another annotator "
+                f"({who}); ask again when they are graded or the leases expire"
+            )
+        rows = []
+        for q in queries.tolist():
             for j, doc in enumerate(self.pool.doc_ids[q]):
                 row = {"qid": self.pool.query_ids[q], "doc": doc}
                 for m in self.models:
@@ -209,84 +369,190 @@ class RankingSession:
                 rows.append(row)
         return pd.DataFrame(rows)
 
-    def record(self, frame: pd.DataFrame) -> tuple[int, int]:
-        """Record grades from a frame with columns ``qid, doc, grade``; returns (recorded, skipped).
+    def release(self, holder: str) -> None:
+        """End the holder's active leases now (their ungraded queries go to others)."""
+        self.store.transaction(lambda con: team.release_tx(con, holder))
 
-        Everything is checked before anything is written; a grade already recorded with the same
-        value is skipped, a different value is an error.
+    # -- grades -----------------------------------------------------------------------------
+    def _checked(self, qi: int, docs: Mapping[Any, Any]) -> dict[str, int]:
+        """Check grades of one query's documents against the pool: ``{doc: grade}`` of the
+        documents given, in the pool's order (ids as text)."""
+        pool = self.pool
+        qid = pool.query_ids[qi]
+        names = {str(d): d for d in pool.doc_ids[qi]}
+        fixed = {}
+        for doc, g in docs.items():
+            if str(doc) not in names:
+                raise ValueError(f"document {doc!r} is not a document of query {qid!r}")
+            fixed[names[str(doc)]] = g
+        full = dict.fromkeys(pool.doc_ids[qi], 0) | fixed
+        G = pool.grade_matrix({qid: full}, [qi])  # raises on a bad grade
+        return {str(d): int(G[qi, j]) for j, d in enumerate(pool.doc_ids[qi]) if d in fixed}
+
+    def record(
+        self,
+        frame: pd.DataFrame,
+        *,
+        annotator: str | None = None,
+        source: str = "api",
+    ) -> RankingRecordResult:
+        """Record grades from a frame with columns ``qid, doc, grade``.
+
+        A query is recorded when every one of its documents has a grade; a query with some
+        documents graded and others not is an error (grade all or none). Everything is checked
+        before anything is written. Grades the annotator already gave the same way are skipped
+        (the same file can be recorded again); different ones are an error (use
+        :meth:`relabel`). A query another annotator graded gets these grades as a second
+        annotation: it keeps counting with the first, and both enter :meth:`agreement`.
         """
+        annotator = team.check_annotator(annotator)
+        self.store.require_writable("record")
         for col in ("qid", "doc", "grade"):
             if col not in frame.columns:
                 raise ValueError(f"the grades file has no column {col!r} (needs qid, doc, grade)")
         frame = frame.dropna(subset=["grade"])
-        labels: dict[Any, dict[Any, Any]] = {}
         pool = self.pool
-        keys = {str(q): q for q in pool.query_ids.tolist()}
+        keys = {str(q): i for i, q in enumerate(pool.query_ids.tolist())}
+        given: dict[int, dict[Any, Any]] = {}
         for qid, doc, g in zip(frame["qid"], frame["doc"], frame["grade"], strict=True):
             if str(qid) not in keys:
                 raise ValueError(f"query {qid!r} is not in the pool")
-            labels.setdefault(keys[str(qid)], {})[doc] = g
-        # validate against the pool (unknown documents, grades out of range)
-        for qid, docs in labels.items():
-            qi = int(pool.query_index([qid])[0])
-            names = {str(d): d for d in pool.doc_ids[qi]}
-            fixed = {}
-            for doc, g in docs.items():
-                if str(doc) not in names:
-                    raise ValueError(f"document {doc!r} is not a document of query {qid!r}")
-                fixed[names[str(doc)]] = g
-            full = dict.fromkeys(pool.doc_ids[qi], 0) | fixed
-            pool.grade_matrix({qid: full}, [qi])  # raises on a bad grade
-            labels[qid] = fixed
-        old = self._graded()
-        new, skipped = [], 0
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        for qid, docs in labels.items():
-            for doc, g in docs.items():
-                g = int(float(g))
-                prev = old.get(str(qid), {}).get(str(doc))
-                if prev is None:
-                    new.append((str(qid), str(doc), g, now))
-                elif prev == g:
-                    skipped += 1
-                else:
-                    raise ValueError(
-                        f"query {qid!r}, document {doc!r} already has grade {prev}, not {g}"
+            given.setdefault(keys[str(qid)], {})[doc] = g
+        chunk, n_docs = [], 0
+        mine = team.annotator_labels(self.store.con, annotator)
+        skipped = 0
+        for qi, docs in given.items():
+            labels = self._checked(qi, docs)
+            qid = pool.query_ids[qi]
+            missing = [d for d in pool.doc_ids[qi] if str(d) not in labels]
+            if missing:
+                raise ValueError(
+                    f"query {qid!r} has grades for {len(labels)} of its {pool.n_docs[qi]} documents "
+                    f"(document {missing[0]!r} has none): grade every document of a query, "
+                    "or leave all of its grades empty"
+                )
+            if qi in mine:
+                old = json.loads(mine[qi])
+                if old != labels:
+                    doc = next(d for d in labels if old.get(d) != labels[d])
+                    raise SessionError(
+                        f"query {qid!r}, document {doc!r}: {annotator} graded it {old.get(doc)} "
+                        f"before, not {labels[doc]}; correct it with bae relabel"
                     )
-        with self.con:
-            self.con.executemany("INSERT INTO grades VALUES (?, ?, ?, ?)", new)
-        return len(new), skipped
+                skipped += 1
+                continue
+            chunk.append((qi, json.dumps(labels)))
+            n_docs += len(labels)
+        if chunk:
+            ids = [str(q) for q in pool.query_ids]
+            stage_of = dict.fromkeys(self._order().tolist(), 0)  # every draw is in stage 0
+            t = now()
+            self.store.transaction(
+                lambda con: team.write_labels_tx(
+                    con,
+                    chunk,
+                    ids=ids,
+                    stage_of=stage_of,
+                    source=source,
+                    annotator=annotator,
+                    time=t,
+                )
+            )
+        done = set(self.graded())
+        pending = sum(int(q) not in done for q in self._order())
+        return RankingRecordResult(len(chunk), n_docs, skipped, pending)
 
+    def relabel(
+        self,
+        qid: Any,
+        grades: Mapping[Any, Any],
+        *,
+        reason: str,
+        annotator: str | None = None,
+        own: bool = False,
+        source: str = "api",
+    ) -> bool:
+        """Correct grades of a graded query: a new annotation (the query's grades with those of
+        ``grades`` changed) that supersedes the one it counts with — or, ``own=True``, the
+        annotator's own (:func:`bayes_activeeval.session.annotations.relabel_tx`). Never a
+        deletion. Returns ``False`` when nothing changes."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("a correction needs a reason (--reason '…'): it is kept for audits")
+        annotator = team.check_annotator(annotator)
+        self.store.require_writable("relabel")
+        if not grades:
+            raise ValueError("name the documents to correct: DOC=GRADE")
+        keys = {str(q): i for i, q in enumerate(self.pool.query_ids.tolist())}
+        if str(qid).strip() not in keys:
+            raise ValueError(f"query {qid!r} is not in the pool")
+        qi = keys[str(qid).strip()]
+        iid = str(self.pool.query_ids[qi])
+        if own:
+            base = team.annotator_labels(self.store.con, annotator).get(qi)
+        else:
+            base = dict(self.store.rows("SELECT item, label FROM labels")).get(qi)
+        if base is None:
+            who = f"by {annotator} " if own else ""
+            raise SessionError(f"query {iid!r} has no grades {who}yet: record them first")
+        fixed = self._checked(qi, grades)
+        value = {d: fixed.get(d, g) for d, g in json.loads(base).items()}
+        done: list[bool] = []
+        self.store.transaction(
+            lambda con: done.append(
+                team.relabel_tx(
+                    con,
+                    qi,
+                    iid,
+                    json.dumps(value),
+                    reason=reason,
+                    annotator=annotator,
+                    own=own,
+                    source=source,
+                )
+            )
+        )
+        return done[0]
+
+    # -- answers ----------------------------------------------------------------------------
     def result(self):
         """The estimate (one ranker) or paired test (two) from the graded prefix, or ``None``."""
         idx, w = self._draws()
-        graded = self._graded()
-        done = self._complete(graded)
-        ok = done[idx]
+        graded = self.graded()
+        ok = np.array([int(q) in graded for q in idx], dtype=bool)
         k = int(np.argmin(ok)) if not ok.all() else idx.size
         if k == 0:
             return None
         d = Draws(idx[:k], w[:k], np.full(k, np.nan))
+        pool = self.pool
         labels = {
-            q: {doc: graded[str(q)][str(doc)] for doc in self.pool.doc_ids[qi]}
-            for qi in np.unique(d.indices)
-            for q in [self.pool.query_ids[qi]]
+            pool.query_ids[qi]: {doc: graded[qi][str(doc)] for doc in pool.doc_ids[qi]}
+            for qi in np.unique(d.indices).tolist()
         }
         if len(self.models) == 1:
-            return estimate(self.pool, self.measure, d, labels, model=self.models[0])
-        return test(self.pool, self.measure, d, labels, models=self.models)
+            return estimate(
+                self.pool, self.measure, d, labels, model=self.models[0], estimator=self.estimator
+            )
+        return test(
+            self.pool, self.measure, d, labels, models=self.models, estimator=self.estimator
+        )
 
     def status(self) -> dict[str, Any]:
         order = self._order()
-        done = self._complete(self._graded())
-        graded_q = [q for q in order if done[q]]
+        done = set(self.graded())
+        graded_q = [int(q) for q in order if int(q) in done]
+        a = self.annotations()
         return {
             "measure": self.measure,
             "models": list(self.models),
             "design": self.meta["design"],
+            "estimator": self.estimator,
             "budget": self.meta["budget"],
             "queries_in_sample": int(order.size),
             "queries_graded": len(graded_q),
             "cost_graded": float(self.pool.costs[graded_q].sum()) if graded_q else 0.0,
-            "released": int(self.meta["released"]),
+            "annotators": team.annotator_counts(a),
+            "corrections": int((a["kind"] == "correction").sum()) if len(a) else 0,
+            "leased": len(self.leases()),
+            "agreement": team.agreement_json(self.agreement()),
+            "rule": "first grades of each query, or their latest correction (bae relabel)",
         }

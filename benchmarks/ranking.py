@@ -8,14 +8,19 @@ The label budget is ``Λ`` cost units (default 200, about 7% of the pool's total
 returns ``a``'s list on the others; ``--changed 1 --tag all_changed`` re-ranks every query.
 
 Targets: DCG and ERR of ranker ``a`` (estimation, Eq. 6.10) and the DCG and ERR differences
-``a − b`` (comparison, Eq. 6.11). Designs: ``passive`` (uniform queries), ``optimal`` (with costs),
-``cost-blind`` (the optimal proposal with ``λ ≡ 1``, the thesis's ``active_uniC``),
-``uniform-relevance`` (``active_uniD``), ``cost-only`` (``q ∝ λ^(-1/2)``, ``active_λ``) and, beyond
-the thesis, ``optimal + model-assisted`` (the relevance model's exact expected loss per query as a
-control variate, with the proposal optimal for that estimator).
+``a − b`` (comparison, Eq. 6.11). Designs (estimator in brackets; ``IS`` is the plain
+self-normalized estimate, ``MA`` the model-assisted one, the package default):
+``passive`` (uniform queries, IS: the baseline), ``passive + MA`` (the estimator alone),
+``optimal IS`` (the thesis: Eq. 6.10/6.11 with costs), ``optimal MA`` (the default of
+``ranking.evaluate``/``compare``: the relevance model's exact expected loss per query as a control
+variate, with the proposal optimal for that estimator), and ablations of the default:
+``cost-blind MA`` (``λ ≡ 1`` in the proposal, the thesis's ``active_uniC``),
+``uniform-relevance MA`` (the proposal under a uniform relevance model, ``active_uniD``; the
+estimator keeps the pool's model) and ``cost-only MA`` (``q ∝ λ^(-1/2)``, ``active_λ``).
 Each cell: ``--reps`` repetitions (default 2,000) of drawing queries until the budget is spent
 and estimating with ``ranking.estimate`` / ``ranking.test``; bias, RMSE, MSE relative to passive
-at equal cost, 95% coverage of the default (t) interval and of the Wald interval.
+at equal cost (with its Monte Carlo standard error), 95% coverage of the default (t) interval and
+of the Wald interval, and the mean standard error against the spread of the estimates.
 
 Usage: python benchmarks/ranking.py [--reps 2000] [--queries 3000] [--budget 200]
        [--changed 0.4] [--tag NAME] [--quick]
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -36,12 +42,13 @@ from bayes_activeeval import ranking
 OUT = Path(__file__).parent / "results"
 
 DESIGNS = {
-    "passive": {"design": "passive"},
-    "optimal": {"design": "optimal"},
-    "cost-blind": {"design": "optimal", "costs": False},
-    "uniform-relevance": {"design": "uniform-relevance"},
-    "cost-only": {"design": "cost"},
-    "optimal + model-assisted": {"design": "optimal", "estimator": "model_assisted"},
+    "passive": {"design": "passive", "estimator": "ipw"},
+    "passive + MA": {"design": "passive", "estimator": "model_assisted"},
+    "optimal IS": {"design": "optimal", "estimator": "ipw"},
+    "optimal MA": {"design": "optimal", "estimator": "model_assisted"},
+    "cost-blind MA": {"design": "optimal", "costs": False, "estimator": "model_assisted"},
+    "uniform-relevance MA": {"design": "uniform-relevance", "estimator": "model_assisted"},
+    "cost-only MA": {"design": "cost", "estimator": "model_assisted"},
 }
 TARGETS = [
     ("dcg", ("a",)),
@@ -60,22 +67,23 @@ def run_cell(data, measure, models, spec, budget, reps, seed):
     if len(models) == 2:
         truth -= data.true_value(measure, models[1])
     rng = np.random.default_rng(seed)
-    vals, cover_t, cover_w, n_q, n_d, spent, reject = [], [], [], [], [], [], []
+    vals, ses, cover_t, cover_w, n_q, n_d, spent, reject = [], [], [], [], [], [], [], []
     for _ in range(reps):
         d = ranking.draw(pool, prop, budget, rng=rng)
         if len(models) == 1:
             est = ranking.estimate(
                 pool, measure, d, data.grades, model=models[0], estimator=estimator
             )
-            v = est.value
+            v, se = est.value, est.stderr
             lo, hi = est.confidence_interval(0.95)
             wl, wh = est.confidence_interval(0.95, "wald")
         else:
             res = ranking.test(pool, measure, d, data.grades, models=models, estimator=estimator)
-            v = res.estimate
+            v, se = res.estimate, res.stderr
             lo, hi = wl, wh = res.confidence_interval(0.95)
             reject.append(res.pvalue < 0.05)
         vals.append(v)
+        ses.append(se)
         cover_t.append(lo <= truth <= hi)
         cover_w.append(wl <= truth <= wh)
         uq = np.unique(d.indices)
@@ -83,8 +91,12 @@ def run_cell(data, measure, models, spec, budget, reps, seed):
         n_d.append(len(d))
         spent.append(pool.costs[uq].sum())
     vals = np.asarray(vals)
-    mse = float(np.mean((vals - truth) ** 2))
+    sq = (vals - truth) ** 2
+    mse = float(np.mean(sq))
     out = {
+        "mse_mc_se": float(sq.std(ddof=1) / np.sqrt(reps)),
+        "mean_stderr": float(np.mean(ses)),
+        "sd": float(vals.std(ddof=1)),
         "truth": truth,
         "mean": float(vals.mean()),
         "bias": float(vals.mean() - truth),
@@ -129,18 +141,21 @@ def main(argv=None):
             t = time.time()
             r = run_cell(data, measure, models, spec, args.budget, args.reps, seed=1)
             if name == "passive":
-                base = r["mse"]
+                base, base_rel = r["mse"], r["mse_mc_se"] / r["mse"]
+            # MC SE of the ratio of two independent MSEs (delta method on the log)
+            rel = np.hypot(r["mse_mc_se"] / r["mse"], base_rel) if name != "passive" else 0.0
             r.update(
                 measure=measure,
                 target="estimate" if len(models) == 1 else "compare",
                 models=list(models),
                 design=name,
                 mse_vs_passive=r["mse"] / base,
+                mse_vs_passive_mc_se=float(r["mse"] / base * rel),
                 seconds=round(time.time() - t, 1),
             )
             rows.append(r)
             print(
-                f"{measure:4s} {'-'.join(models):4s} {name:18s} mse/passive={r['mse_vs_passive']:.3f} "
+                f"{measure:4s} {'-'.join(models):4s} {name:20s} mse/passive={r['mse_vs_passive']:.3f} "
                 f"bias={r['bias']:+.4g} (±{r['bias_mc_se']:.2g}) cov={r['coverage']:.3f} "
                 f"queries={r['queries']:.0f} [{r['seconds']}s]",
                 flush=True,
@@ -156,6 +171,9 @@ def main(argv=None):
         "corr_cost_docs": float(np.corrcoef(pool.costs, pool.n_docs)[0, 1]),
         "grade_frequencies": np.bincount(data.grades[data.grades >= 0], minlength=5).tolist(),
         "reps": args.reps,
+        "command": " ".join(
+            ["python benchmarks/ranking.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "seconds": round(time.time() - t0, 1),
     }
     OUT.mkdir(exist_ok=True)
@@ -176,23 +194,29 @@ def report(meta, rows) -> str:
         f"{meta['corr_cost_docs']:.2f}). Ranker b re-ranks {meta['changed']:.0%} of the queries "
         "and returns a's list on the others. "
         f"Budget {meta['budget']:g} cost units per run; "
-        f"{meta['reps']:,} runs per cell (`python benchmarks/ranking.py`, {meta['seconds']:.0f} s).",
+        f"{meta['reps']:,} runs per cell (`{meta['command']}`, {meta['seconds']:.0f} s).",
         "",
-        "MSE/passive is at equal label cost. Coverage: the default (t) interval of `Estimate` for "
-        "estimation, the Wald interval of `ComparisonResult` for comparison; Monte Carlo "
-        "standard error of a coverage near 0.95 is about 0.005. Bias is in units of the measure, "
-        "with its Monte Carlo standard error.",
+        "MSE/passive is at equal label cost, with its Monte Carlo standard error (treating the "
+        "two MSEs as independent: conservative where they share draws, as passive and passive "
+        "+ MA do). IS: the plain self-normalized estimate; MA: the "
+        "model-assisted estimate (the default). Coverage: the default (t) interval of `Estimate` "
+        "for estimation, the Wald interval of `ComparisonResult` for comparison; the Monte Carlo "
+        f"standard error of a coverage near 0.95 is {np.sqrt(0.95 * 0.05 / meta['reps']):.4f}. "
+        "Bias is in units of the measure, with its Monte Carlo standard error; SE/sd is the mean "
+        "reported standard error over the spread of the estimates.",
         "",
-        "| target | measure | design | MSE/passive | bias (± MC se) | RMSE | 95% coverage "
-        "| queries | cost | power |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| target | measure | design | MSE/passive (± MC se) | bias (± MC se) | RMSE | SE/sd "
+        "| 95% coverage | queries | cost | power |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         target = "a" if r["target"] == "estimate" else "a − b"
         power = f"{r['power']:.3f}" if "power" in r else ""
         lines.append(
-            f"| {target} | {r['measure'].upper()} | {r['design']} | {r['mse_vs_passive']:.3f} | "
-            f"{r['bias']:+.3g} (± {r['bias_mc_se']:.2g}) | {r['rmse']:.4g} | {r['coverage']:.3f} | "
+            f"| {target} | {r['measure'].upper()} | {r['design']} | {r['mse_vs_passive']:.3f} "
+            f"(± {r['mse_vs_passive_mc_se']:.3f}) | "
+            f"{r['bias']:+.3g} (± {r['bias_mc_se']:.2g}) | {r['rmse']:.4g} | "
+            f"{r['mean_stderr'] / r['sd']:.3f} | {r['coverage']:.3f} | "
             f"{r['queries']:.0f} | {r['cost']:.1f} | {power} |"
         )
     lines.append("")

@@ -95,3 +95,181 @@ def test_ranking_session_errors_are_one_line(pool_csv, tmp_path):
     b[["qid", "doc", "grade"]].to_csv(tmp_path / "bad.csv", index=False)
     res = run("record", sess, tmp_path / "bad.csv")
     assert res.exit_code == 2 and "grades are whole numbers 0..4" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# annotators, leases, corrections and agreement (the session machinery of format 2)
+# ------------------------------------------------------------------------------------------------
+def _init(path, sess, *extra):
+    ok("init", path, "--task", "ranking", "--measure", "dcg", "--session", sess,
+       "--rank", "a=rank_a", "--rank", "b=rank_b", "--relevance-cols", "p0,p1,p2,p3,p4",
+       "--cost-col", "cost", "--budget", 15, *extra)  # fmt: skip
+
+
+def _next(sess, who, out, n=2, *extra):
+    ok("next", sess, "--n", n, "--annotator", who, "--out", out, "--overwrite", *extra)
+    return pd.read_csv(out, dtype={"qid": str, "doc": str})
+
+
+def test_annotators_get_their_own_queries_and_keep_them(pool_csv, tmp_path):
+    path, truth = pool_csv
+    sess = tmp_path / "r.bae"
+    _init(path, sess, "--model", "a")
+    alice = _next(sess, "alice", tmp_path / "a.csv")
+    bob = _next(sess, "bob", tmp_path / "b.csv")
+    assert alice.qid.nunique() == bob.qid.nunique() == 2
+    assert not set(alice.qid) & set(bob.qid)  # leased: each gets other queries
+    again = _next(sess, "alice", tmp_path / "a2.csv", 5)  # asking again: the same two queries
+    assert list(again.qid.unique()) == list(alice.qid.unique())
+    # alice grades hers; her next batch is new queries, not bob's
+    res = ok("record", sess, _grade(tmp_path / "a.csv", truth, tmp_path / "ga.csv"),
+             "--annotator", "alice")  # fmt: skip
+    assert "recorded 2 queries" in res.output and "as alice" in res.output
+    nxt = _next(sess, "alice", tmp_path / "a3.csv")
+    assert not set(nxt.qid) & (set(alice.qid) | set(bob.qid))
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["annotators"] == {"alice": 2}
+    assert st["leased"] == 4  # bob's two and alice's two new ones
+
+
+def test_expired_leases_go_to_others(pool_csv, tmp_path):
+    import time
+
+    path, _ = pool_csv
+    sess = tmp_path / "r.bae"
+    _init(path, sess, "--model", "a")
+    first = _next(sess, "alice", tmp_path / "a.csv", 2, "--lease", 0.001)  # 60 ms
+    time.sleep(0.1)
+    bob = _next(sess, "bob", tmp_path / "b.csv")
+    assert list(bob.qid.unique()) == list(first.qid.unique())
+
+
+def test_second_annotator_agreement_and_relabel(pool_csv, tmp_path):
+    from bayes_activeeval.ranking_session import RankingSession
+
+    path, truth = pool_csv
+    sess = tmp_path / "r.bae"
+    _init(path, sess, "--model", "a")
+    batch = _next(sess, "alice", tmp_path / "a.csv", 3)
+    ga = _grade(tmp_path / "a.csv", truth, tmp_path / "ga.csv")
+    ok("record", sess, ga, "--annotator", "alice")
+    ok("record", sess, ga, "--annotator", "alice")  # the same file again: skipped
+    # bob grades the same queries; one document differently
+    gb = pd.read_csv(ga, dtype={"qid": str, "doc": str})
+    q0, d0, g0 = gb.qid[0], gb.doc[0], int(gb.grade[0])
+    gb.loc[0, "grade"] = (g0 + 1) % 5
+    gb.to_csv(tmp_path / "gb.csv", index=False)
+    ok("record", sess, tmp_path / "gb.csv", "--annotator", "bob")
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["annotators"] == {"alice": 3, "bob": 3}
+    ag = st["agreement"]
+    assert ag["items"] == len(batch)  # documents graded by both
+    assert ag["agree"] == pytest.approx((len(batch) - 1) / len(batch))
+    assert ag["kappa"][0]["annotators"] == ["alice", "bob"] and ag["kappa"][0]["items"] == len(
+        batch
+    )
+    text = ok("status", sess).output
+    assert "agreement:" in text and "Cohen's kappa alice–bob" in text
+    # each query counts with alice's (first) grades
+    with RankingSession.open(str(sess), readonly=True) as rs:
+        assert rs.graded()[int(rs.pool.query_index([q0])[0])][d0] == g0
+    # the same annotator changing a grade is refused (exit 2, one line): correct it instead
+    res = run("record", sess, tmp_path / "gb.csv", "--annotator", "alice")
+    assert res.exit_code == 2 and "bae relabel" in res.stderr
+    res = run("relabel", sess, q0, f"{d0}={(g0 + 1) % 5}")
+    assert res.exit_code == 2 and "--reason" in res.stderr
+    res = ok("relabel", sess, q0, f"{d0}={(g0 + 1) % 5}", "--reason", "adjudicated",
+             "--annotator", "carol")  # fmt: skip
+    assert "correction by carol" in res.output
+    res = ok("relabel", sess, q0, f"{d0}={(g0 + 1) % 5}", "--reason", "again")
+    assert "nothing written" in res.output
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["corrections"] == 1
+    with RankingSession.open(str(sess), readonly=True) as rs:
+        qi = int(rs.pool.query_index([q0])[0])
+        assert rs.graded()[qi][d0] == (g0 + 1) % 5
+        a = rs.annotations()
+        assert list(a.kind) == ["label"] * 6 + ["correction"]
+        assert a.reason.iloc[-1] == "adjudicated"
+        # the estimate follows the correction
+        r = rs.result()
+    if r is not None:
+        assert st["estimate"] == pytest.approx(r.value)
+    res = run("relabel", sess, q0, "nodoc=1", "--reason", "x")
+    assert res.exit_code == 2 and "not a document of query" in res.stderr
+    res = run("relabel", sess, q0, "garbage", "--reason", "x")
+    assert res.exit_code == 2 and "DOC=GRADE" in res.stderr
+
+
+def test_partial_query_grades_are_refused_and_status_is_read_only(pool_csv, tmp_path):
+    import os
+
+    path, truth = pool_csv
+    sess = tmp_path / "r.bae"
+    _init(path, sess, "--model", "a")
+    _next(sess, "alice", tmp_path / "a.csv", 2)
+    g = pd.read_csv(_grade(tmp_path / "a.csv", truth, tmp_path / "g.csv"), dtype=str)
+    g.loc[0, "grade"] = None
+    g.to_csv(tmp_path / "partial.csv", index=False)
+    res = run("record", sess, tmp_path / "partial.csv", "--annotator", "alice")
+    assert res.exit_code == 2 and "grade every document of a query" in res.stderr
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["queries_graded"] == 0  # nothing was written
+    # a query whose grades are all empty stays pending; the complete ones are recorded
+    q0 = g.qid[0]
+    g = g[g.qid != q0]
+    g.to_csv(tmp_path / "rest.csv", index=False)
+    res = ok("record", sess, tmp_path / "rest.csv", "--annotator", "alice")
+    assert "recorded 1 queries" in res.output
+    before = (os.path.getmtime(sess), sorted(os.listdir(tmp_path)))
+    ok("status", sess)
+    ok("report", sess, "--out", tmp_path / "rep.txt")
+    after = (os.path.getmtime(sess), sorted(x for x in os.listdir(tmp_path) if x != "rep.txt"))
+    assert before == after
+    for cmd in ("label", "serve"):
+        res = run(cmd, sess)
+        assert res.exit_code == 2 and "ranking sessions" in res.stderr
+
+
+def test_development_format_is_refused_not_replaced(pool_csv, tmp_path):
+    import sqlite3
+
+    path, _ = pool_csv
+    sess = tmp_path / "old.bae"
+    con = sqlite3.connect(sess)
+    with con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.execute("INSERT INTO meta VALUES ('task', ?)", (json.dumps("ranking"),))
+        con.execute("CREATE TABLE grades (qid TEXT, doc TEXT, grade INTEGER, time TEXT)")
+        con.execute("INSERT INTO grades VALUES ('q00000', 'd0', 1, 'now')")
+    con.close()
+    res = run("status", sess)
+    assert res.exit_code == 2 and "development version" in res.stderr
+    res = run("init", path, "--task", "ranking", "--measure", "dcg", "--session", sess,
+              "--rank", "a=rank_a", "--budget", 5, "--overwrite")  # fmt: skip
+    assert res.exit_code == 2 and "never replaces it" in res.stderr
+    assert sess.exists()
+
+
+def test_numeric_query_and_document_ids(tmp_path):
+    data = ranking.make_ranking_pool(60, min_docs=4, max_docs=8, rng=5)
+    frame = data.frame.drop(columns=["grade"])
+    frame["qid"] = frame["qid"].str[1:].astype(int) + 1000
+    frame["doc"] = frame["doc"].str[1:].astype(int)
+    path = tmp_path / "num.csv"
+    frame.to_csv(path, index=False)
+    truth = {
+        (str(q), str(d)): int(g)
+        for q, d, g in zip(frame.qid, frame.doc, data.frame.grade, strict=True)
+    }
+    sess = tmp_path / "r.bae"
+    ok("init", path, "--task", "ranking", "--measure", "err", "--session", sess,
+       "--rank", "a=rank_a", "--relevance-cols", "p0,p1,p2,p3,p4", "--budget", 4)  # fmt: skip
+    ok("next", sess, "--n", 50, "--out", tmp_path / "b.csv")
+    ok("record", sess, _grade(tmp_path / "b.csv", truth, tmp_path / "g.csv"))
+    st = json.loads(ok("status", sess, "--json").output)
+    assert st["queries_graded"] == st["queries_in_sample"] and np.isfinite(st["estimate"])
+    g = pd.read_csv(tmp_path / "g.csv", dtype=str)
+    q, d, old = g.qid[0], g.doc[0], int(g.grade[0])
+    res = ok("relabel", sess, q, f"{d}={(old + 1) % 5}", "--reason", "typo")
+    assert "correction by" in res.output

@@ -1,9 +1,12 @@
 """Evaluating and comparing ranking functions with graded relevance (Sawade (2012), Ch. 6).
 
 A query's label is the grade of every document its rankers return, bought at a per-query cost.
-Queries are drawn from the proposal that minimizes the variance of the self-normalized estimate
-of DCG, ERR, NDCG@k or precision@k — or of the difference between two rankers — per unit of
-cost (Sawade (2012), Eq. 6.7-6.11), computed in polynomial time (Thm. 6.1, App. A.1)::
+Queries are drawn from the proposal that minimizes the variance of the estimate of DCG, ERR,
+NDCG@k or precision@k — or of the difference between two rankers — per unit of cost (Sawade
+(2012), Eq. 6.7-6.11), computed in polynomial time (Thm. 6.1, App. A.1). The default estimate is
+model-assisted: the relevance model's exact expected loss per query is a control variate
+(Särndal, Swensson & Wretman (1992), Sec. 6.3), with the proposal optimal for that estimator;
+``estimator="ipw"`` gives the thesis's self-normalized estimate and proposal::
 
     from bayes_activeeval import ranking
     rp = ranking.RankingPool.from_frame(frame, query="qid", item="doc",
