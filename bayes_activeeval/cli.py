@@ -206,7 +206,14 @@ _pool_option = click.option(
 @click.option(
     "--oracle",
     default=None,
-    help="Oracle model (adaptive; default calibration on a binary pool, else model).",
+    help="Oracle model (adaptive; default auto on a binary pool, else model).",
+)
+@click.option(
+    "--estimator",
+    type=click.Choice(["model_assisted", "ipw"]),
+    default=None,
+    help="Adaptive: the difference estimate with the belief as control variate (default) or "
+    "the AIS estimate.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
@@ -218,7 +225,7 @@ _pool_option = click.option(
 )
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
          std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
-         item_col, ranks, relevance_cols, models, budget, design, oracle, seed, mix,
+         item_col, ranks, relevance_cols, models, budget, design, oracle, estimator, seed, mix,
          overwrite, lazy):  # fmt: skip
     """Create a labeling session for the pool file POOL (CSV or Parquet)."""
     from .io import PoolSpec
@@ -253,7 +260,10 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         budget=budget,
         models=models,
         mix=mix,
+        options={} if estimator is None else {"estimator": estimator},
     )
+    if estimator is not None and design != "adaptive":
+        raise ValueError(f"--estimator {estimator} needs --design adaptive")
     with Session.create(session_path, pool, spec, d, overwrite=overwrite) as s:
         p = s.pool
         click.echo(

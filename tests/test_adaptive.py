@@ -55,7 +55,7 @@ def test_adaptive_f1_unbiased_within_mc_error(small):
 def test_variance_matches_marchant_formula_bruteforce(small):
     """For F1 (scale-invariant) the self-normalized estimate and its variance equal Marchant's
     plain AIS estimate (Eq. 1) and Sec. 3.3.2 variance exactly."""
-    ev = bae.ActiveEvaluator(small.pool, "f1", rng=3, batch_size=20)
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=3, batch_size=20, estimator="ipw")
     ev.run(small.labeler, budget=200, progress=False)
     est = ev.estimate("clt")
     d = ev.draws()
@@ -77,7 +77,7 @@ def test_variance_matches_marchant_formula_bruteforce(small):
     assert mart.value == est.value
     assert mart.stderr**2 == pytest.approx(np.sum(w**2 * r_f1**2) / w.sum() ** 2, rel=1e-9)
     # non-scale-invariant measure: the augmented-measure form Σ w w_inf r² / (Σ w)²
-    ev2 = bae.ActiveEvaluator(small.pool, "accuracy", rng=4, batch_size=20)
+    ev2 = bae.ActiveEvaluator(small.pool, "accuracy", rng=4, batch_size=20, estimator="ipw")
     ev2.run(small.labeler, budget=150, progress=False)
     est2 = ev2.estimate("clt")
     d2 = ev2.draws()
@@ -179,7 +179,7 @@ def test_epsilon_floor_bounds_weights(medium):
 
 
 def test_defensive_mix_bounds_weights(small):
-    ev = bae.ActiveEvaluator(small.pool, "f1", rng=0, mix=0.1)
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=0, mix=0.1, estimator="ipw")
     ev.run(small.labeler, budget=150, progress=False)
     w = ev.draws()["weight"].to_numpy()
     assert w.max() <= 1 / 0.1 + 1e-9
@@ -196,7 +196,7 @@ def test_cache_repeats_free_and_budget_counts_distinct():
         calls.append(np.asarray(idx).copy())
         return data.labeler(idx)
 
-    ev = bae.ActiveEvaluator(data.pool, "f1", rng=1, batch_size=20)
+    ev = bae.ActiveEvaluator(data.pool, "f1", rng=1, batch_size=20, estimator="ipw")
     est = ev.run(labeler, budget=120, progress=False)
     asked = np.concatenate(calls)
     assert asked.size == 120 == np.unique(asked).size == ev.n_labels == est.n_labels

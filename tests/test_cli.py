@@ -141,8 +141,8 @@ def test_adaptive_session_end_to_end_equals_active_evaluator(demo_csv, tmp_path)
     run_rounds(session, sizes[1:], truth, tmp_path, exact=True)
     st = json.loads(ok("status", session, "--json").stdout)
 
-    # the CLI's adaptive design takes ActiveEvaluator's default oracle (calibration here)
-    assert st["oracle"] == "calibration"
+    # the CLI's adaptive design takes ActiveEvaluator's default oracle and estimator
+    assert st["oracle"] == "auto"
     ev = bae.ActiveEvaluator(demo.pool, "f1", rng=seed, mix=0.05)
     for n in sizes:
         idx = ev.query(n)

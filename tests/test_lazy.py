@@ -249,7 +249,7 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
     ev_l = bae.ActiveEvaluator(lazy, measure, oracle="model", rng=0, draws="exact", **kw)
-    ev_m = bae.ActiveEvaluator(mem, measure, oracle="model", rng=0, **kw)
+    ev_m = bae.ActiveEvaluator(mem, measure, oracle="model", rng=0, estimator="ipw", **kw)
     assert isinstance(ev_l, LazyActiveEvaluator)
     labels = two_model.labels
     assert ev_l.available() == ev_m.available()
@@ -286,14 +286,14 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
 def test_calibration_evaluator_matches_in_memory(
     parquet_path, frame, two_model, measure, kw, pool_kw
 ):
-    """The default oracle on a binary pool is the calibration oracle, lazily too: fitted on the
-    labeled items, its belief evaluated chunk by chunk, the same q, draws and estimates."""
+    """The default oracle on a lazy binary pool is the calibration oracle: fitted on the labeled
+    items, its belief evaluated chunk by chunk, the same q, draws and estimates as in memory."""
     from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
     from bayes_activeeval.oracles import CalibrationOracle
 
     lazy, mem = lazy_pair(parquet_path, frame, **pool_kw)
     ev_l = bae.ActiveEvaluator(lazy, measure, rng=0, **kw)
-    ev_m = bae.ActiveEvaluator(mem, measure, rng=0, **kw)
+    ev_m = bae.ActiveEvaluator(mem, measure, oracle="calibration", estimator="ipw", rng=0, **kw)
     assert isinstance(ev_l, LazyActiveEvaluator) and ev_l.draws_mode == "exact"
     assert isinstance(ev_l.oracle, CalibrationOracle) and isinstance(ev_m.oracle, CalibrationOracle)
     labels = two_model.labels
@@ -467,8 +467,10 @@ def _cli_sessions(tmp_path, extra):
 @pytest.mark.parametrize("design", ["static", "adaptive"])
 def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path, design):
     """`bae init pool.parquet --lazy`: the same design, draws and estimates as without; for the
-    adaptive design the default (calibration) oracle draws exactly as in memory."""
-    out = _cli_sessions(tmp_path, ["--design", design])
+    adaptive design the calibration oracle draws exactly as in memory."""
+    # lazily the adaptive default is calibration with the AIS estimate: ask the same in memory
+    same = ["--oracle", "calibration", "--estimator", "ipw"] if design == "adaptive" else []
+    out = _cli_sessions(tmp_path, ["--design", design, *same])
     assert out[True]["labels"] == out[False]["labels"] >= 55
     e_l, e_m = out[True]["estimates"][0], out[False]["estimates"][0]
     tol = 1e-12 if design == "static" else 1e-10  # the adaptive oracle's fit adds rounding

@@ -185,8 +185,9 @@ def test_relabel_supersedes_and_the_estimate_follows(pool_csv, tmp_path, kind):
     evaluator's state (oracle model, proposal) follow the corrected label, across processes."""
     path, sp, truth = pool_csv
     f = tmp_path / "s.bae"
+    opts = {"estimator": "ipw"} if kind == "adaptive" else {}  # the estimate is bae.estimate's
     Session.create(f, path, SPEC, Design("f1", kind=kind, oracle="dirichlet-tree" if kind ==
-                   "adaptive" else "model", seed=5)).close()  # fmt: skip
+                   "adaptive" else "model", seed=5, options=opts)).close()  # fmt: skip
     for _ in range(3):
         with Session.open(f) as s:
             label_all(s, truth, "alice", n=25)
@@ -218,7 +219,9 @@ def test_relabel_supersedes_and_the_estimate_follows(pool_csv, tmp_path, kind):
             # the same as an evaluator fed the stored draws with the corrected labels
             from bayes_activeeval.session.designs import with_pending
 
-            ref_ev = bae.ActiveEvaluator(sp.pool, "f1", oracle="dirichlet-tree", rng=5, mix=0.05)
+            ref_ev = bae.ActiveEvaluator(
+                sp.pool, "f1", oracle="dirichlet-tree", rng=5, mix=0.05, estimator="ipw"
+            )
             lab = s.label_map()
             for st in range(3):
                 ref_ev.query(1)

@@ -28,6 +28,7 @@ from .evaluator import (
     DEFAULT_STAGE_GROWTH,
     MAX_DRAWS_PER_QUERY,
     ActiveEvaluator,
+    default_estimator,
     default_oracle,
 )
 from .proposal import (
@@ -46,6 +47,7 @@ __all__ = [
     "STATE_VERSION",
     "ActiveEvaluator",
     "adaptive_proposal",
+    "default_estimator",
     "default_oracle",
     "epsilon_schedule",
     "model_assisted_proposal",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +17,7 @@ from ..kernel import (
 )
 from ..measures import Measure
 from ..oracles.base import OracleModel, make_oracle
-from ..proposals import Draws, Proposal, ProposalInfo
+from ..proposals import Draws, Proposal
 from ..threshold_free import (
     RankMeasure,
     measure_models,
@@ -28,7 +26,7 @@ from ..threshold_free import (
     rank_estimate_arrays,
 )
 from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
-from .state import STATE_VERSION, jsonable, measure_from_spec, measure_spec, unjsonable
+from .state import EvaluatorState
 
 #: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on an
 #: in-memory binary pool: the prequential stacking of the plug-in, calibration and Dirichlet-tree
@@ -68,7 +66,7 @@ def default_estimator(measure) -> str:
     return "ipw" if isinstance(measure, RankMeasure) else DEFAULT_ESTIMATOR
 
 
-class ActiveEvaluator:
+class ActiveEvaluator(EvaluatorState):
     """Adaptive importance-sampling evaluation with a Bayesian oracle model.
 
     Implements Marchant & Rubinstein (2021), Algorithm 1: stages of i.i.d. draws from the current
@@ -822,186 +820,6 @@ class ActiveEvaluator:
             encoded=True,
             **kwargs,
         )
-
-    # -- state ----------------------------------------------------------------------------------------
-    def get_state(self) -> dict[str, Any]:
-        """Everything needed to resume exactly (NumPy arrays inside; see :meth:`save`)."""
-        spec = measure_spec(self._measure_arg)
-        idx, w, _, q = self._arrays()
-        y = np.concatenate(self._d_y) if self._d_y else np.empty(0, dtype=np.int64)
-        st = np.concatenate(self._d_stage) if self._d_stage else np.empty(0, dtype=np.int64)
-        known = np.flatnonzero(self._label >= 0)
-        return {
-            "version": STATE_VERSION,
-            "n_items": self.pool.n_items,
-            "measure": spec,
-            "model": self.model,
-            "oracle": self._oracle_name,
-            "oracle_options": self.oracle_options,
-            "deterministic": self.deterministic,
-            "epsilon": self.epsilon0,
-            "mix": self.mix,
-            "batch_size": self.batch_size,
-            "stage_growth": self.stage_growth,
-            "estimator": self.estimator,
-            "belief_floor": self.belief_floor,
-            "rng": self.rng.bit_generator.state,
-            "stage": self._stage,
-            "n_labels": self._n_labels,
-            "cost": self._cost,
-            "epsilon_t": self._epsilon_t,
-            "draws": {"idx": idx, "w": w, "q": q, "y": y, "stage": st, **self._ma_arrays()},
-            "pending": {k: v.copy() for k, v in self._pending.items()},
-            "known": {"idx": known, "y": self._label[known]},
-            "requested": np.flatnonzero(self._requested),
-            "proposal_q": self._proposal.q.copy(),
-            "proposal_info": {
-                "risk": np.asarray(self._proposal.info.risk),
-                "epsilon_abs": float(self._proposal.info.epsilon_abs),
-            },
-            "oracle_state": self.oracle.get_state(),
-            "history": list(self._history),
-        }
-
-    @classmethod
-    def from_state(
-        cls,
-        pool,
-        state: dict[str, Any],
-        *,
-        measure: str | Measure | None = None,
-        oracle: OracleModel | None = None,
-    ) -> ActiveEvaluator:
-        """Rebuild an evaluator from :meth:`get_state`; its next draws and estimates are
-        bit-identical to those of the evaluator that was saved.
-
-        Parameters
-        ----------
-        pool : Pool
-            The same pool.
-        state : dict
-        measure : str or Measure, optional
-            Needed only for custom measures (built-ins and ``difference``/``stack`` are stored).
-        oracle : OracleModel, optional
-            A fresh instance, needed only if the evaluator was built with an instance.
-        """
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise ValueError("state is not an ActiveEvaluator state (wrong or missing version)")
-        if state["n_items"] != pool.n_items:
-            raise ValueError(
-                f"state is for a pool of {state['n_items']} items; this pool has {pool.n_items}"
-            )
-        m = measure_from_spec(state["measure"]) if measure is None else measure
-        if m is None:
-            raise ValueError("the state has a custom measure: pass it as measure=")
-        if state["oracle"] is None and oracle is None:
-            raise ValueError(
-                "the evaluator used an OracleModel instance: pass a fresh one as oracle="
-            )
-        rs = state["rng"]
-        bitgen = getattr(np.random, rs["bit_generator"])()
-        bitgen.state = rs
-        rng = np.random.Generator(bitgen)
-        return cls(
-            pool,
-            m,
-            oracle=oracle if oracle is not None else state["oracle"],
-            model=state["model"],
-            deterministic=state["deterministic"],
-            epsilon=state["epsilon"],
-            mix=state["mix"],
-            batch_size=state["batch_size"],
-            rng=rng,
-            oracle_options=None if oracle is not None else (state["oracle_options"] or None),
-            belief_floor=state["belief_floor"],
-            stage_growth=state.get("stage_growth", 0.0),
-            estimator=state.get("estimator", "ipw"),
-            _restore=state,
-        )
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        self.oracle.set_state(state["oracle_state"])
-        self._stage = int(state["stage"])
-        self._n_labels = int(state["n_labels"])
-        self._cost = float(state["cost"])
-        self._epsilon_t = float(state["epsilon_t"])
-        D = state["draws"]
-        st = np.asarray(D["stage"], dtype=np.int64)
-        for t in np.unique(st).tolist():
-            sel = st == t
-            idx = np.asarray(D["idx"], dtype=np.int64)[sel]
-            y = np.asarray(D["y"], dtype=np.int64)[sel]
-            self._d_idx.append(idx)
-            self._d_w.append(np.asarray(D["w"], dtype=float)[sel])
-            self._d_q.append(np.asarray(D["q"], dtype=float)[sel])
-            self._d_y.append(y)
-            self._d_stage.append(st[sel])
-            self._d_loss.append(self.measure.loss(y, self._views(idx)))
-            if self.estimator == "model_assisted":
-                self._d_m.append(np.asarray(D["m"], dtype=float)[sel])
-                self._d_M.append(np.asarray(D["M"], dtype=float)[sel])
-                self._d_V.append(np.asarray(D["V"], dtype=float)[sel])
-        self._pending = {
-            "idx": np.asarray(state["pending"]["idx"], dtype=np.int64),
-            "w": np.asarray(state["pending"]["w"], dtype=float),
-            "q": np.asarray(state["pending"]["q"], dtype=float),
-            "y": np.asarray(state["pending"]["y"], dtype=np.int64),
-            "new": np.asarray(state["pending"]["new"], dtype=bool),
-        }
-        K = state["known"]
-        self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)
-        self._requested[np.asarray(state["requested"], dtype=np.int64)] = True
-        if self.estimator == "model_assisted":  # rebuild m_t, M_t of the open stage
-            self._refresh()
-            self._epsilon_t = float(state["epsilon_t"])
-        q = np.asarray(state["proposal_q"], dtype=float)
-        info = state.get("proposal_info", {})
-        prop = Proposal(
-            q,
-            self.pool.p,
-            "adaptive",
-            ProposalInfo(
-                risk=np.asarray(info.get("risk", [])),
-                epsilon=self._epsilon_t,
-                epsilon_abs=info.get("epsilon_abs", 0.0),
-                mix=self.mix,
-                deterministic=self.deterministic,
-            ),
-        )
-        prop.q = q  # exactly the saved probabilities (no renormalization)
-        if self.estimator == "model_assisted":  # the control variate of the open stage
-            prop.info = self._proposal.info  # from _refresh with the restored oracle and labels
-        self._proposal = prop
-        self._history = [dict(h) for h in state["history"]]
-
-    def save(self, path: str | Path) -> Path:
-        """Save :meth:`get_state` to ``path``: ``.npz`` (arrays stored natively; recommended for
-        large pools) or ``.json``."""
-        path = Path(path)
-        state = self.get_state()
-        if path.suffix == ".json":
-            path.write_text(json.dumps(jsonable(state, None)))
-        elif path.suffix == ".npz":
-            arrays: dict[str, np.ndarray] = {}
-            meta = jsonable(state, arrays)
-            np.savez_compressed(path, __state__=np.array(json.dumps(meta)), **arrays)
-        else:
-            raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path, pool, **kwargs: Any) -> ActiveEvaluator:
-        """Resume from a file written by :meth:`save` (see :meth:`from_state`)."""
-        path = Path(path)
-        if path.suffix == ".json":
-            state = unjsonable(json.loads(path.read_text()))
-        elif path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["__state__"]))
-                state = unjsonable(meta, {k: z[k] for k in z.files if k != "__state__"})
-        else:
-            raise ValueError(f"path must end in .json or .npz, got {str(path)!r}")
-        return cls.from_state(pool, state, **kwargs)
 
     def __repr__(self) -> str:
         return (

@@ -128,7 +128,18 @@ class Session(SessionRecords):
             from ..adaptive import default_oracle
 
             oracle = default_oracle(pool)
-        design = Design(**{**design.to_dict(), "models": tuple(models), "oracle": oracle})
+        options = dict(design.options)
+        if design.kind == "adaptive" and "estimator" not in options:
+            # the adaptive default, resolved and stored: a session keeps its estimator (sessions
+            # written before the option existed replay with "ipw", the default then)
+            from ..adaptive import default_estimator
+
+            lazy = getattr(pool, "is_lazy", False)
+            meas = pool.resolve(design.measure, models[0])[0]
+            options["estimator"] = "ipw" if lazy else default_estimator(meas)
+        design = Design(
+            **{**design.to_dict(), "models": tuple(models), "oracle": oracle, "options": options}
+        )
         pool.resolve(design.measure, models[0])  # measure fits the pool?
         strategy = make_design(pool, design, validate=True)
         if isinstance(strategy, StaticDesign):

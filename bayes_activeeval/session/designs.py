@@ -203,6 +203,7 @@ class AdaptiveDesign:
         from ..adaptive import ActiveEvaluator
 
         opts = {k: v for k, v in self.design.options.items() if k != "variance"}
+        opts.setdefault("estimator", "ipw")  # a session written before the option existed
         return ActiveEvaluator(
             self.pool,
             _target_measure(self.design),
