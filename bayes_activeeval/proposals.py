@@ -422,7 +422,7 @@ def optimal_proposal(
             model=model,
             belief=belief,
             costs=costs,
-            belief_floor=DEFAULT_BELIEF_FLOOR if belief_floor == "auto" else belief_floor,
+            belief_floor=belief_floor,
             mix=mix,
         )
     c = label_costs(pool, costs)

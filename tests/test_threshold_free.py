@@ -377,3 +377,28 @@ def test_wilson_interval_stays_sane_at_the_bound():
             est.confidence_interval(0.95, "wilson"), est.confidence_interval(0.95, method),
             atol=2e-3,
         )  # fmt: skip
+
+
+def test_auto_floor_keeps_the_proposal_optimal_under_skew():
+    """A fixed floor of 1e-6 adds ``sqrt(f)/π₁`` to every confident negative's integrand; at
+    1:2,000 with a strong model that flattened the AUC proposal towards passive sampling. The
+    scaled floor adds at most 1 % of the proposal's mass."""
+    synth = bae.datasets.make_classification_pool(100_000, 0.0005, separation=6.0, noise=0.2, rng=3)
+    pool, eta = synth.pool, synth.truth
+    s, p = pool.scores["model"], pool.p
+    _, e1, e0 = tf.influence("roc_auc", s, p * eta, p * (1 - eta))
+    u_true = eta * e1**2 + (1 - eta) * e0**2
+
+    def ratio(q):  # labels passive needs per label of q (asymptotic, under the true η)
+        return float(p @ u_true) / float(np.sum(p**2 / q * u_true))
+
+    auto = tf.rank_proposal(pool, "roc_auc")
+    fixed = tf.rank_proposal(pool, "roc_auc", belief_floor=1e-6)
+    assert 0 < auto.info.belief_floor < 1e-6
+    assert ratio(auto.q) > 1.5 * ratio(fixed.q), (ratio(auto.q), ratio(fixed.q))
+    assert bae.optimal_proposal(pool, "roc_auc").info.belief_floor == auto.info.belief_floor
+    pi = pool.view().positive_prob()
+    f = tf.scaled_rank_floor(pool, "roc_auc", pi)
+    assert f == auto.info.belief_floor
+    with pytest.raises(ValueError, match="belief_floor"):
+        tf.rank_proposal(pool, "roc_auc", belief_floor="sometimes")

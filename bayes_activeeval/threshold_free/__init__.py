@@ -35,6 +35,7 @@ from .design import (
     expected_sq_influence,
     proposal_from_u,
     rank_proposal,
+    scaled_rank_floor,
 )
 from .estimates import (
     RankEstimate,
@@ -72,6 +73,7 @@ __all__ = [
     "rank_estimate_arrays",
     "rank_measure",
     "rank_proposal",
+    "scaled_rank_floor",
     "stacked_estimate",
     "weighted_average_precision",
     "weighted_roc_auc",
