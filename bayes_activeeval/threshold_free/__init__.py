@@ -39,6 +39,7 @@ from .design import (
 )
 from .estimates import (
     RankEstimate,
+    expected_influence,
     measure_models,
     model_scores,
     positive_probs,
@@ -62,6 +63,7 @@ __all__ = [
     "RankMeasure",
     "adaptive_rank_proposal",
     "comparison_rank_proposal",
+    "expected_influence",
     "expected_sq_influence",
     "influence",
     "measure_models",

@@ -143,6 +143,7 @@ def rank_proposal(
     belief_floor: float | str = "auto",
     mix: float = DEFAULT_MIX,
     positive_mix: float | None = None,
+    estimator: str = "ipw",
 ) -> Proposal:
     """The variance-optimal proposal for a threshold-free measure.
 
@@ -183,11 +184,19 @@ def rank_proposal(
         1:1,000 drew no positive in 29-39% of 500-label samples (an exploratory run of
         ``benchmarks/threshold_free.py`` without the component; the committed results use it).
 
+    estimator : {"ipw", "model_assisted"}
+        The estimate the proposal is optimal for. ``"model_assisted"``: the control-variate
+        estimate (:func:`~bayes_activeeval.threshold_free.rank_estimate` with
+        ``estimator="model_assisted"``), whose residual ``ψ − m`` has conditional second moment
+        ``Var_π ψ = π (1 − π) (ψ(x, 1) − ψ(x, 0))²`` in place of ``E_π ψ²`` (the same
+        substitution as :func:`~bayes_activeeval.optimal_proposal` makes for generalized
+        measures).
+
     Returns
     -------
     Proposal
         ``kind="optimal"``; ``info`` holds ``u``, ``estimates_under_belief`` (the measure under
-        the belief), ``mix`` and ``positive_mix``.
+        the belief), ``mix``, ``positive_mix``, ``belief_floor`` and ``estimator``.
     """
     m = rank_measure(measure)
     if m is None:
@@ -204,7 +213,15 @@ def rank_proposal(
     else:
         floor = check_fraction(belief_floor, "belief_floor")
     pi = positive_probs(pool, belief, models, floor)
-    u, value = expected_sq_influence(pool, m, pi, model=model)
+    if estimator == "ipw":
+        u, value = expected_sq_influence(pool, m, pi, model=model)
+    elif estimator == "model_assisted":
+        value, parts = _belief_influence(pool, m, pi, model)
+        u = np.zeros(pool.n_items)
+        for p1, p0 in parts:
+            u += pi * (1.0 - pi) * (p1 - p0) ** 2
+    else:
+        raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
     if not np.all(np.isfinite(value)):
         raise ValueError(
             f"measure {m.name!r} is undefined under the belief (no positive or no negative mass)"
@@ -225,6 +242,7 @@ def rank_proposal(
         mix=mix,
         positive_mix=lam,
         belief_floor=floor,
+        estimator=estimator,
         estimates_under_belief=dict(zip(m.outputs, map(float, value), strict=True)),
     )
     return Proposal(q, pool.p, "optimal", info)
