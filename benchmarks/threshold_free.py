@@ -126,10 +126,19 @@ def _designs(pool, measure):
     return designs
 
 
-def _interval(est, var, level=0.95):
-    """The package's default interval (``Estimate.confidence_interval``'s) for another variance."""
+def _interval(est, var, empirical=False, level=0.95):
+    """The package's default interval (``Estimate.confidence_interval``'s) for another variance
+    of the same estimate (with the design's weight df where the variance is the empirical one,
+    as ``rank_estimate_arrays(variance="empirical")`` sets it)."""
+    wdf = est.details["design_weight_df"] if empirical else np.inf
     lo, hi = intervals.interval(
-        est.value, np.sqrt(var), est.bounds, level, intervals.DEFAULT_METHOD, kish=est.kish[0]
+        est.value,
+        np.sqrt(var),
+        est.bounds,
+        level,
+        intervals.DEFAULT_METHOD,
+        kish=est.kish[0],
+        n_df=max(wdf - 1.0, 1.0),
     )
     return float(lo), float(hi)
 
@@ -171,20 +180,16 @@ def run_static(reps, budgets, pools, rng):
                             vals[r] = grd.value
                             if not np.isfinite(grd.value):
                                 continue
-                            bel = tf.rank_estimate_arrays(
-                                measure, s[i], yy, d.weights, belief=pi[i], variance="belief", **kw
-                            )
-                            emp = tf.rank_estimate_arrays(
-                                measure, s[i], yy, d.weights, variance="empirical", **kw
-                            )
-                            v_b, v_e = bel.stderr**2, emp.stderr**2
+                            v_e = float(grd.details["cov_empirical"][0, 0])
+                            v_b = float(grd.details["cov_belief"][0, 0])
+                            nan = (np.nan, np.nan)
                             cis = {
                                 "guarded": tuple(grd.confidence_interval(0.95)),
-                                "empirical": tuple(emp.confidence_interval(0.95)),
-                                "belief": tuple(bel.confidence_interval(0.95)),
+                                "empirical": _interval(grd, v_e, True) if np.isfinite(v_e) else nan,
+                                "belief": _interval(grd, v_b),
                                 "mean": _interval(grd, 0.5 * (v_b + v_e))
                                 if np.isfinite(v_e)
-                                else (np.nan, np.nan),
+                                else nan,
                             }
                             for k, (lo, hi) in cis.items():
                                 cover[k][r] = lo <= truth <= hi

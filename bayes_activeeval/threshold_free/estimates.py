@@ -178,7 +178,9 @@ def rank_estimate_arrays(
     Returns
     -------
     RankEstimate
-        ``estimator="model_assisted"`` with ``details["lambda"]`` when ``control`` is given.
+        ``details["variance"]`` names the variance used; with a belief ``details`` also holds
+        both candidates, ``"cov_empirical"`` and ``"cov_belief"``. ``estimator="model_assisted"``
+        with ``details["lambda"]`` when ``control`` is given.
     """
     m = rank_measure(measure)
     S = np.asarray(scores, dtype=float)
@@ -268,12 +270,14 @@ def rank_estimate_arrays(
             cov_b = ((f1 * (vb * pi)[:, None]).T @ f1 + (f0 * (vb * (1 - pi))[:, None]).T @ f0) / (
                 sv**2
             )
+        details["cov_empirical"], details["cov_belief"] = cov, cov_b
         if variance == "belief" or not np.all(np.isfinite(cov)) or np.trace(cov_b) > np.trace(cov):
             cov, used = cov_b, "belief"
         # the guard already answers for small samples: a normal quantile on either side (the
         # Satterthwaite t on top of it over-covered, 0.99-1.0 at 1:100)
         df = None
     kish, wdf = _scarcer_class_sizes(y, v)
+    details["design_weight_df"] = wdf
     if used != "empirical":
         # a variance from the belief's expectation is not a design-based sum of the drawn
         # weights: no Korn-Graubard df adjustment for their heterogeneity
