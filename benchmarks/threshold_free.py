@@ -14,8 +14,8 @@ samples:
   ``q ∝ p sqrt(Var_π ψ)`` (``rank_proposal(..., estimator="model_assisted")``).
 
 Each sample gives the weighted estimate (= scikit-learn with ``sample_weight``) and its 95%
-interval from the package's one interval function (``Estimate.confidence_interval``, modified
-Wilson on the effective sample size) with the default ``guarded`` variance (the larger of the
+interval from the package's one interval function (``RankEstimate.confidence_interval``: the
+intervals module's Wilson interval on the effective sample size) with the default ``guarded`` variance (the larger of the
 empirical influence-function variance and its expectation under the model's belief) and, beside
 it, the same interval with the empirical variance alone, the belief's alone and their mean.
 Recorded: bias, SD, MSE, coverage, the fraction of samples that cannot define the measure (no
@@ -127,16 +127,16 @@ def _designs(pool, measure):
 
 
 def _interval(est, var, empirical=False, level=0.95):
-    """The package's default interval (``Estimate.confidence_interval``'s) for another variance
-    of the same estimate (with the design's weight df where the variance is the empirical one,
-    as ``rank_estimate_arrays(variance="empirical")`` sets it)."""
+    """The rank estimates' default interval (``RankEstimate.confidence_interval``: Wilson on
+    ``n*``) for another variance of the same estimate (with the design's weight df where the
+    variance is the empirical one, as ``rank_estimate_arrays(variance="empirical")`` sets it)."""
     wdf = est.details["design_weight_df"] if empirical else np.inf
     lo, hi = intervals.interval(
         est.value,
         np.sqrt(var),
         est.bounds,
         level,
-        intervals.DEFAULT_METHOD,
+        "wilson",
         kish=est.kish[0],
         n_df=max(wdf - 1.0, 1.0),
     )
@@ -324,8 +324,8 @@ def write_md(res, path, real=False):
         f"{' --budgets ' + res['budgets'] if res.get('budgets') else ''}"
         f"{' --real benchmarks/pools' if real else ''}` "
         f"({res['seconds'] / 60:.1f} min, seed {res['seed']}). " + pools + "Coverage of the "
-        "95% interval (the package's one interval function, `Estimate.confidence_interval`: "
-        "modified Wilson on the effective sample size) over the samples that define the "
+        "95% interval (the package's one interval function, `RankEstimate.confidence_interval`: "
+        "Wilson on the effective sample size) over the samples that define the "
         "measure, with the default `guarded` variance and, beside it, the `empirical` variance "
         "alone, the `belief`'s alone and their `mean`; `undef` = fraction of samples without a "
         "positive (or without a negative); `pos` = mean positives drawn; `needle` = share of the "

@@ -355,8 +355,8 @@ def test_curve_band_covers_the_pool_curve(curve, kind, balanced_pool):
 
 def test_rank_intervals_are_the_package_interval(rare_pool):
     """Issue 13: one interval function per estimate. A rank estimate's interval is
-    :func:`bayes_activeeval.intervals.interval` with the estimate's Kish size (of the scarcer
-    class) and weight df, the package default method, inside the measure's range."""
+    :func:`bayes_activeeval.intervals.interval` (Wilson by default) with the estimate's Kish size
+    (of the scarcer class) and weight df, inside the measure's range."""
     from bayes_activeeval import intervals
 
     est = tf.RankEstimate(
@@ -364,7 +364,7 @@ def test_rank_intervals_are_the_package_interval(rare_pool):
         ("roc_auc",), "roc_auc", (0.0, 1.0), kish=np.array([40.0]),
     )  # fmt: skip
     lo, hi = est.confidence_interval(0.95)
-    elo, ehi = intervals.interval(0.99888, 0.00657, (0.0, 1.0), 0.95, kish=40.0)
+    elo, ehi = intervals.interval(0.99888, 0.00657, (0.0, 1.0), 0.95, "wilson", kish=40.0)
     assert (lo, hi) == pytest.approx((float(elo), float(ehi)))
     assert 0.8 < lo < 0.99888 < hi <= 1.0  # no logit blow-up, never above 1
     with pytest.raises(ValueError, match="method"):
@@ -387,7 +387,7 @@ def test_rank_intervals_are_the_package_interval(rare_pool):
         kish = min(w1.sum() ** 2 / (w1 @ w1), w0.sum() ** 2 / (w0 @ w0))
         assert est.kish[0] == pytest.approx(kish)
         ci = est.confidence_interval(0.95)
-        assert ci == bae.Estimate.confidence_interval(est, 0.95)
+        assert ci == bae.Estimate.confidence_interval(est, 0.95, "wilson")
         assert 0.0 <= ci.low <= est.value <= ci.high <= 1.0
         frame = est.to_frame()
         assert frame["low"].iloc[0] == pytest.approx(ci.low)
