@@ -53,8 +53,10 @@ class RankEstimate(Estimate):
         Not the package's ``"modified_wilson"``: Brown, Cai & DasGupta's (2001) Poisson bound
         corrects the lattice of a binomial count near the boundary, and ``n*`` of a rank
         estimate counts no Bernoulli trials. On the rank estimates it only widened the interval:
-        in ``benchmarks/threshold_free.py`` it took the optimal AUC design at 1:1,000 and AP at
-        1:10,000 from 0.94-0.97 coverage to 0.97-0.998. Every other method by name.
+        together with the Korn-Graubard df (now off under the guarded variance, see
+        :func:`rank_estimate_arrays`) it took the optimal design's coverage for the AUC at
+        1:1,000 and AP at 1:10,000 (default model) from 0.95-0.98 to 0.97-0.998 in
+        ``benchmarks/threshold_free.py``. Every other method by name.
         """
         if method is None:
             lo, hi = self.bounds
@@ -174,8 +176,12 @@ def rank_estimate_arrays(
         intervals covered 0.62-0.96 with the optimal proposal at 1:1,000 and down to 0.01 on
         real pools, ``benchmarks/results/threshold_free*.md``), while the belief
         still expects them. The guard keeps the empirical variance when the belief is too
-        confident. With a belief the interval uses a normal quantile (the guard, not the
-        Satterthwaite degrees of freedom, answers for small samples). See ``benchmarks/results/threshold_free.md``.
+        confident. With a belief the interval uses a normal quantile and no Korn-Graubard df
+        (the guard, not a t or df adjustment, answers for small samples). Its coverage is at
+        least nominal but often above 0.97 under skew: the estimate's sampling distribution is
+        a mixture over the rare discordant positives a sample holds, and the maximum of two
+        variance estimates is biased upward (``docs/threshold-free.md``,
+        ``benchmarks/results/threshold_free.md``).
 
     control : ndarray (n,) or (n, m), optional
         The model-assisted (control-variate) form: ``m(x_i) = E_π ψ_π(x_i, y)`` of each draw, the
@@ -296,7 +302,7 @@ def rank_estimate_arrays(
     if "cov_belief" in details:
         # the guard answers for the uncertainty of the variance (a sample that missed the
         # hidden positives): no Korn-Graubard df adjustment on top of it, whichever side won
-        # (with it the optimal AUC design covered 0.97-0.99 at 1:1,000 instead of 0.94-0.96)
+        # (with it, and the Poisson-modified Wilson, the AUC at 1:1,000 covered 0.97-0.99)
         wdf = np.inf
     return RankEstimate(
         vals_a,
