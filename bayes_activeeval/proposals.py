@@ -421,18 +421,17 @@ def optimal_proposal(
     from .threshold_free import rank_measure, rank_proposal  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR: ψ for Dg(R)(ℓ − R)
-        if risk is not None or estimator != "ipw":
-            raise ValueError(
-                f"threshold-free measure {measure!r}: risk= and estimator= do not apply"
-            )
+        if risk is not None:
+            raise ValueError(f"threshold-free measure {measure!r}: risk= does not apply")
         return rank_proposal(
             pool,
             measure,
             model=model,
             belief=belief,
             costs=costs,
-            belief_floor=DEFAULT_BELIEF_FLOOR if belief_floor == "auto" else belief_floor,
+            belief_floor=belief_floor,
             mix=mix,
+            estimator=estimator,
         )
     c = label_costs(pool, costs)
     if isinstance(belief_floor, str):

@@ -1,30 +1,41 @@
 """Threshold-free measures (issue 17): ROC AUC and average precision from few labels.
 
 For each synthetic pool (prevalence 1:100, 1:1,000, 1:10,000; the package's default model and a
-strong one) and label budget (500-5,000 draws), three static designs draw ``--reps`` independent
+strong one) and label budget (500-5,000 draws), the static designs draw ``--reps`` independent
 samples:
 
 - ``passive``: uniform draws;
 - ``f1-optimal``: the optimal proposal for F1 (what a user of the package would have used);
-- ``optimal``: the influence-function proposal for the measure itself (for AUC with its default
-  positive-seeking component, ``positive_mix=0.2``)
-  (:func:`bayes_activeeval.threshold_free.rank_proposal`, the model's own probabilities as belief).
+- ``optimal``: the influence-function proposal for the measure itself
+  (:func:`bayes_activeeval.threshold_free.rank_proposal`: the model's own probabilities as belief,
+  the scaled ``"auto"`` belief floor, for AUC the positive-seeking component ``positive_mix=0.2``);
+- ``optimal-ma`` (ROC AUC only): the model-assisted estimate (the belief's expected influence as
+  control variate, ``rank_estimate(..., estimator="model_assisted")``) with its proposal
+  ``q ∝ p sqrt(Var_π ψ)`` (``rank_proposal(..., estimator="model_assisted")``).
 
 Each sample gives the weighted estimate (= scikit-learn with ``sample_weight``) and its 95%
-interval: the default (``guarded`` variance — the larger of the empirical influence-function
-variance and its expectation under the model's belief — on the logit scale) and, beside it, the
-empirical variance alone with the ``logit_t``, ``logit`` and ``t`` intervals. Recorded: bias, SD, MSE,
-coverage, the fraction of samples that cannot define the measure (no positive drawn), and the
-asymptotic label ratio ``Σ p u / (Σ p √u)²`` of passive to optimal under the model's belief and
-under the true ``η``. A second section checks the paired comparison of two AUCs on one sample
+interval from the package's one interval function (``RankEstimate.confidence_interval``: the
+intervals module's Wilson interval on the effective sample size) with the default ``guarded`` variance (the larger of the
+empirical influence-function variance and its expectation under the model's belief) and, beside
+it, the same interval with the empirical variance alone, the belief's alone and their mean.
+Recorded: bias, SD, MSE, coverage, the fraction of samples that cannot define the measure (no
+positive drawn), and ``needle``: the share of the design variance ``Σ p²/q ψ(x, y_x)²`` (realized
+labels) carried by the single largest item — near 1, the sampling distribution is a two-point
+mixture (that item drawn or not) and no variance-based interval can have its nominal coverage.
+
+The ``bounds`` table gives the asymptotic labels passive sampling needs per label of a design,
+``V_passive / V_design`` with ``V = Σ p²/q E_η(ψ − h)²`` under the true ``η``, for the package's
+proposals and for the best possible ones: ``q ∝ p sqrt(E_η ψ²)`` (plain estimate, ``h = 0``) and
+``q ∝ p sqrt(Var_η ψ)`` with ``h = E_η ψ`` (the best control variate of any design-consistent
+linear estimate). A second section checks the paired comparison of two AUCs on one sample
 (type-I error under an exact null, two designs).
 
 A third section (``--real DIR``) runs the same static designs on the real pools of the real-pool
 benchmark (``benchmarks/real_pools_data.py`` caches them as ``.npz`` with ``labels``, ``preds``,
 ``scores``, ``probs``; FEBRL record linkage at 1:11 to 1:6,000 and a balanced diamonds pool).
 
-Usage: python benchmarks/threshold_free.py [--reps 1000] [--budgets 500,1000,2000,5000] [--quick]
-       python benchmarks/threshold_free.py --real benchmarks/pools [--reps 500]
+Usage: python benchmarks/threshold_free.py [--reps 1000] [--budgets 500,2000,5000] [--quick]
+       python benchmarks/threshold_free.py --real benchmarks/pools [--reps 1000]
 Writes benchmarks/results/threshold_free.json and .md (``--real``: threshold_free_real.*).
 """
 
@@ -40,6 +51,7 @@ import numpy as np
 from scipy import special
 
 import bayes_activeeval as bae
+from bayes_activeeval import intervals
 from bayes_activeeval import threshold_free as tf
 from bayes_activeeval.datasets import make_classification_pool
 
@@ -50,15 +62,9 @@ POOLS = {  # prevalence -> pool size (about 100 or more positives)
     0.0001: 1_000_000,
 }
 MODELS = {"default": {}, "strong": {"separation": 6.0, "noise": 0.2}}
-BUDGETS = (500, 1000, 2000, 5000)
+BUDGETS = (500, 2000, 5000)
 MEASURES = ("roc_auc", "average_precision")
-METHODS = ("logit_t", "logit", "t")  # with the empirical variance
-
-
-def asymptotic_ratio(pool, measure, probs):
-    u, _ = tf.expected_sq_influence(pool, measure, probs)
-    p = pool.p
-    return float((p @ u) / (p @ np.sqrt(u)) ** 2)
+VARIANCES = ("guarded", "empirical", "belief", "mean")
 
 
 def synthetic_pools(prevalences, models):
@@ -78,59 +84,116 @@ def real_pools(directory):
         yield float(y.mean()), path.stem, pool, y, None
 
 
+def label_ratios(pool, measure, eta, proposals):
+    """Asymptotic labels passive needs per label of each design under the true η, and the best
+    possible designs (see the module docstring)."""
+    p, s = pool.p, pool.scores["model"]
+    _, e1, e0 = tf.influence(measure, s, p * eta, p * (1 - eta))
+    second = eta * e1**2 + (1 - eta) * e0**2
+    var = eta * (1 - eta) * (e1 - e0) ** 2
+    v_pass = float(p @ second)
+    out = {
+        "best_plain": v_pass / float(p @ np.sqrt(second)) ** 2,
+        "best_control_variate": v_pass / float(p @ np.sqrt(var)) ** 2,
+    }
+    pi = pool.view().positive_prob()
+    _, m_pi, _ = tf.expected_influence(pool, measure, pi)
+    m_pi = m_pi[:, 0] - float(p @ m_pi[:, 0])
+    resid = eta * (e1 - m_pi) ** 2 + (1 - eta) * (e0 - m_pi) ** 2
+    for name, q in proposals.items():
+        r2 = resid if name == "optimal-ma" else second
+        out[name] = v_pass / float(np.sum(p * p / q * r2))
+    return out
+
+
+def needle_share(pool, measure, y, q):
+    """Share of the design variance ``Σ p²/q ψ(x, y_x)²`` (realized labels) of the largest item."""
+    p, s = pool.p, pool.scores["model"]
+    _, r1, r0 = tf.influence(measure, s, p * y, p * (1 - y))
+    a = p * p / q * np.where(y == 1, r1, r0) ** 2
+    return float(a.max() / a.sum()) if a.sum() > 0 else np.nan
+
+
+def _designs(pool, measure):
+    designs = {"passive": bae.passive_proposal(pool)}
+    try:
+        designs["f1-optimal"] = bae.optimal_proposal(pool, "f1")
+    except ValueError as err:  # no item predicted positive
+        print("f1-optimal skipped:", err)
+    designs["optimal"] = tf.rank_proposal(pool, measure)
+    if measure == "roc_auc":
+        designs["optimal-ma"] = tf.rank_proposal(pool, measure, estimator="model_assisted")
+    return designs
+
+
+def _interval(est, var, empirical=False, level=0.95):
+    """The rank estimates' default interval (``RankEstimate.confidence_interval``: Wilson on
+    ``n*``) for another variance of the same estimate (with the design's weight df where the
+    variance is the empirical one, as ``rank_estimate_arrays(variance="empirical")`` sets it)."""
+    wdf = est.details["design_weight_df"] if empirical else np.inf
+    lo, hi = intervals.interval(
+        est.value,
+        np.sqrt(var),
+        est.bounds,
+        level,
+        "wilson",
+        kish=est.kish[0],
+        n_df=max(wdf - 1.0, 1.0),
+    )
+    return float(lo), float(hi)
+
+
 def run_static(reps, budgets, pools, rng):
-    rows = []
+    rows, bounds = [], []
     for prev, mname, pool, y, eta in pools:
         s = pool.scores["model"]
         pi = pool.view().positive_prob()
-        designs = {"passive": bae.passive_proposal(pool)}
-        try:
-            designs["f1-optimal"] = bae.optimal_proposal(pool, "f1")
-        except ValueError as err:  # no item predicted positive
-            print("f1-optimal skipped:", err)
         for measure in MEASURES:
             truth = tf.influence(measure, s, pool.p * y, pool.p * (1 - y))[0]
-            designs["optimal"] = tf.rank_proposal(pool, measure)
-            ratio_model = asymptotic_ratio(pool, measure, pi)
-            ratio_true = asymptotic_ratio(pool, measure, eta) if eta is not None else np.nan
+            designs = _designs(pool, measure)
+            control = tf.expected_influence(pool, measure, pi)[1][:, 0]
+            ratios = {}
+            if eta is not None:
+                ratios = label_ratios(pool, measure, eta, {k: d.q for k, d in designs.items()})
+                bounds.append({"prevalence": prev, "model": mname, "measure": measure, **ratios})
+                print("label ratios", prev, mname, measure, ratios, flush=True)
             for design, prop in designs.items():
+                needle = needle_share(pool, measure, y, prop.q)
+                ma = design == "optimal-ma"
                 for n in budgets:
                     vals = np.full(reps, np.nan)
-                    cover = {
-                        k: np.zeros(reps, dtype=bool)
-                        for k in (*METHODS, "guarded", "guarded_wald", "guarded_wilson")
-                    }
-                    width = np.full(reps, np.nan)
-                    width_w = np.full(reps, np.nan)
+                    cover = {k: np.zeros(reps, dtype=bool) for k in VARIANCES}
+                    width = {k: np.full(reps, np.nan) for k in VARIANCES}
                     npos = np.zeros(reps)
                     t0 = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
                         for r in range(reps):
                             d = prop.draw(n, rng=rng)
-                            yy = y[d.indices]
+                            i = d.indices
+                            yy = y[i]
                             npos[r] = yy.sum()
-                            est = tf.rank_estimate_arrays(
-                                measure, s[d.indices], yy, d.weights, variance="empirical"
-                            )
-                            vals[r] = est.value
-                            if not np.isfinite(est.value):
-                                continue
-                            if np.isfinite(est.stderr):  # no empirical SE with one positive
-                                for k in METHODS:
-                                    lo, hi = est.confidence_interval(0.95, k)
-                                    cover[k][r] = lo <= truth <= hi
+                            kw = {"control": control[i]} if ma else {}
                             grd = tf.rank_estimate_arrays(
-                                measure, s[d.indices], yy, d.weights, belief=pi[d.indices]
+                                measure, s[i], yy, d.weights, belief=pi[i], **kw
                             )
-                            lo, hi = grd.confidence_interval(0.95, "logit_t")
-                            cover["guarded"][r] = lo <= truth <= hi
-                            width[r] = hi - lo
-                            lo, hi = grd.confidence_interval(0.95, "wald")
-                            cover["guarded_wald"][r] = lo <= truth <= hi
-                            lo, hi = grd.confidence_interval(0.95, "wilson")
-                            cover["guarded_wilson"][r] = lo <= truth <= hi
-                            width_w[r] = hi - lo
+                            vals[r] = grd.value
+                            if not np.isfinite(grd.value):
+                                continue
+                            v_e = float(grd.details["cov_empirical"][0, 0])
+                            v_b = float(grd.details["cov_belief"][0, 0])
+                            nan = (np.nan, np.nan)
+                            cis = {
+                                "guarded": tuple(grd.confidence_interval(0.95)),
+                                "empirical": _interval(grd, v_e, True) if np.isfinite(v_e) else nan,
+                                "belief": _interval(grd, v_b),
+                                "mean": _interval(grd, 0.5 * (v_b + v_e))
+                                if np.isfinite(v_e)
+                                else nan,
+                            }
+                            for k, (lo, hi) in cis.items():
+                                cover[k][r] = lo <= truth <= hi
+                                width[k][r] = hi - lo
                     ok = np.isfinite(vals)
                     err = vals[ok] - truth
                     row = {
@@ -151,26 +214,24 @@ def run_static(reps, budgets, pools, rng):
                         "mse_se": float(np.std(err**2, ddof=1) / np.sqrt(ok.sum()))
                         if ok.sum() > 1
                         else np.nan,
-                        "asymptotic_ratio_model_belief": ratio_model,
-                        "asymptotic_ratio_true_eta": ratio_true,
+                        "needle": needle,
+                        "label_ratio_true_eta": ratios.get(design, np.nan),
                         "seconds": time.perf_counter() - t0,
                     }
-                    row["width_guarded"] = float(np.nanmean(width[ok])) if ok.any() else np.nan
-                    row["width_guarded_wilson"] = (
-                        float(np.nanmean(width_w[ok])) if ok.any() else np.nan
-                    )
-                    for k in (*METHODS, "guarded", "guarded_wald", "guarded_wilson"):
+                    for k in VARIANCES:
                         row[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
+                        row[f"width_{k}"] = float(np.nanmean(width[k][ok])) if ok.any() else np.nan
                     rows.append(row)
                     print(
                         f"1:{round(1 / prev)} {mname[:12]:12s} {measure:17s} {design:10s} n={n:5d} "
                         f"undef={row['undefined']:.3f} bias={row['bias']:+.4f} "
                         f"mse={row['mse']:.3g} cov={row['coverage_guarded']:.3f}/"
-                        f"{row['coverage_guarded_wilson']:.3f}/{row['coverage_logit_t']:.3f} "
-                        f"ratio={ratio_model:.2f}/{ratio_true:.2f}",
+                        f"{row['coverage_empirical']:.3f}/{row['coverage_belief']:.3f}/"
+                        f"{row['coverage_mean']:.3f} needle={needle:.2f} "
+                        f"({row['seconds']:.0f}s)",
                         flush=True,
                     )
-    return rows
+    return rows, bounds
 
 
 def swapped_pool(n, prevalence, seed):
@@ -239,6 +300,15 @@ def run_paired(reps, rng):
     return rows
 
 
+def _in_range(vals):
+    v = np.asarray([x for x in vals if np.isfinite(x)])
+    return (
+        f"{np.sum((v >= 0.93) & (v <= 0.97))} of {v.size} in [0.93, 0.97], "
+        f"{np.sum(v < 0.93)} below, {np.sum(v > 0.97)} above"
+        + (f" (range {v.min():.3f}-{v.max():.3f})" if v.size else "")
+    )
+
+
 def write_md(res, path, real=False):
     pools = (
         "Real pools of the real-pool benchmark (`benchmarks/real_pools_data.py`; the model column "
@@ -253,31 +323,63 @@ def write_md(res, path, real=False):
         f"`python benchmarks/threshold_free.py --reps {res['reps']}"
         f"{' --budgets ' + res['budgets'] if res.get('budgets') else ''}"
         f"{' --real benchmarks/pools' if real else ''}` "
-        f"({res['seconds'] / 60:.1f} min). " + pools + "Coverage of the "
-        "default `logit_t` 95% interval over the samples that define the measure; `undef` = "
-        "fraction of samples without a positive (or without a negative); a sample with a single "
-        "positive has no empirical variance and counts as not covered in the `emp` columns. "
-        "`cov guarded` is the "
-        "guarded variance (the default) with the logit interval, `cov guarded Wald` with the Wald "
-        "interval, `cov guarded Wilson` with the Wilson interval (the default interval); "
-        "the `emp` columns use the empirical variance alone. `ratio` = asymptotic "
-        "labels passive needs per label of the optimal proposal, `Σ p u / (Σ p √u)²`, under the "
-        "model's belief / under the true η. `MSE gain` = MSE of passive (or F1-optimal) over MSE "
-        "of the optimal proposal at the same budget (for ratios, MSE ∝ 1/n: the labels saved).",
+        f"({res['seconds'] / 60:.1f} min, seed {res['seed']}). " + pools + "Coverage of the "
+        "95% interval (the package's one interval function, `RankEstimate.confidence_interval`: "
+        "Wilson on the effective sample size) over the samples that define the "
+        "measure, with the default `guarded` variance and, beside it, the `empirical` variance "
+        "alone, the `belief`'s alone and their `mean`; `undef` = fraction of samples without a "
+        "positive (or without a negative); `pos` = mean positives drawn; `needle` = share of the "
+        "design variance `Σ p²/q ψ(x, y_x)²` (realized labels) carried by the single largest "
+        "item. `MSE gain` = MSE of passive (or F1-optimal) over MSE of the design at the same "
+        "budget (for ratios, MSE ∝ 1/n: the labels saved); `ratio η` = asymptotic labels passive "
+        "needs per label of the design under the true η.",
         "",
+        "## Coverage of the default interval, by design",
+        "",
+        "| design | cells | all cells | cells with needle < 0.1 |",
+        "| --- | --- | --- | --- |",
     ]
     rows = res["static"]
+    for design in ("optimal", "optimal-ma", "f1-optimal", "passive"):
+        sel = [r for r in rows if r["design"] == design]
+        if not sel:
+            continue
+        clt = [r for r in sel if r["needle"] < 0.1]
+        lines.append(
+            f"| {design} | {len(sel)} | {_in_range(r['coverage_guarded'] for r in sel)} | "
+            f"{_in_range(r['coverage_guarded'] for r in clt)} |"
+        )
+    lines += ["", "The same cells of the `optimal` design with the other variances:", ""]
+    opt = [r for r in rows if r["design"] == "optimal"]
+    for k in VARIANCES:
+        lines.append(f"- `{k}`: {_in_range(r[f'coverage_{k}'] for r in opt)}")
+    lines.append("")
+    if res.get("bounds"):
+        lines += [
+            "## Label ratios: asymptotic labels passive needs per label of a design (true η)",
+            "",
+            "| skew | model | measure | best plain `p sqrt(E_η ψ²)` | best control variate "
+            "`p sqrt(Var_η ψ)` | optimal | optimal-ma | f1-optimal |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for b in res["bounds"]:
+            lines.append(
+                f"| 1:{round(1 / b['prevalence']):,} | {b['model']} | {b['measure']} | "
+                f"{b['best_plain']:.2f} | {b['best_control_variate']:.2f} | "
+                f"{b.get('optimal', np.nan):.2f} | {b.get('optimal-ma', np.nan):.2f} | "
+                f"{b.get('f1-optimal', np.nan):.2f} |"
+            )
+        lines.append("")
     key = {(r["prevalence"], r["model"], r["measure"], r["design"], r["n"]): r for r in rows}
     for measure in MEASURES:
         lines += [
             f"## {measure}",
             "",
-            "| skew | model | n | truth | design | undef | bias | SD | MSE | cov guarded | "
-            "cov guarded Wald | width | cov guarded Wilson | width Wilson | "
-            "cov emp logit_t | cov emp logit | cov emp t | MSE gain vs passive | "
-            "MSE gain vs F1-opt | ratio |",
+            "| skew | model | n | truth | design | undef | pos | bias | SD | MSE | needle | "
+            "cov guarded | width | cov emp | cov belief | cov mean | MSE gain vs passive | "
+            "MSE gain vs F1-opt | ratio η |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-            "| --- | --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for r in rows:
             if r["measure"] != measure:
@@ -286,7 +388,7 @@ def write_md(res, path, real=False):
             pas = key.get((*k, "passive", r["n"]))
             f1 = key.get((*k, "f1-optimal", r["n"]))
             gain_p = gain_f = ""
-            if r["design"] == "optimal":
+            if r["design"] in ("optimal", "optimal-ma"):
                 if pas and np.isfinite(pas["mse"]) and pas["undefined"] < 0.01:
                     gain_p = f"{pas['mse'] / r['mse']:.1f}"
                 elif pas:
@@ -295,14 +397,13 @@ def write_md(res, path, real=False):
                     gain_f = f"{f1['mse'] / r['mse']:.1f}"
             lines.append(
                 f"| 1:{round(1 / r['prevalence']):,} | {r['model']} | {r['n']} | "
-                f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | {r['bias']:+.2e} | "
-                f"{r['sd']:.2e} | {r['mse']:.2e} | {r['coverage_guarded']:.3f} | "
-                f"{r['coverage_guarded_wald']:.3f} | {r['width_guarded']:.3g} | "
-                f"{r['coverage_guarded_wilson']:.3f} | {r['width_guarded_wilson']:.3g} | "
-                f"{r['coverage_logit_t']:.3f} | "
-                f"{r['coverage_logit']:.3f} | {r['coverage_t']:.3f} | {gain_p} | {gain_f} | "
-                f"{r['asymptotic_ratio_model_belief']:.2f} / "
-                f"{r['asymptotic_ratio_true_eta']:.2f} |"
+                f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | "
+                f"{r['mean_positives']:.1f} | {r['bias']:+.2e} | "
+                f"{r['sd']:.2e} | {r['mse']:.2e} | {r['needle']:.2f} | "
+                f"{r['coverage_guarded']:.3f} | {r['width_guarded']:.3g} | "
+                f"{r['coverage_empirical']:.3f} | {r['coverage_belief']:.3f} | "
+                f"{r['coverage_mean']:.3f} | {gain_p} | {gain_f} | "
+                f"{r['label_ratio_true_eta']:.2f} |"
             )
         lines.append("")
     if real:
@@ -334,7 +435,7 @@ def main():
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     if args.real:
-        static = run_static(args.reps, (500, 2000), real_pools(args.real), rng)
+        static, _ = run_static(args.reps, (500, 2000), real_pools(args.real), rng)
         res = {"reps": args.reps, "seed": args.seed, "seconds": time.perf_counter() - t0}
         res.update(static=static, paired=[])
         OUT.mkdir(exist_ok=True)
@@ -342,11 +443,13 @@ def main():
         write_md(res, OUT / "threshold_free_real.md", real=True)
         return
     if args.quick:
-        static = run_static(20, (500,), synthetic_pools((0.01,), ("default",)), rng)
+        static, bounds = run_static(20, (500,), synthetic_pools((0.01,), ("default",)), rng)
         paired = run_paired(20, rng)
     else:
         budgets = tuple(int(b) for b in args.budgets.split(","))
-        static = run_static(args.reps, budgets, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng)
+        static, bounds = run_static(
+            args.reps, budgets, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng
+        )
         paired = run_paired(args.reps, rng)
     res = {
         "budgets": args.budgets,
@@ -354,6 +457,7 @@ def main():
         "seed": args.seed,
         "seconds": time.perf_counter() - t0,
         "static": static,
+        "bounds": bounds,
         "paired": paired,
     }
     if args.quick:

@@ -353,27 +353,103 @@ def test_curve_band_covers_the_pool_curve(curve, kind, balanced_pool):
     assert np.mean(hits) >= 26 / 30, np.mean(hits)
 
 
-def test_wilson_interval_stays_sane_at_the_bound():
+def test_rank_intervals_are_the_package_interval(rare_pool):
+    """Issue 13: one interval function per estimate. A rank estimate's interval is
+    :func:`bayes_activeeval.intervals.interval` (Wilson by default) with the estimate's Kish size
+    (of the scarcer class) and weight df, inside the measure's range."""
+    from bayes_activeeval import intervals
+
     est = tf.RankEstimate(
         np.array([0.99888]), np.array([[0.00657**2]]), np.array([0.99888]), 1000, 955,
-        ("roc_auc",), "roc_auc", (0.0, 1.0),
+        ("roc_auc",), "roc_auc", (0.0, 1.0), kish=np.array([40.0]),
     )  # fmt: skip
-    lo, hi = est.confidence_interval(0.95, "wilson")
-    assert 0.8 < lo < 0.99888 < hi <= 1.0
-    wlo, _ = est.confidence_interval(0.95, "logit_t")
-    assert wlo < 0.1  # the logit interval blows up when SE is large next to 1 − Ĝ
+    lo, hi = est.confidence_interval(0.95)
+    elo, ehi = intervals.interval(0.99888, 0.00657, (0.0, 1.0), 0.95, "wilson", kish=40.0)
+    assert (lo, hi) == pytest.approx((float(elo), float(ehi)))
+    assert 0.8 < lo < 0.99888 < hi <= 1.0  # no logit blow-up, never above 1
+    with pytest.raises(ValueError, match="method"):
+        est.confidence_interval(0.95, "logit_t")
+    # at the bound with SE = 0 (no discordant pair, empirical variance): the Kish size decides
     at_one = tf.RankEstimate(
-        np.array([1.0]), np.array([[0.01**2]]), np.array([1.0]), 100, 100,
-        ("roc_auc",), "roc_auc", (0.0, 1.0),
+        np.array([1.0]), np.array([[0.0]]), np.array([1.0]), 100, 100,
+        ("roc_auc",), "roc_auc", (0.0, 1.0), kish=np.array([20.0]),
     )  # fmt: skip
-    assert at_one.confidence_interval(0.95) == pytest.approx((1 - 1.96 * 0.01, 1.0), abs=1e-3)
-    # with a small SE Wilson, logit and Wald agree
-    est = tf.RankEstimate(
-        np.array([0.8]), np.array([[0.01**2]]), np.array([0.8]), 1000, 1000,
-        ("roc_auc",), "roc_auc", (0.0, 1.0),
-    )  # fmt: skip
-    for method in ("logit_t", "wald"):
-        np.testing.assert_allclose(
-            est.confidence_interval(0.95, "wilson"), est.confidence_interval(0.95, method),
-            atol=2e-3,
-        )  # fmt: skip
+    lo, hi = at_one.confidence_interval(0.95)
+    assert hi == 1.0 and 0.7 < lo < 1.0
+    # on draws: the Kish size of the scarcer class, the same interval as Estimate's
+    pool, y = rare_pool.pool, rare_pool.labels
+    d = tf.rank_proposal(pool, "roc_auc").draw(800, rng=11)
+    lab = y[d.indices]
+    for variance in ("empirical", "guarded"):
+        est = tf.rank_estimate(pool, "roc_auc", d, lab, variance=variance)
+        w1 = d.weights[lab == 1]
+        w0 = d.weights[lab == 0]
+        kish = min(w1.sum() ** 2 / (w1 @ w1), w0.sum() ** 2 / (w0 @ w0))
+        assert est.kish[0] == pytest.approx(kish)
+        ci = est.confidence_interval(0.95)
+        assert ci == bae.Estimate.confidence_interval(est, 0.95, "wilson")
+        assert 0.0 <= ci.low <= est.value <= ci.high <= 1.0
+        frame = est.to_frame()
+        assert frame["low"].iloc[0] == pytest.approx(ci.low)
+
+
+def test_auto_floor_keeps_the_proposal_optimal_under_skew():
+    """A fixed floor of 1e-6 adds ``sqrt(f)/π₁`` to every confident negative's integrand; at
+    1:2,000 with a strong model that flattened the AUC proposal towards passive sampling. The
+    scaled floor adds at most 1 % of the proposal's mass."""
+    synth = bae.datasets.make_classification_pool(100_000, 0.0005, separation=6.0, noise=0.2, rng=3)
+    pool, eta = synth.pool, synth.truth
+    s, p = pool.scores["model"], pool.p
+    _, e1, e0 = tf.influence("roc_auc", s, p * eta, p * (1 - eta))
+    u_true = eta * e1**2 + (1 - eta) * e0**2
+
+    def ratio(q):  # labels passive needs per label of q (asymptotic, under the true η)
+        return float(p @ u_true) / float(np.sum(p**2 / q * u_true))
+
+    auto = tf.rank_proposal(pool, "roc_auc")
+    fixed = tf.rank_proposal(pool, "roc_auc", belief_floor=1e-6)
+    assert 0 < auto.info.belief_floor < 1e-6
+    assert ratio(auto.q) > 1.5 * ratio(fixed.q), (ratio(auto.q), ratio(fixed.q))
+    assert bae.optimal_proposal(pool, "roc_auc").info.belief_floor == auto.info.belief_floor
+    pi = pool.view().positive_prob()
+    f = tf.scaled_rank_floor(pool, "roc_auc", pi)
+    assert f == auto.info.belief_floor
+    with pytest.raises(ValueError, match="belief_floor"):
+        tf.rank_proposal(pool, "roc_auc", belief_floor="sometimes")
+
+
+def test_model_assisted_rank_estimate(balanced_pool):
+    """The control-variate form ``T(P̂) − λ(Σ v m/Σ v − M)`` with the belief's expected influence:
+    consistent whatever the belief (here a badly distorted one), and with the true ``η`` as
+    belief it is never worse than the plain estimate."""
+    pool, y, eta = balanced_pool.pool, balanced_pool.labels, balanced_pool.truth
+    s = pool.scores["model"]
+    truth = tf.influence("roc_auc", s, pool.p * y, pool.p * (1 - y))[0]
+    _, expected, _ = tf.expected_influence(pool, "roc_auc", eta)
+    assert abs(pool.p @ expected[:, 0]) < 1e-10  # centred under the belief
+    prop = tf.rank_proposal(pool, "roc_auc", belief=eta, estimator="model_assisted")
+    assert prop.info.estimator == "model_assisted"
+    rng = np.random.default_rng(21)
+    plain, ma, bad, cover = [], [], [], []
+    for _ in range(300):
+        d = prop.draw(600, rng=rng)
+        lab = y[d.indices]
+        plain.append(tf.rank_estimate(pool, "roc_auc", d, lab, belief=eta).value)
+        est = tf.rank_estimate(pool, "roc_auc", d, lab, belief=eta, estimator="model_assisted")
+        assert est.estimator == "model_assisted" and "lambda" in est.details
+        ma.append(est.value)
+        lo, hi = est.confidence_interval(0.95)
+        cover.append(lo <= truth <= hi)
+        distorted = special.expit(3.0 * special.logit(np.clip(eta, 1e-9, 1 - 1e-9)) + 2.0)
+        bad.append(
+            tf.rank_estimate(
+                pool, "roc_auc", d, lab, belief=distorted, estimator="model_assisted"
+            ).value
+        )
+    plain, ma, bad = map(np.asarray, (plain, ma, bad))
+    for vals in (ma, bad):
+        assert abs(vals.mean() - truth) < 4 * vals.std() / np.sqrt(vals.size) + 0.002
+    assert np.mean((ma - truth) ** 2) <= 1.05 * np.mean((plain - truth) ** 2)
+    assert np.mean(cover) >= 0.9
+    with pytest.raises(ValueError, match="estimator"):
+        tf.rank_estimate(pool, "roc_auc", d, lab, estimator="aipw")

@@ -35,9 +35,11 @@ from .design import (
     expected_sq_influence,
     proposal_from_u,
     rank_proposal,
+    scaled_rank_floor,
 )
 from .estimates import (
     RankEstimate,
+    expected_influence,
     measure_models,
     model_scores,
     positive_probs,
@@ -61,6 +63,7 @@ __all__ = [
     "RankMeasure",
     "adaptive_rank_proposal",
     "comparison_rank_proposal",
+    "expected_influence",
     "expected_sq_influence",
     "influence",
     "measure_models",
@@ -72,6 +75,7 @@ __all__ = [
     "rank_estimate_arrays",
     "rank_measure",
     "rank_proposal",
+    "scaled_rank_floor",
     "stacked_estimate",
     "weighted_average_precision",
     "weighted_roc_auc",
