@@ -54,7 +54,7 @@ class Design:
         The oracle model (``"model"`` = the evaluated model's own probabilities; adaptive designs
         accept every name :func:`~bayes_activeeval.oracles.make_oracle` knows). Default: ``"model"``
         for a static design; for an adaptive one the :class:`~bayes_activeeval.ActiveEvaluator`
-        default, :func:`~bayes_activeeval.adaptive.default_oracle` (``"calibration"`` on a binary
+        default, :func:`~bayes_activeeval.adaptive.default_oracle` (``"auto"`` on a binary
         pool), which :meth:`Session.create` writes into the design, so a session keeps its oracle.
     seed : int
         Seed of every stage's random generator (:func:`stage_rng`).
