@@ -81,6 +81,13 @@ class Estimate:
         Kish effective size of the draws that carry each output and the degrees of freedom of
         their weights' heterogeneity (:func:`~bayes_activeeval.intervals.carrying_sizes`), used by the
         score-type intervals.
+    n_max : int, optional
+        Cap on the effective sample size of the score-type intervals (Korn & Graubard (1998)
+        cap it at the sample size). The adaptive AIS estimate sets it to its number of draws:
+        near a bound of the range its ``n*`` is estimated from the few errors that also steered
+        the proposal, and uncapped it under-covers (``benchmarks/results/boundary_coverage.md``:
+        0.63-0.82 at accuracies 0.99-0.999; capped, at least 0.92). With a cap the weights'
+        degrees of freedom are not applied.
     """
 
     values: np.ndarray
@@ -96,6 +103,7 @@ class Estimate:
     df: np.ndarray | None = None
     kish: np.ndarray | None = None
     weight_df: np.ndarray | None = None
+    n_max: int | None = None
 
     @property
     def value(self) -> float | np.ndarray:
@@ -189,7 +197,8 @@ class Estimate:
             method,
             df=self.effective_df,
             kish=kish,
-            n_df=np.maximum(wdf - 1.0, 1.0),
+            n_df=None if self.n_max is not None else np.maximum(wdf - 1.0, 1.0),
+            n_max=self.n_max,
         )
         return self._pack(np.atleast_1d(low), np.atleast_1d(high))
 

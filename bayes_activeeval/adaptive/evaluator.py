@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -671,7 +672,7 @@ class ActiveEvaluator(EvaluatorState):
                     draw_cov=A["V"].reshape(-1, d, d),
                     n_labels=self._n_labels,
                 )
-            return weighted_estimate(
+            est = weighted_estimate(
                 L,
                 w,
                 self.measure,
@@ -679,6 +680,8 @@ class ActiveEvaluator(EvaluatorState):
                 n_labels=self._n_labels,
                 bias_correction=bias_correction,
             )
+            # the adaptive draws' n* is capped at their number (Estimate.n_max)
+            return dataclasses.replace(est, n_max=est.n_draws)
 
     @property
     def history(self) -> pd.DataFrame:

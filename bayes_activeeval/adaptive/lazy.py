@@ -39,6 +39,7 @@ estimates.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -754,7 +755,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         with warnings.catch_warnings():
             if not warn:
                 warnings.simplefilter("ignore", UndefinedEstimateWarning)
-            return weighted_estimate(
+            est = weighted_estimate(
                 L,
                 w,
                 self.measure,
@@ -762,6 +763,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 n_labels=self._n_labels,
                 bias_correction=bias_correction,
             )
+            # the adaptive draws' n* is capped at their number (Estimate.n_max)
+            return dataclasses.replace(est, n_max=est.n_draws)
 
     def posterior(self, method: str | None = None, **kwargs: Any):
         raise NotImplementedError("posterior() needs an in-memory pool")
