@@ -452,8 +452,8 @@ def test_familywise_error_k4():
                 rng=rng,
             )
             fw[key] += bool(r.reject.any())
-            if meth != "holm":  # simultaneous intervals are dual to the single-step tests
-                lo, hi = r.confidence_interval()
+            if meth != "holm":  # the "test" intervals are dual to the single-step tests
+                lo, hi = r.confidence_interval(method="test")
                 iu = np.triu_indices(4, 1)
                 np.testing.assert_array_equal((lo[iu] > 0) | (hi[iu] < 0), r.reject[iu])
     se = np.sqrt(0.05 * 0.95 / reps)
@@ -581,10 +581,14 @@ def test_score_sums_agree_between_two_and_k_models(two):
         k_models = getattr(mc.sums, f)  # k × k tables, or scalars shared by every pair
         got = np.ravel(k_models)[1] if np.ndim(k_models) else k_models
         np.testing.assert_allclose(got, getattr(pair.sums, f), rtol=1e-9)
-    lo, hi = mc.confidence_interval(0.95)
+    lo, hi = mc.confidence_interval(0.95, method="test")
     np.testing.assert_allclose(
         [lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95, method="test")), rtol=1e-9
     )
+    # method "none" with k = 2: the default interval is compare's (Newcombe's hybrid)
+    lo, hi = mc.confidence_interval(0.95)
+    np.testing.assert_allclose([lo[0, 1], hi[0, 1]], list(pair.confidence_interval(0.95)))
+    np.testing.assert_allclose([lo[1, 0], hi[1, 0]], [-hi[0, 1], -lo[0, 1]])
 
 
 def test_multiple_comparison_resolves_variance_as_compare(two):
@@ -658,3 +662,83 @@ def test_compare_interval_is_newcombe_inside_the_range(two):
     assert less.confidence_interval(0.95).low == -np.inf
     with pytest.raises(ValueError, match="method must be"):
         res.confidence_interval(0.95, method="wald")
+
+
+def _sparse_error_pool(m=5000, errors=(5, 15, 25, 50), seed=0):
+    """Four models right on all but ``errors`` items each: accuracies 0.999 … 0.99."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(m) < 0.3).astype(int)
+    preds, probs = {}, {}
+    for j, e in enumerate(errors):
+        pred = y.copy()
+        w = rng.choice(m, e, replace=False)
+        pred[w] = 1 - pred[w]
+        preds[f"m{j}"] = pred
+        probs[f"m{j}"] = np.where(pred == 1, 0.97, 0.03)
+    return bae.Pool(predictions=preds, probs=probs, classes=[0, 1]), y
+
+
+@pytest.mark.parametrize("case", ["boundary", "moderate"])
+def test_simultaneous_intervals_familywise_coverage(case):
+    """k = 4 models: the default simultaneous intervals (Newcombe's hybrid per pair at the
+    max-|z| critical value of the joint covariance) cover all six true differences at once with
+    probability >= level, inside [-1, 1] and never a point — also near the bound, where the
+    intervals dual to the tests collapse (every draw agrees on most pairs) and under-cover."""
+    if case == "boundary":
+        pool, y = _sparse_error_pool()
+        prop, n = bae.passive_proposal(pool), 150
+    else:
+        pool, y = binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9), seed=5)
+        prop, n = bae.comparison_proposal(pool, "accuracy", mix=0.1), 300
+    acc = np.array([np.mean(pool.view(f"m{j}").pred == y) for j in range(4)])
+    true = acc[:, None] - acc[None, :]
+    iu = np.triu_indices(4, 1)
+    rng = np.random.default_rng(7)
+    reps = 300
+    hit = {"newcombe": 0, "test": 0}
+    for _ in range(reps):
+        d = prop.draw(n, rng)
+        mc = bae.multiple_comparison(pool, "accuracy", d, y[d.indices], n_points=4096, rng=rng)
+        for method in hit:
+            lo, hi = mc.confidence_interval(method=method)
+            hit[method] += bool(np.all((lo[iu] <= true[iu]) & (true[iu] <= hi[iu])))
+        lo, hi = mc.confidence_interval()
+        assert np.all((-1.0 <= lo[iu]) & (lo[iu] < hi[iu]) & (hi[iu] <= 1.0))
+        np.testing.assert_allclose(lo.T[iu], -hi[iu])  # (j, i) mirrors (i, j)
+    se = np.sqrt(0.05 * 0.95 / reps)
+    assert hit["newcombe"] / reps >= 0.95 - 3 * se
+    if case == "boundary":
+        assert hit["test"] / reps < 0.5  # the Wald/score intervals collapse near the bound
+
+
+def test_simultaneous_interval_critical_value():
+    """The default intervals' critical value: the max-|z| quantile of the family under the
+    estimates' covariance, between the per-pair and the Bonferroni quantile; Bonferroni's where
+    a contrast has SE = 0; with method="none" the per-pair z, with k = 2 compare's interval."""
+    pool, y = binary_pool(m=3000, noises=(0.3, 0.5, 0.6, 0.9), seed=5)
+    d = bae.comparison_proposal(pool, "accuracy", mix=0.1).draw(300, rng=1)
+    for variance in ("auto", "wald"):
+        mc = bae.multiple_comparison(pool, "accuracy", d, y[d.indices], variance=variance, rng=0)
+        c = mc.interval_critical_value()
+        assert stats.norm.ppf(0.975) < c < stats.norm.ppf(1 - 0.025 / 6)
+        if variance == "wald":
+            assert c == pytest.approx(mc.critical_value)
+    none = bae.multiple_comparison(pool, "accuracy", d, y[d.indices], method="none")
+    assert none.interval_critical_value() == pytest.approx(stats.norm.ppf(0.975))
+    # every draw agrees on every pair: Bonferroni, and intervals of positive width
+    pool0, y0 = _sparse_error_pool(errors=(1, 1, 1, 1))
+    d0 = bae.passive_proposal(pool0).draw(20, rng=0)
+    y_d = y0[d0.indices]
+    assert all(np.all(pool0.view(f"m{j}").pred[d0.indices] == y_d) for j in range(4))
+    mc0 = bae.multiple_comparison(pool0, "accuracy", d0, y_d, rng=0)
+    assert mc0.interval_critical_value() == pytest.approx(stats.norm.ppf(1 - 0.025 / 6))
+    lo, hi = mc0.confidence_interval()
+    iu = np.triu_indices(4, 1)
+    assert np.all((lo[iu] < 0) & (hi[iu] > 0))
+    assert np.all(mc0.pvalue[iu] == 1.0)
+    with pytest.raises(ValueError, match="method must be"):
+        mc0.confidence_interval(method="wald")
+    auc = bae.multiple_comparison(pool, "roc_auc", d, y[d.indices], rng=0)
+    assert auc.per_model is None
+    with pytest.raises(ValueError, match="needs a measure with a bounded range"):
+        auc.confidence_interval(method="newcombe")

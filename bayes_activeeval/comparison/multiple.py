@@ -245,6 +245,12 @@ def multiple_comparison(
 
     z = np.where(mask, z, np.nan)
     crit = FamilyCritical(method, k, K, df, dist)
+    interval_crit = None
+    if method in ("tukey", "dunnett") and variance == "score":
+        # the default (Newcombe) intervals cover the true differences: their critical value is
+        # the max-|z| under the estimates' own covariance Σ̂, not the complete null's
+        ci_dist = MaxAbsZ(_contrasts(k, pairs), cov, dist.engine, n_points, rng_)
+        interval_crit = FamilyCritical(method, k, K, df, ci_dist)
     return MultipleComparisonResult(
         models=models,
         estimates=G.copy(),
@@ -266,4 +272,6 @@ def multiple_comparison(
         critical=crit,
         sums=None if score is None else ScoreSums(**score, B=W**2 * np.clip(var, 0.0, None)),
         bounds=base.bounds,
+        per_model=None if isinstance(base, RankMeasure) else est,
+        interval_critical=interval_crit,
     )

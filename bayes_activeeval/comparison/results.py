@@ -57,6 +57,19 @@ def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     return lo, hi
 
 
+def interval_method(method: str | None, newcombe_ok: bool, why: str) -> str:
+    """The interval method of a comparison: ``"newcombe"`` by default where it applies (``why``
+    says when), else ``"test"``; a bad name, or ``"newcombe"`` where it does not apply, is a
+    ``ValueError``."""
+    if method is None:
+        return "newcombe" if newcombe_ok else "test"
+    if method not in ("newcombe", "test"):
+        raise ValueError(f"method must be 'newcombe' or 'test', got {method!r}")
+    if method == "newcombe" and not newcombe_ok:
+        raise ValueError(f"method='newcombe' needs {why} (a proposal with full support)")
+    return method
+
+
 @dataclass(frozen=True, repr=False)
 class ComparisonResult:
     """The paired Wald test of ``H0: G_a = G_b`` (Sawade (2012), Eqs. 3.21-3.24).
@@ -172,16 +185,8 @@ class ComparisonResult:
             and bool(np.isfinite(lo_d) and np.isfinite(hi_d))
             and bool(np.all(np.isfinite(self.per_model.values)))
         )
-        if method is None:
-            method = "newcombe" if newcombe_ok else "test"
-        if method not in ("newcombe", "test"):
-            raise ValueError(f"method must be 'newcombe' or 'test', got {method!r}")
-        if method == "newcombe":
-            if not newcombe_ok:
-                raise ValueError(
-                    "method='newcombe' needs a two-sided comparison of a measure with a bounded "
-                    "range and both models' estimates (a proposal with full support)"
-                )
+        why = "a two-sided comparison of a measure with a bounded range and both models' estimates"
+        if interval_method(method, newcombe_ok, why) == "newcombe":
             return self._newcombe_interval(level)
         ci = self._test_interval(level)
         if self.alternative == "two-sided":
@@ -305,6 +310,12 @@ class MultipleComparisonResult:
     measure : str
     greater_is_better : bool
     n_draws, n_labels : int
+    per_model : Estimate or None
+        The ``k`` estimates on the shared draws (the stacked measure, its joint covariance and
+        each model's own interval); ``None`` for threshold-free measures.
+    interval_critical : FamilyCritical or None
+        The max-|z| on ``Σ̂`` behind the default (Newcombe) intervals of Tukey and Dunnett when
+        the tests used another covariance (``variance="score"``).
     """
 
     models: tuple[str, ...]
@@ -327,6 +338,8 @@ class MultipleComparisonResult:
     critical: FamilyCritical | None = field(default=None, repr=False)
     sums: ScoreSums | None = field(default=None, repr=False)
     bounds: tuple[float, float] = (-np.inf, np.inf)
+    per_model: Estimate | None = field(default=None, repr=False)
+    interval_critical: FamilyCritical | None = field(default=None, repr=False)
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -344,20 +357,54 @@ class MultipleComparisonResult:
         with np.errstate(invalid="ignore"):
             return np.where(np.isnan(self.pvalue), False, self.pvalue < 1.0 - self.level)
 
-    def confidence_interval(self, level: float | None = None) -> ConfidenceInterval:
+    def confidence_interval(
+        self, level: float | None = None, method: str | None = None
+    ) -> ConfidenceInterval:
         """Simultaneous intervals for every ``G_i − G_j`` in the family, ``(low, high)`` k × k.
 
-        Tukey/Dunnett: ``Δ̂_ij ± c SE_ij`` with ``c`` the ``level`` quantile of the max-|z| over the
-        family (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and
-        Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching
-        simultaneous intervals); ``"none"``: per-pair Wald intervals. All are clipped to the
-        range of a difference, ``[lo − hi, hi − lo]`` (``bounds`` is the measure's range), which
-        never changes whether an interval contains 0.
+        Parameters
+        ----------
+        level : float, optional
+            Simultaneous level (default :attr:`level`).
+        method : {"newcombe", "test"}, optional
+            ``"newcombe"`` (default for a measure with a bounded range when every model's
+            estimate is identified): Newcombe's (1998) hybrid score interval per pair, as
+            :meth:`ComparisonResult.confidence_interval` gives for two models, with the normal
+            quantile ``z`` replaced by the simultaneous critical value ``c`` of the family — each
+            model's own score interval (:meth:`Estimate.confidence_interval`, modified Wilson on
+            the effective size) at the marginal level ``2Φ(c) − 1``, combined with the correlation
+            of the two estimates in the joint covariance ``Σ̂``
+            (:func:`~bayes_activeeval.intervals.newcombe_difference`). ``c`` is the ``level``
+            quantile of ``max_{(i,j)} |Z_i − Z_j|/SE_ij`` for ``Z ∼ N(0, Σ̂)`` (Tukey, Dunnett:
+            the single-step max-|z| of Hothorn, Bretz & Westfall (2008), on ``Σ̂`` whatever
+            ``variance`` the tests used), ``z_{1−α/2K}`` (Bonferroni, Holm), ``q_{k,ν}/√2``
+            (studentized range) or ``z_{1−α/2}`` (``"none"``). For large samples the interval
+            is ``Δ̂_ij ± c SE_ij``, the max-|z| interval; near a bound it keeps the width of the
+            models' score intervals where the Wald form collapses to a point, and it always lies
+            inside ``[lo − hi, hi − lo]``. Where some contrast of the family has ``SE = 0``
+            (every draw agrees on it), ``Σ̂`` says nothing about its joint distribution and
+            ``c`` is Bonferroni's, always valid (the max-|z| quantile lies between ``z_{1−α/2}``
+            and it). Not exactly dual to the tests (:attr:`reject`), as for two models.
+            ``"test"`` (default otherwise): the intervals dual to the tests —
+            Tukey/Dunnett ``Δ̂_ij ± c SE_ij`` with ``c`` the quantile of the tests' max-|z|
+            (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized
+            range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and Bonferroni:
+            Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching simultaneous
+            intervals); ``"none"``: per-pair Wald intervals — clipped to the range of a
+            difference, which never changes whether an interval contains 0.
         """
         level = self.level if level is None else check_level(level)
-        c = self.critical_value if level == self.level else self.critical.quantile(level)
         lo_b, hi_b = self.bounds
         d_lo, d_hi = lo_b - hi_b, hi_b - lo_b
+        newcombe_ok = (
+            self.per_model is not None
+            and bool(np.isfinite(d_lo) and np.isfinite(d_hi))
+            and bool(np.all(np.isfinite(self.per_model.values)))
+        )
+        why = "a measure with a bounded range and every model's estimate"
+        if interval_method(method, newcombe_ok, why) == "newcombe":
+            return self._newcombe_interval(level)
+        c = self.critical_value if level == self.level else self.critical.quantile(level)
         if self.sums is not None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
@@ -370,6 +417,38 @@ class MultipleComparisonResult:
         return ConfidenceInterval(
             np.clip(self.difference - half, d_lo, d_hi), np.clip(self.difference + half, d_lo, d_hi)
         )
+
+    def interval_critical_value(self, level: float | None = None) -> float:
+        """The simultaneous critical value ``c`` of the default (Newcombe) intervals: the
+        ``level`` quantile of the family's max-|z| under ``N(0, Σ̂)`` for Tukey and Dunnett
+        (Bonferroni's where a contrast has ``SE = 0``), the tests' critical value otherwise."""
+        level = self.level if level is None else check_level(level)
+        crit = self.interval_critical if self.interval_critical is not None else self.critical
+        if crit.method in ("tukey", "dunnett"):
+            dist = crit.max_abs_z
+            if dist is None or dist.K < crit.n_pairs:
+                return float(stats.norm.ppf(1 - (1 - level) / (2 * crit.n_pairs)))
+        return crit.quantile(level)
+
+    def _newcombe_interval(self, level: float) -> ConfidenceInterval:
+        c = self.interval_critical_value(level)
+        marginal = float(np.clip(2.0 * stats.norm.cdf(c) - 1.0, level, 1.0 - 1e-15))
+        own = self.per_model.confidence_interval(marginal)
+        lo_i, hi_i = np.atleast_1d(own.low), np.atleast_1d(own.high)
+        G = self.per_model.values
+        cov = self.per_model.cov
+        s = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            corr = np.where(np.outer(s, s) > 0, cov / np.outer(s, s), 0.0)
+        lo_b, hi_b = self.bounds
+        low, high = intervals.newcombe_difference(
+            (G[:, None], G[None, :]),
+            ((lo_i[:, None], hi_i[:, None]), (lo_i[None, :], hi_i[None, :])),
+            corr,
+            (lo_b - hi_b, hi_b - lo_b),
+        )
+        nan = np.isnan(self.difference)
+        return ConfidenceInterval(np.where(nan, np.nan, low), np.where(nan, np.nan, high))
 
     def to_dataset(self) -> xr.Dataset:
         """The k × k tables as an :class:`xarray.Dataset` (dims ``model``, ``versus``)."""
@@ -541,7 +620,7 @@ class MaxAbsZ:
         with np.errstate(invalid="ignore", divide="ignore"):
             self.R = V[np.ix_(ok, ok)] / np.outer(self.s[ok], self.s[ok])
         self.K = int(ok.sum())
-        if engine == "qmc":
+        if engine == "qmc" and self.K > 0:
             k = cov.shape[0]
             w, U = np.linalg.eigh(0.5 * (cov + cov.T))
             root = U * np.sqrt(np.clip(w, 0.0, None))
@@ -552,8 +631,10 @@ class MaxAbsZ:
             self.maxabs = np.sort(np.abs(D).max(axis=1))
 
     def sf(self, t: float) -> float:
-        if self.K == 0 or not np.isfinite(t):
+        if not np.isfinite(t):
             return 0.0 if np.isinf(t) else np.nan
+        if self.K == 0:  # every contrast has SE = 0: the max-|z| is 0 (every draw agrees)
+            return 1.0 if t <= 0 else 0.0
         if self.engine == "qmc":
             return float(1.0 - np.searchsorted(self.maxabs, t, side="left") / self.maxabs.size)
         K = self.K
@@ -572,7 +653,7 @@ class MaxAbsZ:
 
     def quantile(self, level: float) -> float:
         if self.K == 0:
-            return np.nan
+            return 0.0
         if self.engine == "qmc":
             return float(np.quantile(self.maxabs, level))
         lo = stats.norm.ppf(0.5 + level / 2)
