@@ -11,7 +11,6 @@ from ..beliefs import CategoricalBelief, as_belief
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     class_deviation_norms,
-    expected_loss,
     intrinsic_risk,
     label_costs,
     loss_table,
@@ -290,31 +289,37 @@ def model_assisted_proposal(
             "(e.g. no item predicted or believed positive); cannot build the proposal"
         )
     n, C = probs.shape
-    if table is not None:  # per item and class: ℓ(x, c) from the (prediction, label) table
-        cell = table.table[table.keys]  # (n, C, d)
-        mloss = np.einsum("nc,ncd->nd", probs, cell)
-        img = cell @ J.T  # Dg(R) ℓ(x, c), (n, C, o)
-        nz = np.any(cell != 0, axis=2)
+    # per class c: ℓ(x, c) (n, d) and whether it can be non-zero; column operations, no (n, C, d)
+    if table is not None:  # from the (prediction, label) table, gathered per item
+        nz_cell = np.any(table.table != 0, axis=2)
+        losses = [table.table[:, c][table.keys] for c in range(C)]
+        nzs = [nz_cell[:, c][table.keys] for c in range(C)]
     else:
-        mloss = expected_loss(pool, m, views, tb)
-        img = np.empty((n, C, J.shape[0]))
-        nz = np.empty((n, C), dtype=bool)
-        for c in range(C):
-            L = m.loss(np.full(n, c, dtype=np.int32), views(None))
-            img[:, c] = L @ J.T
-            nz[:, c] = np.any(L != 0, axis=1)
-    centre = np.einsum("nc,nco->no", probs, img)
-    dev = img - centre[:, None, :]
-    if deterministic:
-        s = np.einsum("nc,nc->n", probs, np.sqrt(np.einsum("nco,nco->nc", dev, dev)))
-    else:
-        s = np.sqrt(np.maximum(np.einsum("nc,nco,nco->n", probs, dev, dev), 0.0))
+        losses = [m.loss(np.full(n, c, dtype=np.int32), views(None)) for c in range(C)]
+        nzs = [np.any(L != 0, axis=1) for L in losses]
+    mloss = probs[:, 0, None] * losses[0]
+    for c in range(1, C):
+        mloss += probs[:, c, None] * losses[c]
+    imgs = [L @ J.T for L in losses]  # Dg(R) ℓ(x, c), (n, o)
+    centre = probs[:, 0, None] * imgs[0]
+    for c in range(1, C):
+        centre += probs[:, c, None] * imgs[c]
+    s = np.zeros(n)
+    for c in range(C):
+        dev = imgs[c] - centre
+        sq = np.einsum("no,no->n", dev, dev) if dev.shape[1] > 1 else dev[:, 0] ** 2
+        s += probs[:, c] * (np.sqrt(sq) if deterministic else sq)
+    if not deterministic:
+        s = np.sqrt(np.maximum(s, 0.0))
+    nz = nzs[0].copy()
+    for c in range(1, C):
+        nz |= nzs[c]
     p = pool.p
     open_ = p > 0
     if known is not None:
         s[known] = 0.0
         open_ = open_ & ~known
-    need = open_ & nz.any(axis=1)
+    need = open_ & nz
     pu = float(p[open_].sum())
     eps_abs = 0.0
     if eps > 0 and pu > 0:
@@ -330,16 +335,12 @@ def model_assisted_proposal(
     # the belief's covariance of one draw's term: Σ_x p²/q Cov_π ℓ(x, ·) (Cov = 0 if known)
     with np.errstate(divide="ignore", invalid="ignore"):
         g2 = np.where(q > 0, p * p / q, 0.0)
-    if table is not None:
-        centred = cell - mloss[:, None, :]
-    else:
-        centred = (
-            np.stack([m.loss(np.full(n, c, dtype=np.int32), views(None)) for c in range(C)], axis=1)
-            - mloss[:, None, :]
-        )
     if known is not None:
         g2[known] = 0.0
-    draw_cov = np.einsum("n,nc,ncd,nce->de", g2, probs, centred, centred)
+    draw_cov = np.zeros((mloss.shape[1], mloss.shape[1]))
+    for c in range(C):
+        X = (losses[c] - mloss) * np.sqrt(g2 * probs[:, c])[:, None]
+        draw_cov += X.T @ X
     info = ProposalInfo(
         risk=R,
         jacobian=J,
