@@ -36,6 +36,10 @@ from .state import EvaluatorState
 DEFAULT_ORACLE = "auto"
 #: Default growth of the stages in ``run``: a stage buys max(batch_size, 10 % of the labels so far).
 DEFAULT_STAGE_GROWTH = 0.1
+#: Default defensive mixture of the model-assisted estimate: every weight ``p/q`` is at most
+#: ``1/δ = 10``. One draw of an item the belief was sure of (``q`` at the ε floor, weight 100)
+#: moved a 2,000-label F1 estimate by 0.2 on ``febrl3_given_name_lr`` with ``δ = 0``.
+DEFAULT_MIX_MODEL_ASSISTED = 0.1
 #: Default estimator of ``ActiveEvaluator``: the model-assisted (difference) estimate with each
 #: stage's belief as control variate (``"ipw"``, Marchant & Rubinstein's AIS estimate, for the
 #: threshold-free measures and on lazy pools).
@@ -98,8 +102,11 @@ class ActiveEvaluator(EvaluatorState):
         is free (but enters the estimate). ``False``: every draw gets a fresh (noisy) label.
     epsilon : float
         ``ε_0 >= 0``, the floor of Prop. 2 in units of the mean integrand (default 0.01).
-    mix : float
-        Defensive mixture weight ``δ`` with ``p`` (default 0, as Marchant's "Ours").
+    mix : float, optional
+        Defensive mixture weight ``δ`` with ``p`` on the unlabeled items. Default: 0.1 with the
+        model-assisted estimate (every weight ``p/q ≤ 10``; Hesterberg's defensive mixture
+        bounds the variance by ``1/δ`` times passive sampling's), 0 with ``"ipw"`` (as
+        Marchant's "Ours").
     batch_size : int
         Labels per stage in :meth:`run` (default 50, as in the paper's experiments).
     rng : None, int or numpy.random.Generator
@@ -153,7 +160,7 @@ class ActiveEvaluator(EvaluatorState):
         model: str | None = None,
         deterministic: bool = True,
         epsilon: float = DEFAULT_EPSILON,
-        mix: float = 0.0,
+        mix: float | None = None,
         batch_size: int = 50,
         rng: Any = None,
         oracle_options: dict[str, Any] | None = None,
@@ -178,6 +185,10 @@ class ActiveEvaluator(EvaluatorState):
         self.model = model
         self.deterministic = bool(deterministic)
         self.epsilon0 = eps
+        if estimator is None:
+            estimator = default_estimator(self.measure)
+        if mix is None:  # bounds every weight p/q by 1/δ = 10 under the default estimate
+            mix = DEFAULT_MIX_MODEL_ASSISTED if estimator == "model_assisted" else 0.0
         self.mix = check_fraction(mix, "mix", allow_one=True)
         self.batch_size = check_count(batch_size, "batch_size")
         sg = float(stage_growth) if isinstance(stage_growth, (int, float, np.number)) else None
@@ -185,8 +196,6 @@ class ActiveEvaluator(EvaluatorState):
             raise ValueError(f"stage_growth must be a finite number >= 0, got {stage_growth!r}")
         self.stage_growth = sg
         self.belief_floor = check_fraction(belief_floor, "belief_floor")
-        if estimator is None:
-            estimator = default_estimator(self.measure)
         if estimator not in ("ipw", "model_assisted"):
             raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
         if estimator == "model_assisted" and isinstance(self.measure, RankMeasure):
