@@ -15,7 +15,7 @@ step, plus the process's overall peak (``resource.getrusage``):
 - ``estimate``: ``estimate(pool, "f1", draws, labels)`` (reads only the drawn items);
 - ``refresh``: the static proposal rebuilt at a new linearization point (``risk=``; lazily one
   pass over the chunks), 50 draws and an estimate;
-- ``ae_init`` and ``stage``: ``ActiveEvaluator(pool, "f1")`` (plug-in oracle; lazily one pass
+- ``ae_init`` and ``stage``: ``ActiveEvaluator(pool, "f1")`` (plug-in oracle, AIS estimate; lazily one pass
   collecting per-chunk cell statistics), the first stage (lazily it fills the draw reservoirs:
   one pass) and a later adaptive stage, ``query(50)`` + ``update`` (lazily ``O(chunks × cells)``,
   no chunk read);
@@ -177,7 +177,10 @@ def run_one(path: Path, n: int, mode: str) -> dict:
         return bae.estimate(pool, "f1", draws + d2, labels2)
 
     step("refresh", refresh)
-    ev = step("ae_init", lambda: bae.ActiveEvaluator(pool, "f1", oracle="model", rng=0))
+    ev = step(
+        "ae_init",
+        lambda: bae.ActiveEvaluator(pool, "f1", oracle="model", estimator="ipw", rng=0),
+    )
 
     def stage():
         idx = ev.query(STAGE_DRAWS)
