@@ -6,10 +6,12 @@ balanced) and for F1 at 500, 1,000, 2,000 and 5,000 distinct labels of a determi
 each repetition runs one configuration to the largest budget and records, at every budget, the
 estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run's seconds:
 
-- ``default``: ``ActiveEvaluator(pool, "f1", rng=seed)`` — no oracle argument, 50-label stages;
-- ``model`` / ``dirichlet-tree`` / ``calibration``: the same with that ``oracle=``; any
-  registered oracle with options is accepted as ``"name:key=value;key=value"``
-  (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat"``);
+- ``default``: ``ActiveEvaluator(pool, "f1", rng=seed)`` — no options (the model-assisted
+  estimate with the ``"auto"`` belief), 50-label stages;
+- ``model@estimator=ipw`` / ``dirichlet-tree@estimator=ipw`` / ``calibration@estimator=ipw``:
+  that ``oracle=`` with the AIS estimate (the defaults before); any registered oracle with
+  options is accepted as ``"name:key=value;key=value"``, and evaluator options after ``@``
+  (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat@estimator=model_assisted"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
 - ``sawade``: Sawade's closed-form F1 proposal (Sawade (2012), Cor. 4.4; Sawade et al. 2010)
   computed from ``probs`` with no floor and no mix, the same draws and estimator as ``static``
@@ -54,8 +56,18 @@ RESULTS = HERE / "results"
 DEFAULT_OUT = RESULTS / "real_pools.json"
 DEFAULT_PARTS = RESULTS / "real_pools_parts"
 DEFAULT_PEERS = RESULTS / "peers.json"
+#: One ``peers.py`` invocation that ran Ours-8 and this package's default (``bae``) side by side,
+#: for the seconds-per-run ratio (the other peer runs were made on a machine loaded differently).
+DEFAULT_TIMING = RESULTS / "peers_timing.json"
 DEFAULT_BUDGETS = (500, 1000, 2000, 5000)
-DEFAULT_CONFIGS = ("default", "model", "dirichlet-tree", "calibration", "static", "sawade")
+DEFAULT_CONFIGS = (
+    "default",
+    "model@estimator=ipw",
+    "dirichlet-tree@estimator=ipw",
+    "calibration@estimator=ipw",
+    "static",
+    "sawade",
+)
 PEER_NAMES = ("Passive", "IS", "OASIS", "Ours-8")
 
 
@@ -240,7 +252,7 @@ def report(args, budgets: list[int]) -> dict:
             recs = list(read_part(part_path(Path(args.parts), name, cfg), budgets).values())
             if recs:
                 res["results"].setdefault(name, {})[cfg] = summarize(recs, truth, budgets)
-    res["peer_seconds"] = peer_seconds(Path(args.peers), args.measure)
+    res["peer_seconds"] = peer_seconds(Path(args.timing), args.measure)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     md = markdown(res, budgets)
@@ -266,7 +278,7 @@ def headline(res: dict, budget: int = 2000) -> str:
     lines = [
         f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
         "default: MSE, × best peer, "
-        "coverage (n) | dirichlet-tree × best peer (n) | calibration × best peer (n) | "
+        "coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × best peer (n) | "
         "static default / Sawade closed form: MSE ratio, coverage (n) | s / run: default vs "
         "Ours-8 in peers.py (ratio) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -303,7 +315,8 @@ def headline(res: dict, budget: int = 2000) -> str:
         if secs.get("bae") and secs.get("Ours-8"):
             sp = f"{secs['bae']:.1f} vs {secs['Ours-8']:.1f} ({secs['bae'] / secs['Ours-8']:.2f})"
         lines.append(
-            f"| `{name}` | {bps} | {o8s} | {ds} | {rel('dirichlet-tree')} | {rel('calibration')} | "
+            f"| `{name}` | {bps} | {o8s} | {ds} | {rel('dirichlet-tree@estimator=ipw')} | "
+            f"{rel('calibration@estimator=ipw')} | "
             f"{ss} | {sp} |"
         )
     return "\n".join(lines)
@@ -371,6 +384,9 @@ def main(argv=None):
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="JSON; the markdown goes beside it")
     ap.add_argument("--parts", default=str(DEFAULT_PARTS))
     ap.add_argument("--peers", default=str(DEFAULT_PEERS))
+    ap.add_argument(
+        "--timing", default=str(DEFAULT_TIMING), help="peers.py JSON with bae and Ours-8"
+    )
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--minutes", type=float, default=None, help="start no task after this")
     ap.add_argument("--report", action="store_true", help="only merge the parts and write")
