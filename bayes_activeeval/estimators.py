@@ -775,8 +775,9 @@ def difference_estimate(
                 if not ok.any():
                     break
                 # a belief that predicts no variance gets the largest weight any draw has
-                a = np.where(ok, 1.0 / np.where(ok, pred, 1.0), 0.0)
-                a = np.where(ok, a, a.max())
+                a = np.empty(n)
+                a[ok] = 1.0 / pred[ok]
+                a[~ok] = a[ok].max()
                 a = a / a.mean()
                 R = a @ phi / a.sum()
                 G = measure.g(R)
@@ -784,6 +785,7 @@ def difference_estimate(
                 if not np.all(np.isfinite(J)):
                     break
     details: dict[str, Any] = {}
+    df = kish = wdf = None
     if n == 0 or not (np.all(np.isfinite(G)) and np.all(np.isfinite(J))):
         warnings.warn(
             f"the labeled sample does not define {measure.name!r} yet; the estimate is NaN",
@@ -792,29 +794,13 @@ def difference_estimate(
         )
         G = np.full(m_out, np.nan)
         cov = np.full((m_out, m_out), np.nan)
-        return Estimate(
-            G,
-            cov,
-            R,
-            n,
-            n_lab,
-            measure.outputs,
-            measure.name,
-            measure.bounds,
-            "difference",
-            details,
-            None,
-            None,
-            None,
-        )
-    r = (phi - R) @ J.T
-    sa = a.sum()
-    cov = (r * (a * a)[:, None]).T @ r / sa**2
-    df = satterthwaite_df(a * a, r)
-    kish, wdf = intervals.carrying_sizes(v, L, J)
-    details["raw"] = G
-    details["stage_weights"] = a
-    G = np.clip(G, *measure.bounds)
+    else:
+        r = (phi - R) @ J.T
+        cov = (r * (a * a)[:, None]).T @ r / a.sum() ** 2
+        df = satterthwaite_df(a * a, r)
+        kish, wdf = intervals.carrying_sizes(v, L, J)
+        details.update(raw=G, stage_weights=a)
+        G = np.clip(G, *measure.bounds)
     return Estimate(
         G,
         cov,

@@ -84,6 +84,33 @@ def _trusted_belief(probs: np.ndarray) -> CategoricalBelief:
     return b
 
 
+def _linearize(pool, measure, belief, model, epsilon, mix, belief_floor, known):
+    """The common start of the adaptive proposals: validated ``ε`` and ``δ``, the floored belief
+    (labeled items keep their point mass), the plug-in risk ``R`` under it and ``Dg(R)``.
+
+    Returns ``(measure, views, ε, δ, probs, R, J, loss table or None)``."""
+    m, views = pool.resolve(measure, model)
+    models = pool.models_of(m, model)
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    mix = check_fraction(mix, "mix", allow_one=True)
+    floor = check_fraction(belief_floor, "belief_floor")
+    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
+    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
+        b = as_belief(pool, b, models)  # raises the informative error
+    probs = _floor_unknown(b.probs, floor, known)
+    table = loss_table(pool, m, views)
+    R = intrinsic_risk(pool, m, views, _trusted_belief(probs), table=table)
+    J = m.jacobian(R)
+    if not np.all(np.isfinite(J)):
+        raise ValueError(
+            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
+            "(e.g. no item predicted or believed positive); cannot build the proposal"
+        )
+    return m, views, eps, mix, probs, R, J, table
+
+
 def adaptive_proposal(
     pool,
     measure: str | Measure,
@@ -168,24 +195,9 @@ def adaptive_proposal(
             costs=costs,
             mix=mix,
         )
-    m, views = pool.resolve(measure, model)
-    models = pool.models_of(m, model)
-    eps = float(epsilon)
-    if not (np.isfinite(eps) and eps >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    mix = check_fraction(mix, "mix", allow_one=True)
-    floor = check_fraction(belief_floor, "belief_floor")
-    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
-    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
-        b = as_belief(pool, b, models)  # raises the informative error
-    probs = _floor_unknown(b.probs, floor, known)
-    R = intrinsic_risk(pool, m, views, _trusted_belief(probs))
-    J = m.jacobian(R)
-    if not np.all(np.isfinite(J)):
-        raise ValueError(
-            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
-            "(e.g. no item predicted or believed positive); cannot build the proposal"
-        )
+    m, views, eps, mix, probs, R, J, _ = _linearize(
+        pool, measure, belief, model, epsilon, mix, belief_floor, known
+    )
     power = 1 if deterministic else 2
     floor_all = not m.scale_invariant
     norms, nz = class_deviation_norms(
@@ -268,26 +280,9 @@ def model_assisted_proposal(
         covariance of one draw's term, ``Σ_x p(x)²/q(x) Cov_π ℓ(x, ·)`` (d, d), which
         :func:`~bayes_activeeval.estimators.difference_estimate` uses to weight the stages.
     """
-    m, views = pool.resolve(measure, model)
-    models = pool.models_of(m, model)
-    eps = float(epsilon)
-    if not (np.isfinite(eps) and eps >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    mix = check_fraction(mix, "mix", allow_one=True)
-    floor = check_fraction(belief_floor, "belief_floor")
-    b = belief if isinstance(belief, CategoricalBelief) else as_belief(pool, belief, models)
-    if not isinstance(b, CategoricalBelief) or b.n_items != pool.n_items:
-        b = as_belief(pool, b, models)
-    probs = _floor_unknown(b.probs, floor, known)
-    tb = _trusted_belief(probs)
-    table = loss_table(pool, m, views)
-    R = intrinsic_risk(pool, m, views, tb, table=table)
-    J = m.jacobian(R)
-    if not np.all(np.isfinite(J)):
-        raise ValueError(
-            f"measure {m.name!r} is undefined at the plug-in risk R={np.round(R, 6).tolist()} "
-            "(e.g. no item predicted or believed positive); cannot build the proposal"
-        )
+    m, views, eps, mix, probs, R, J, table = _linearize(
+        pool, measure, belief, model, epsilon, mix, belief_floor, known
+    )
     n, C = probs.shape
     # per class c: ℓ(x, c) (n, d) and whether it can be non-zero; column operations, no (n, C, d)
     if table is not None:  # from the (prediction, label) table, gathered per item
