@@ -49,6 +49,30 @@ def test_linear_measure_matches_hand_formula():
     assert est.stderr**2 == pytest.approx(np.sum((phi - phi.mean()) ** 2) / n**2, rel=1e-12)
 
 
+def test_stage_weights_are_the_inverse_predicted_variance():
+    """With ``draw_cov`` the terms are weighted by ``1/(J V_j Jᵀ)``: for accuracy (``J = 1``) the
+    estimate is ``Σ a φ / Σ a`` with ``a = 1/V``, and its variance ``Σ a² (φ − R̂)² / (Σ a)²``."""
+    rng = np.random.default_rng(5)
+    n = 60
+    L = rng.integers(0, 2, size=(n, 1)).astype(float)
+    m = rng.uniform(0, 1, size=(n, 1))
+    M = np.full((n, 1), 0.3)
+    w = rng.uniform(0.2, 3, n)
+    V = np.repeat([4.0, 1.0, 0.25], n // 3)  # three stages, each less uncertain
+    phi = M[:, 0] + w * (L[:, 0] - m[:, 0])
+    a = 1 / V
+    R = a @ phi / a.sum()
+    est = difference_estimate(L, w, m, M, get_measure("accuracy"), draw_cov=V.reshape(n, 1, 1))
+    assert est.details["raw"][0] == pytest.approx(R, rel=1e-12)
+    assert est.stderr**2 == pytest.approx(np.sum(a**2 * (phi - R) ** 2) / a.sum() ** 2, rel=1e-12)
+    # a stage whose belief predicts no variance weighs as much as the most certain other stage
+    V0 = V.copy()
+    V0[:20] = 0.0
+    est0 = difference_estimate(L, w, m, M, get_measure("accuracy"), draw_cov=V0.reshape(n, 1, 1))
+    a0 = np.where(V0 > 0, 1 / np.where(V0 > 0, V0, 1), 4.0)
+    assert est0.details["raw"][0] == pytest.approx(a0 @ phi / a0.sum(), rel=1e-12)
+
+
 def test_proposal_is_the_belief_standard_deviation(small):
     """Accuracy on a binary pool: Var_π ℓ = π(1 − π), so q ∝ sqrt(π(1 − π)) for a stochastic oracle
     and q ∝ E_π|ℓ − m| = 2π(1 − π) for a deterministic one (no floor, no mix); items with a known
