@@ -99,3 +99,47 @@ def test_adapter_reads_only_queried_labels(fn):
 def test_adapter_rejects_other_measures():
     with pytest.raises(NotImplementedError):
         peer_adapter.run_method(_tiny_pool(), "precision", [50], 0)
+
+
+def test_score_design_floor_formula_matches_stratified_sampling():
+    """``V_K(n)`` of ``score_design_floor`` is the variance of the stratified mean of ``z`` under
+    its Neyman allocation, sampled without replacement (Cochran (1977), Eq. 5.6), and the
+    allocation minimizes that variance among allocations of ``n`` labels."""
+    import score_design_floor as sdf
+
+    rng = np.random.default_rng(3)
+    N = 400
+    scores = rng.normal(size=N)
+    y = (rng.random(N) < 1 / (1 + np.exp(-3 * scores))).astype(int)
+    f = (scores >= 0).astype(int)
+    _F, z = sdf.f1_linearized(y, f)
+    n, k = 40, 4
+    V = sdf.stratified_floor(scores, z, n, k)
+    # the same strata and allocation, rounded to integers summing to n, then sampled
+    cuts = np.unique(np.quantile(scores, np.linspace(0, 1, k + 1)[1:-1], method="inverted_cdf"))
+    h = np.searchsorted(cuts, scores, side="right")
+    sizes = np.bincount(h).astype(float)
+    s = np.sqrt(np.bincount(h, (z - (np.bincount(h, z) / sizes)[h]) ** 2) / (sizes - 1))
+    nb = sdf.neyman_allocation(sizes, s, n)
+    assert np.isclose(nb.sum(), n) and np.all(nb <= sizes)
+    ni = np.floor(nb).astype(int)
+    ni[np.argsort(nb - ni)[::-1][: n - ni.sum()]] += 1
+    groups = [np.flatnonzero(h == j) for j in range(k)]
+    reps = 8000
+    est = np.empty(reps)
+    for r in range(reps):
+        est[r] = sum(
+            (sizes[j] / N) * z[rng.choice(g, ni[j], replace=False)].mean()
+            for j, g in enumerate(groups)
+        )
+    # the formula at the integer allocation, and the MC variance within its sampling error
+    Vi = float(np.sum((sizes / N) ** 2 * (1 - ni / sizes) * s**2 / ni))
+    se = np.var(est) * np.sqrt(2 / (reps - 1))  # s.e. of a variance estimate (near-normal mean)
+    assert abs(np.var(est) - Vi) < 4 * se, (np.var(est), Vi, se)
+    assert V <= Vi * (1 + 1e-9)  # the continuous optimum is below any integer allocation
+    # Neyman is the minimum: no other allocation of n labels does better
+    for _ in range(200):
+        alt = rng.dirichlet(np.ones(k)) * n
+        if np.all(alt <= sizes) and np.all(alt > 0):
+            Va = float(np.sum((sizes / N) ** 2 * (1 - alt / sizes) * s**2 / alt))
+            assert V <= Va * (1 + 1e-9)
