@@ -477,116 +477,121 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     For a ranking session: grade every document of a query in turn ('b' goes back one document);
     the query is saved as soon as its last document is graded.
     """
-    from .session import SessionError
-
     if _ranking(session):
-        _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes)
+        _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes,
+                       text_cols)  # fmt: skip
         return
     with _open(session, pool_path) as s:
         text = _text_frame(s, text_cols)
         classes = [str(c) for c in s.pool.classes] if s.pool.classes is not None else None
         choices = "/".join(classes) if classes else "a number"
-        done = others = 0
-        while max_labels is None or done < max_labels:
-            try:
-                items = s.next(n, annotator=annotator, lease=lease_minutes * 60.0)
-            except SessionError as exc:
-                click.echo(str(exc))
-                break
-            skipped = 0
-            for k, it in enumerate(items.tolist()):
-                if max_labels is not None and done >= max_labels:
-                    break
-                if it in s.label_map():  # someone else labeled it meanwhile
-                    others += 1
-                    continue
-                item_id = str(s.pool_file.ids[it])
-                click.echo(f"\n[{k + 1}/{len(items)}] item {item_id}")
-                for c in text.columns:
-                    click.echo(f"  {c}: {text[c].iloc[it]}")
-                if show_prediction:
-                    for m in s.design.models:
-                        pred = s.pool.view(m, [it]).pred
-                        if s.pool.classes is not None:
-                            pred = s.pool.classes[pred]
-                        click.echo(f"  prediction ({m}): {pred[0]}")
-                answer = _ask(s, item_id, choices)
-                if answer is None:
-                    click.echo(f"\nstopped; {done} labels saved, {s.n_labels} in all")
-                    return
-                if answer == "skip":
-                    skipped += 1
-                    continue
-                s.record(
-                    [item_id],
-                    [answer],
-                    batch_size=1,
-                    source="interactive",
-                    annotator=annotator,
-                    rows=False,
-                )
-                done += 1
-            if skipped:
-                click.echo(f"\n{skipped} items skipped; they stay pending (bae label again)")
-                break
-        if others:
-            click.echo(f"\n{others} items were labeled by someone else meanwhile (skipped)")
-        click.echo(f"\n{done} labels saved, {s.n_labels} in all")
+
+        def answer(k: int, size: int, it: int, done: int):
+            item_id = str(s.pool_file.ids[it])
+            click.echo(f"\n[{k + 1}/{size}] item {item_id}")
+            for c in text.columns:
+                click.echo(f"  {c}: {text[c].iloc[it]}")
+            if show_prediction:
+                for m in s.design.models:
+                    pred = s.pool.view(m, [it]).pred
+                    if s.pool.classes is not None:
+                        pred = s.pool.classes[pred]
+                    click.echo(f"  prediction ({m}): {pred[0]}")
+            got = _ask(s, item_id, choices)
+            if got is None:
+                click.echo(f"\nstopped; {done} labels saved, {s.n_labels} in all")
+            elif not (isinstance(got, str) and got == "skip"):
+                s.record([item_id], [got], batch_size=1, source="interactive",
+                         annotator=annotator, rows=False)  # fmt: skip
+            return got
+
+        done = _work_through(
+            lambda: s.next(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda it: it in s.label_map(),
+            answer,
+            max_labels,
+            ("items", "labeled"),
+        )
+        if done is not None:
+            click.echo(f"\n{done} labels saved, {s.n_labels} in all")
 
 
-def _label_ranking(session, n, max_queries, show_ranks, annotator, lease_minutes) -> None:
+def _work_through(lease, taken, answer, limit, words) -> int | None:
+    """The loop of ``bae label``: lease a batch, pass over what someone else answered meanwhile
+    (``taken``), ``answer(k, size, item, done)`` each of the rest (``None``: quit, ``"skip"``,
+    anything else: saved) until ``limit`` answers; a batch with skipped items ends the loop (they
+    stay leased and pending). Returns the answers saved, or ``None`` after a quit."""
+    from .session import SessionError
+
+    done = others = 0
+    while limit is None or done < limit:
+        try:
+            batch = lease()
+        except SessionError as exc:
+            click.echo(str(exc))
+            break
+        skipped = 0
+        for k, it in enumerate(batch.tolist()):
+            if limit is not None and done >= limit:
+                break
+            if taken(it):
+                others += 1
+                continue
+            got = answer(k, len(batch), it, done)
+            if got is None:
+                return None
+            if isinstance(got, str) and got == "skip":
+                skipped += 1
+                continue
+            done += 1
+        if skipped:
+            click.echo(f"\n{skipped} {words[0]} skipped; they stay pending (bae label again)")
+            break
+    if others:
+        click.echo(f"\n{others} {words[0]} were {words[1]} by someone else meanwhile (skipped)")
+    return done
+
+
+def _label_ranking(session, n, max_queries, show_ranks, annotator, lease_minutes, text_cols):
     """``bae label`` on a ranking session: grade one query's documents after another; a query
     is saved (through :meth:`RankingSession.record`) as soon as its last document is graded."""
     import pandas as pd
 
     from .ranking_session import RankingSession
-    from .session import SessionError
 
     with RankingSession.open(session) as rs:
         top = int(rs.pool.max_grade)
-        per_query, per_doc = rs.text_columns()
-        done = others = 0
-        while max_queries is None or done < max_queries:
-            try:
-                queries = rs.lease(n, annotator=annotator, lease=lease_minutes * 60.0)
-            except SessionError as exc:
-                click.echo(str(exc))
-                break
-            skipped = 0
-            for k, qi in enumerate(queries.tolist()):
-                if max_queries is not None and done >= max_queries:
-                    break
-                if qi in rs.graded():  # someone else graded it meanwhile
-                    others += 1
-                    continue
-                docs = rs.documents([qi], ranks=show_ranks)
-                qid = str(rs.pool.query_ids[qi])
-                click.echo(f"\n[{k + 1}/{len(queries)}] query {qid}: {len(docs)} documents "
-                           f"to grade 0..{top}")  # fmt: skip
-                for c in per_query:
-                    click.echo(f"  {c}: {docs[c].iloc[0]}")
-                grades = _ask_grades(docs, per_doc, top, show_ranks)
-                if grades is None:
-                    click.echo(f"\nstopped; query {qid} not saved (it stays pending); "
-                               f"{done} queries saved")  # fmt: skip
-                    return
-                if grades == "skip":
-                    skipped += 1
-                    continue
+        per_query, per_doc = rs.text_columns(text_cols)
+
+        def answer(k: int, size: int, qi: int, done: int):
+            docs = rs.documents([qi], ranks=show_ranks, text=text_cols)
+            qid = str(rs.pool.query_ids[qi])
+            click.echo(f"\n[{k + 1}/{size}] query {qid}: {len(docs)} documents to grade 0..{top}")
+            for c in per_query:
+                click.echo(f"  {c}: {docs[c].iloc[0]}")
+            grades = _ask_grades(docs, per_doc, top, show_ranks)
+            if grades is None:
+                click.echo(f"\nstopped; query {qid} not saved (it stays pending); "
+                           f"{done} queries saved")  # fmt: skip
+            elif grades != "skip":
                 frame = pd.DataFrame(
                     {"qid": qid, "doc": list(grades), "grade": list(grades.values())}
                 )
                 rs.record(frame, annotator=annotator, source="interactive")
-                done += 1
                 click.echo(f"  query {qid} saved ({len(grades)} grades)")
-            if skipped:
-                click.echo(f"\n{skipped} queries skipped; they stay pending (bae label again)")
-                break
-        if others:
-            click.echo(f"\n{others} queries were graded by someone else meanwhile (skipped)")
-        st = rs.status()
-        click.echo(f"\n{done} queries saved; {st['queries_graded']} of "
-                   f"{st['queries_in_sample']} queries graded in all")  # fmt: skip
+            return grades
+
+        done = _work_through(
+            lambda: rs.lease(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda qi: qi in rs.graded(),
+            answer,
+            max_queries,
+            ("queries", "graded"),
+        )
+        if done is not None:
+            st = rs.status()
+            click.echo(f"\n{done} queries saved; {st['queries_graded']} of "
+                       f"{st['queries_in_sample']} queries graded in all")  # fmt: skip
 
 
 def _ask_grades(docs, per_doc, top: int, show_ranks: bool):

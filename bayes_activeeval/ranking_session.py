@@ -413,12 +413,12 @@ class RankingSession:
         (:meth:`lease`; the frame of :meth:`documents`)."""
         return self.documents(self.lease(n, annotator=annotator, holder=holder, lease=lease))
 
-    def documents(self, queries: Any, *, ranks: bool = True) -> pd.DataFrame:
+    def documents(self, queries: Any, *, ranks: bool = True, text: Any = None) -> pd.DataFrame:
         """One row per (query, document) of ``queries`` (pool indices), in the pool's document
         order: ``qid``, ``doc``, ``rank_<ranker>`` (``ranks``; ``None`` when the ranker does not
-        list the document), the session's text columns (``bae init --text-col``) and an empty
-        ``grade``."""
-        text = self.meta.get("text_cols") or []
+        list the document), the text columns (``text``; default the session's, ``bae init
+        --text-col``) and an empty ``grade``."""
+        text = self._text(text)
         rows = []
         for q in np.asarray(queries, dtype=np.int64).tolist():
             for j, doc in enumerate(self.pool.doc_ids[q]):
@@ -451,10 +451,23 @@ class RankingSession:
             ]
         return self._row_index
 
-    def text_columns(self) -> tuple[list[str], list[str]]:
-        """The session's text columns split into those constant within every query (shown once
-        with the query) and those of the documents."""
-        text = list(self.meta.get("text_cols") or [])
+    def _text(self, text: Any = None) -> list[str]:
+        """Text columns: ``text`` if given (checked against the pool file), else the session's."""
+        if not text:
+            return list(self.meta.get("text_cols") or [])
+        text = [str(c) for c in ([text] if isinstance(text, str) else text)]
+        missing = [c for c in text if c not in self.frame.columns]
+        if missing:
+            raise ValueError(
+                f"column {missing[0]!r} (--text-col) is not in the pool file; its columns are: "
+                + ", ".join(map(str, self.frame.columns))
+            )
+        return text
+
+    def text_columns(self, text: Any = None) -> tuple[list[str], list[str]]:
+        """The text columns (``text``, default the session's) split into those constant within
+        every query (shown once with the query) and those of the documents."""
+        text = self._text(text)
         q = self.meta["read"].get("query", "qid")
         if not text:
             return [], []

@@ -383,12 +383,7 @@ def _render(session, cfg: ServeConfig, state: _State, browser: str, name: str, n
             f"<input type='hidden' name='item' value='{esc(iid, quote=True)}'>"
             f"{buttons}</form></div>"
         )
-    undo_form = (
-        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
-        f"value='{csrf}'><button type='submit'>undo last answer <kbd>u</kbd></button></form>"
-        if mine and browser not in state.undo
-        else ""
-    )
+    undo_form = _undo_form(csrf, "answer") if mine and browser not in state.undo else ""
     script = f"""<script nonce='{nonce}'>
 document.addEventListener('keydown', (e) => {{
   if (e.ctrlKey || e.metaKey || e.altKey) return;
@@ -422,6 +417,14 @@ setInterval(refresh, 5000);
     )
     progress += f"; {st['pending']} items of the current stage to label"
     return _page(str(st["measure"]), name, mine, str(session.path), frac, progress, body, script)
+
+
+def _undo_form(csrf: str, what: str) -> str:
+    """The undo button (key ``u``) of the page."""
+    return (
+        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
+        f"value='{csrf}'><button type='submit'>undo last {what} <kbd>u</kbd></button></form>"
+    )
 
 
 def _page(title: str, name: str, mine: int, path: str, frac: float, progress: str,
@@ -484,8 +487,9 @@ def _current_query(rs, cfg: ServeConfig, state: _State, browser: str, name: str)
 
     if browser in state.undo:
         qi = _query_index(rs, state.undo[browser])
-        mine = json.loads(annotator_labels(rs.store.con, name)[qi])
-        return qi, mine, "You graded this query; your new grades replace yours (audited)."
+        mine = annotator_labels(rs.store.con, name).get(qi)
+        preset = None if mine is None else json.loads(mine)
+        return qi, preset, "You graded this query; your new grades replace yours (audited)."
     try:
         queries = rs.lease(cfg.batch, annotator=name, holder=browser, lease=cfg.lease)
     except SessionError as exc:
@@ -555,12 +559,7 @@ def _render_ranking(rs, cfg: ServeConfig, state: _State, browser: str, name: str
             "<p class='note'>Keys: a digit grades the highlighted document and moves on; "
             "↑/↓ move; Enter saves once every document is graded.</p></div>"
         )
-    undo_form = (
-        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
-        f"value='{csrf}'><button type='submit'>undo last query <kbd>u</kbd></button></form>"
-        if mine and browser not in state.undo
-        else ""
-    )
+    undo_form = _undo_form(csrf, "query") if mine and browser not in state.undo else ""
     script = f"""<script nonce='{nonce}'>
 const rows = Array.from(document.querySelectorAll('tr.doc'));
 let cur = Math.max(0, rows.findIndex(r => !r.querySelector('input:checked')));

@@ -329,3 +329,14 @@ def test_label_grades_queries_in_the_terminal(tmp_path):
     b["grade"] = 1
     b.to_csv(out, index=False)
     assert "recorded 1 queries" in ok("record", sess, out, "--annotator", "bob").output
+
+
+def test_label_text_columns_can_be_chosen(tmp_path):
+    path = _text_pool(tmp_path, n=20)
+    sess = tmp_path / "r.bae"
+    ok("init", path, "--task", "ranking", "--measure", "err", "--session", sess,
+       "--rank", "a=rank_a", "--budget", 3)  # fmt: skip
+    res = run("label", sess, "--text-col", "nope")
+    assert res.exit_code == 2 and "'nope' (--text-col) is not in the pool file" in res.stderr
+    res = run("label", sess, "--text-col", "title", "--max", 1, input="q\n")
+    assert res.exit_code == 0 and "title: =title of" in res.output and "query: " not in res.output
