@@ -112,6 +112,14 @@ def relevance_models(data, n_queries: int) -> dict[str, np.ndarray]:
     return out
 
 
+def log_likelihood(data, R: np.ndarray) -> float:
+    """Mean log-probability per document that the relevance model ``R`` gives the true grade."""
+    G = data.grades
+    real = G >= 0
+    P = np.take_along_axis(R, np.where(real, G, 0)[..., None], axis=2)[..., 0]
+    return float(np.log(np.clip(P[real], 1e-300, None)).mean())
+
+
 def analytic(data, models) -> list[dict]:
     pool = data.pool
     m = pool.n_queries
@@ -146,7 +154,8 @@ def analytic(data, models) -> list[dict]:
             vb, coef = per_cost(q, delta, mcv, best=True)
             rows.append({"measure": meas, "relevance": name, "ratio_lambda1": v1 / passive,
                          "ratio_best_lambda": vb / passive, "best_lambda": coef,
-                         "r2": float(np.corrcoef(mcv, delta)[0, 1] ** 2)})  # fmt: skip
+                         "r2": float(np.corrcoef(mcv, delta)[0, 1] ** 2),
+                         "loglik_per_doc": log_likelihood(data, R)})  # fmt: skip
         # the pool model's control variate with the proposal from the true second moment
         mt, vt = moments["true P"]
         mp, _ = moments["pool"]
@@ -205,19 +214,22 @@ def report(meta, rows_a, rows_mc) -> str:
         "# Comparing two rankers that differ on every query: what a better relevance model gives",
         "",
         f"Pool of `benchmarks/ranking.py --changed 1` ({meta['queries']:,} queries, seed {SEED}), "
-        f"budget {BUDGET:g} cost units; `{meta['command']}` ({meta['seconds']:.0f} s). The "
+        f"budget {BUDGET:g} cost units; `{meta['command']}` ({meta['seconds']:.0f} s for the last "
+        "invocation; Monte Carlo cells finished by an earlier one are kept, each with its own "
+        "seconds in the JSON). The "
         "`refit` models are ordered logistics fitted on **every grade of the pool**: an upper "
         "bound for refitting such a model on the labels as they arrive.",
         "",
         "## Analytic (large-sample variance per unit of cost, relative to passive)",
         "",
-        "| measure | relevance model | λ = 1 | best λ (λ) | R² of m for δ |",
-        "| --- | --- | --- | --- | --- |",
+        "| measure | relevance model | λ = 1 | best λ (λ) | R² of m for δ | log-lik./document |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows_a:
+        ll = f"{r['loglik_per_doc']:.4f}" if "loglik_per_doc" in r else ""
         lines.append(
             f"| {r['measure'].upper()} | {r['relevance']} | {r['ratio_lambda1']:.3f} | "
-            f"{r['ratio_best_lambda']:.3f} ({r['best_lambda']:.2f}) | {r['r2']:.3f} |"
+            f"{r['ratio_best_lambda']:.3f} ({r['best_lambda']:.2f}) | {r['r2']:.3f} | {ll} |"
         )
     lines += [
         "",
