@@ -398,25 +398,38 @@ document.addEventListener('keydown', (e) => {{
     }}
   }}
 }});
-// the estimate stays live while others label: refresh it every few seconds
-async function refresh() {{
-  try {{
-    const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
-    const parts = st.estimates.map(r => `${{st.measure}} [${{r.model}}] = ${{r.estimate.toFixed(4)}} `
-      + `[${{r.low.toFixed(4)}}, ${{r.high.toFixed(4)}}]`);
-    document.getElementById('live').textContent =
-      `live: ${{st.labels}} labels; ` + (parts.length ? parts.join('; ') : 'no estimate yet');
-  }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
-}}
-refresh();
-setInterval(refresh, 5000);
-</script>"""
+{_live_script(_LIVE_ITEMS)}</script>"""
     body = (
         f"{item_html}{undo_form}<div class='side'><div><h2>Estimate</h2>{estimate}"
         f"<p class='note' id='live'></p></div><div>{_plot_svg(session, cfg.level)}</div></div>"
     )
     progress += f"; {st['pending']} items of the current stage to label"
     return _page(str(st["measure"]), name, mine, str(session.path), frac, progress, body, script)
+
+
+#: The ``#live`` line from ``/api/status`` (``st``): a classification session's estimates …
+_LIVE_ITEMS = """`live: ${st.labels} labels; ` + ((parts) => parts.length ? parts.join('; ')
+      : 'no estimate yet')(st.estimates.map(r => `${st.measure} [${r.model}] = `
+      + `${r.estimate.toFixed(4)} [${r.low.toFixed(4)}, ${r.high.toFixed(4)}]`))"""
+#: … and a ranking session's estimate (or difference of two rankers).
+_LIVE_QUERIES = """`live: ${st.queries_graded} queries graded; ` + ((st.estimate === undefined
+      || st.estimate === null) ? 'no estimate yet' : `${st.measure} = `
+      + `${st.estimate.toFixed(4)} [${st.low.toFixed(4)}, ${st.high.toFixed(4)}]`)"""
+
+
+def _live_script(text: str) -> str:
+    """Script that refreshes the page's ``#live`` line every 5 s (the estimate stays live while
+    others label); ``text`` is the JavaScript expression of the line from the status ``st``."""
+    return f"""// the estimate stays live while others label: refresh it every few seconds
+async function refresh() {{
+  try {{
+    const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
+    document.getElementById('live').textContent = {text};
+  }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
+}}
+refresh();
+setInterval(refresh, 5000);
+"""
 
 
 def _undo_form(csrf: str, what: str) -> str:
@@ -580,19 +593,7 @@ document.addEventListener('keydown', (e) => {{
   if (b) {{ e.preventDefault(); b.checked = true; cur = Math.min(cur + 1, rows.length - 1); show(); }}
 }});
 rows.forEach((r, i) => r.addEventListener('click', () => {{ cur = i; show(); }}));
-// the estimate stays live while others grade: refresh it every few seconds
-async function refresh() {{
-  try {{
-    const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
-    const est = (st.estimate === undefined || st.estimate === null) ? 'no estimate yet'
-      : `${{st.measure}} = ${{st.estimate.toFixed(4)}} [${{st.low.toFixed(4)}}, ${{st.high.toFixed(4)}}]`;
-    document.getElementById('live').textContent =
-      `live: ${{st.queries_graded}} queries graded; ` + est;
-  }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
-}}
-refresh();
-setInterval(refresh, 5000);
-</script>"""
+{_live_script(_LIVE_QUERIES)}</script>"""
     body = (
         f"{item_html}{undo_form}<div class='side'><div><h2>Estimate</h2>{estimate}"
         "<p class='note' id='live'></p></div></div>"

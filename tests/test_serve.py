@@ -483,6 +483,8 @@ def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browser
     assert "every query of the budget is graded" in carol.find_element(By.ID, "done").text
     assert "queries graded" in carol.find_element(By.ID, "progress").text
     assert "95% interval" in carol.page_source
+    live = f"live: {len(seen) + 2} queries graded; err = "
+    WebDriverWait(carol, 10).until(lambda d: live in d.find_element(By.ID, "live").text)
 
     with RankingSession.open(str(s), readonly=True) as rs:
         got = sorted((r.id, r.annotator, r.kind, json.dumps(json.loads(r.label), sort_keys=True))
