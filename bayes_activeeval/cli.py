@@ -233,7 +233,7 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
 
     if task == "ranking":
         _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                      cost_col, models, budget, seed, mix, overwrite)  # fmt: skip
+                      cost_col, models, budget, seed, mix, overwrite, text_cols)  # fmt: skip
         return
     pred = _model_columns(pred_col, preds, "pred")
     if pred is None:
@@ -275,7 +275,7 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
 
 
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                  cost_col, models, budget, seed, mix, overwrite):  # fmt: skip
+                  cost_col, models, budget, seed, mix, overwrite, text_cols=()):  # fmt: skip
     from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
@@ -287,7 +287,7 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         read["cost"] = cost_col
     with RankingSession.create(
         session_path, pool, read, measure=measure, models=tuple(models), budget=budget,
-        seed=seed, mix=mix, overwrite=overwrite,
+        seed=seed, mix=mix, text_cols=tuple(text_cols), overwrite=overwrite,
     ) as s:  # fmt: skip
         st = s.status()
         click.echo(
@@ -298,13 +298,13 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
 
 
 def _next_ranking(session, n, out, overwrite, annotator, lease_minutes) -> None:
-    from .io import check_output
+    from .io import check_output, escape_cell
     from .ranking_session import RankingSession
 
     with RankingSession.open(session) as rs:
         if out:
             check_output(out, overwrite=overwrite)
-        frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0)
+        frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0).map(escape_cell)
     if out:
         frame.to_csv(out, index=False)
         click.echo(
@@ -319,14 +319,6 @@ def _ranking(session: str) -> bool:
     from .ranking_session import is_ranking_session
 
     return is_ranking_session(session)
-
-
-def _not_ranking(session: str, command: str) -> None:
-    if _ranking(session):
-        raise ValueError(
-            f"bae {command} does not handle ranking sessions yet; grade with bae next and "
-            "bae record (--annotator NAME)"
-        )
 
 
 # -- next -----------------------------------------------------------------------------------------
@@ -415,11 +407,16 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
     if _ranking(session):  # a CSV with columns qid, doc, grade
         import pandas as pd
 
+        from .io import unescape_cell
         from .ranking_session import RankingSession
 
         with RankingSession.open(session) as rs:
+            grades = pd.read_csv(labels, dtype={"qid": str, "doc": str})
+            for col in ("qid", "doc"):  # `bae next` wrote them spreadsheet-safe
+                if col in grades.columns:
+                    grades[col] = grades[col].map(unescape_cell)
             res = rs.record(
-                pd.read_csv(labels, dtype={"qid": str, "doc": str}),
+                grades,
                 annotator=annotator,
                 source=f"csv:{os.path.basename(labels)}",
             )
@@ -462,9 +459,12 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
 @main.command()
 @click.argument("session")
 @click.option("--text-col", "text_cols", multiple=True, help="Columns to show for each item.")
-@click.option("--n", "n", type=int, default=20, show_default=True, help="Items per stage.")
-@click.option("--max", "max_labels", type=int, default=None, help="Stop after this many labels.")
-@click.option("--show-prediction", is_flag=True, help="Also show the model's prediction.")
+@click.option("--n", "n", type=int, default=20, show_default=True,
+              help="Items per stage (ranking: queries leased at a time).")  # fmt: skip
+@click.option("--max", "max_labels", type=int, default=None,
+              help="Stop after this many labels (ranking: queries).")  # fmt: skip
+@click.option("--show-prediction", is_flag=True,
+              help="Also show the model's prediction (ranking: the rankers' ranks).")  # fmt: skip
 @_annotator_option("labels")
 @_lease_option
 @_pool_option
@@ -473,60 +473,165 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
 
     Type a class label, 's' to skip an item, 'q' to quit. Items handed to others are not shown;
     items someone else labeled while you worked are skipped.
-    """
-    from .session import SessionError
 
-    _not_ranking(session, "label")
+    For a ranking session: grade every document of a query in turn ('b' goes back one document);
+    the query is saved as soon as its last document is graded.
+    """
+    if _ranking(session):
+        _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes,
+                       text_cols)  # fmt: skip
+        return
     with _open(session, pool_path) as s:
         text = _text_frame(s, text_cols)
         classes = [str(c) for c in s.pool.classes] if s.pool.classes is not None else None
         choices = "/".join(classes) if classes else "a number"
-        done = others = 0
-        while max_labels is None or done < max_labels:
-            try:
-                items = s.next(n, annotator=annotator, lease=lease_minutes * 60.0)
-            except SessionError as exc:
-                click.echo(str(exc))
+
+        def answer(k: int, size: int, it: int, done: int):
+            item_id = str(s.pool_file.ids[it])
+            click.echo(f"\n[{k + 1}/{size}] item {item_id}")
+            for c in text.columns:
+                click.echo(f"  {c}: {text[c].iloc[it]}")
+            if show_prediction:
+                for m in s.design.models:
+                    pred = s.pool.view(m, [it]).pred
+                    if s.pool.classes is not None:
+                        pred = s.pool.classes[pred]
+                    click.echo(f"  prediction ({m}): {pred[0]}")
+            got = _ask(s, item_id, choices)
+            if got is None:
+                click.echo(f"\nstopped; {done} labels saved, {s.n_labels} in all")
+            elif not (isinstance(got, str) and got == "skip"):
+                s.record([item_id], [got], batch_size=1, source="interactive",
+                         annotator=annotator, rows=False)  # fmt: skip
+            return got
+
+        done = _work_through(
+            lambda: s.next(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda it: it in s.label_map(),
+            answer,
+            max_labels,
+            ("items", "labeled"),
+        )
+        if done is not None:
+            click.echo(f"\n{done} labels saved, {s.n_labels} in all")
+
+
+def _work_through(lease, taken, answer, limit, words) -> int | None:
+    """The loop of ``bae label``: lease a batch, pass over what someone else answered meanwhile
+    (``taken``), ``answer(k, size, item, done)`` each of the rest (``None``: quit, ``"skip"``,
+    anything else: saved) until ``limit`` answers; a batch with skipped items ends the loop (they
+    stay leased and pending). Returns the answers saved, or ``None`` after a quit."""
+    from .session import SessionError
+
+    done = others = 0
+    while limit is None or done < limit:
+        try:
+            batch = lease()
+        except SessionError as exc:
+            click.echo(str(exc))
+            break
+        skipped = 0
+        for k, it in enumerate(batch.tolist()):
+            if limit is not None and done >= limit:
                 break
-            skipped = 0
-            for k, it in enumerate(items.tolist()):
-                if max_labels is not None and done >= max_labels:
-                    break
-                if it in s.label_map():  # someone else labeled it meanwhile
-                    others += 1
-                    continue
-                item_id = str(s.pool_file.ids[it])
-                click.echo(f"\n[{k + 1}/{len(items)}] item {item_id}")
-                for c in text.columns:
-                    click.echo(f"  {c}: {text[c].iloc[it]}")
-                if show_prediction:
-                    for m in s.design.models:
-                        pred = s.pool.view(m, [it]).pred
-                        if s.pool.classes is not None:
-                            pred = s.pool.classes[pred]
-                        click.echo(f"  prediction ({m}): {pred[0]}")
-                answer = _ask(s, item_id, choices)
-                if answer is None:
-                    click.echo(f"\nstopped; {done} labels saved, {s.n_labels} in all")
-                    return
-                if answer == "skip":
-                    skipped += 1
-                    continue
-                s.record(
-                    [item_id],
-                    [answer],
-                    batch_size=1,
-                    source="interactive",
-                    annotator=annotator,
-                    rows=False,
+            if taken(it):
+                others += 1
+                continue
+            got = answer(k, len(batch), it, done)
+            if got is None:
+                return None
+            if isinstance(got, str) and got == "skip":
+                skipped += 1
+                continue
+            done += 1
+        if skipped:
+            click.echo(f"\n{skipped} {words[0]} skipped; they stay pending (bae label again)")
+            break
+    if others:
+        click.echo(f"\n{others} {words[0]} were {words[1]} by someone else meanwhile (skipped)")
+    return done
+
+
+def _label_ranking(session, n, max_queries, show_ranks, annotator, lease_minutes, text_cols):
+    """``bae label`` on a ranking session: grade one query's documents after another; a query
+    is saved (through :meth:`RankingSession.record`) as soon as its last document is graded."""
+    import pandas as pd
+
+    from .ranking_session import RankingSession
+
+    with RankingSession.open(session) as rs:
+        top = int(rs.pool.max_grade)
+        per_query, per_doc = rs.text_columns(text_cols)
+
+        def answer(k: int, size: int, qi: int, done: int):
+            docs = rs.documents([qi], ranks=show_ranks, text=text_cols)
+            qid = str(rs.pool.query_ids[qi])
+            click.echo(f"\n[{k + 1}/{size}] query {qid}: {len(docs)} documents to grade 0..{top}")
+            for c in per_query:
+                click.echo(f"  {c}: {docs[c].iloc[0]}")
+            grades = _ask_grades(docs, per_doc, top, show_ranks)
+            if grades is None:
+                click.echo(f"\nstopped; query {qid} not saved (it stays pending); "
+                           f"{done} queries saved")  # fmt: skip
+            elif grades != "skip":
+                frame = pd.DataFrame(
+                    {"qid": qid, "doc": list(grades), "grade": list(grades.values())}
                 )
-                done += 1
-            if skipped:
-                click.echo(f"\n{skipped} items skipped; they stay pending (bae label again)")
-                break
-        if others:
-            click.echo(f"\n{others} items were labeled by someone else meanwhile (skipped)")
-        click.echo(f"\n{done} labels saved, {s.n_labels} in all")
+                rs.record(frame, annotator=annotator, source="interactive")
+                click.echo(f"  query {qid} saved ({len(grades)} grades)")
+            return grades
+
+        done = _work_through(
+            lambda: rs.lease(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda qi: qi in rs.graded(),
+            answer,
+            max_queries,
+            ("queries", "graded"),
+        )
+        if done is not None:
+            st = rs.status()
+            click.echo(f"\n{done} queries saved; {st['queries_graded']} of "
+                       f"{st['queries_in_sample']} queries graded in all")  # fmt: skip
+
+
+def _ask_grades(docs, per_doc, top: int, show_ranks: bool):
+    """Ask a grade for every document of one query: ``{doc: grade}``, ``"skip"`` or ``None``
+    (quit). ``b`` goes back one document (the query is not saved until its last grade)."""
+    grades: dict = {}
+    ranks = [c for c in docs.columns if c.startswith("rank_")] if show_ranks else []
+    j = 0
+    while j < len(docs):
+        row = docs.iloc[j]
+        click.echo(f"  document {j + 1}/{len(docs)}: {row['doc']}")
+        for c in per_doc:
+            click.echo(f"    {c}: {row[c]}")
+        for c in ranks:
+            if _notna(row[c]):
+                click.echo(f"    {c}: {int(row[c])}")
+        try:
+            raw = click.prompt(f"  grade (0..{top}; b=back, s=skip query, q=quit)", default="",
+                               show_default=False).strip().lower()  # fmt: skip
+        except click.exceptions.Abort:
+            return None
+        if raw in ("q", "quit"):
+            return None
+        if raw in ("s", "skip"):
+            return "skip"
+        if raw in ("b", "back"):
+            j = max(j - 1, 0)
+            continue
+        if raw.isdigit() and int(raw) <= top:
+            grades[row["doc"]] = int(raw)
+            j += 1
+        elif raw:
+            click.echo(f"  a grade is a whole number 0..{top}, got {raw!r}")
+    return grades
+
+
+def _notna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.notna(value))
 
 
 def _ask(s, item_id: str, choices: str):
@@ -677,15 +782,7 @@ def _ranking_text(session: str, level: float, as_json: bool) -> str:
     from .ranking_session import RankingSession
 
     with RankingSession.open(session, readonly=True) as rs:
-        st = rs.status()
-        res = rs.result()
-    if res is not None:
-        lo, hi = res.confidence_interval(level)
-        if len(st["models"]) == 1:
-            st.update(estimate=res.value, stderr=res.stderr, low=lo, high=hi)
-        else:
-            st.update(estimate=res.estimate, stderr=res.stderr, low=lo, high=hi,
-                      pvalue=res.pvalue, estimates=res.estimates)  # fmt: skip
+        st = rs.summary(level)
     if as_json:
         return json.dumps(st, indent=2, default=float)
     target = f"{st['measure']} [{' - '.join(st['models'])}]"
@@ -694,7 +791,7 @@ def _ranking_text(session: str, level: float, as_json: bool) -> str:
         f"queries graded: {st['queries_graded']} of {st['queries_in_sample']} drawn "
         f"(cost {st['cost_graded']:.4g})",
     ]
-    if res is None:
+    if "estimate" not in st:
         lines.append("no estimate yet: grade the queries of `bae next` first")
     else:
         lines.append(f"{target} = {st['estimate']:.4f} ± {st['stderr']:.4f} (SE), "
@@ -774,12 +871,15 @@ def _who(annotator: str | None) -> str:
 @click.option("--level", type=float, default=0.95, show_default=True)
 @_pool_option
 def serve(session, port, host, annotator, stage_size, batch, lease_minutes, level, pool_path):
-    """Serve a local labeling page for SESSION (one browser per annotator, or several)."""
+    """Serve a local labeling page for SESSION (one browser per annotator, or several).
+
+    For a ranking session the page shows one query at a time with every document to grade;
+    --batch is the number of queries leased to one browser (--n does not apply).
+    """
     from ._validation import check_count, check_level
     from .serve import ServeConfig
     from .serve import serve as run_server
 
-    _not_ranking(session, "serve")
     if not (0 <= port < 65536):
         raise ValueError(f"--port must be in 0..65535, got {port}")
     if not (lease_minutes > 0):

@@ -117,7 +117,9 @@ class RankingSession:
         self.path = path
         self.store = store
         self.meta = meta
-        self.pool = RankingPool.from_frame(_read(meta["pool_path"]), **meta["read"])
+        self.frame = _read(meta["pool_path"])
+        self.pool = RankingPool.from_frame(self.frame, **meta["read"])
+        self._row_index: list[list[int]] | None = None
         self.measure = get(meta["measure"]).name
         self.models = tuple(meta["models"])
         self.estimator = meta.get("estimator", "model_assisted")
@@ -137,10 +139,14 @@ class RankingSession:
         estimator: str = "model_assisted",
         seed: int = 0,
         mix: float = 0.05,
+        text_cols: tuple[str, ...] = (),
         overwrite: bool = False,
     ) -> RankingSession:
         """Create the session: read and check the pool, draw the budgeted query sequence, and
-        write the file in one piece (a crash leaves no session or a whole one)."""
+        write the file in one piece (a crash leaves no session or a whole one).
+
+        ``text_cols`` are columns of the pool file shown to graders (``bae next``, ``bae label``,
+        ``bae serve``): the query's text, a document's title or snippet."""
         if budget is None:
             raise ValueError("a ranking session needs --budget (label cost units)")
         path = str(Path(path).expanduser())
@@ -154,7 +160,15 @@ class RankingSession:
                     "--overwrite never replaces it: remove the file yourself or pick another name"
                 )
             refuse_overwriting_labels(path)
-        pool = RankingPool.from_frame(_read(pool_path), **read)
+        frame = _read(pool_path)
+        text_cols = [str(c) for c in text_cols]
+        missing = [c for c in text_cols if c not in frame.columns]
+        if missing:
+            raise ValueError(
+                f"column {missing[0]!r} (--text-col) is not in the pool file; its columns are: "
+                + ", ".join(map(str, frame.columns))
+            )
+        pool = RankingPool.from_frame(frame, **read)
         models = tuple(models) or pool.models
         if len(models) not in (1, 2):
             raise ValueError(f"name one ranker to evaluate or two to compare, got {list(models)}")
@@ -178,6 +192,7 @@ class RankingSession:
             "seed": int(seed),
             "mix": float(mix),
             "n_draws": len(d),
+            "text_cols": text_cols,
         }
         ids = pool.query_ids
         rows = [
@@ -319,20 +334,42 @@ class RankingSession:
         return team.agreement(frame)
 
     # -- asking -----------------------------------------------------------------------------
-    def next(
+    def lease(
         self,
         n: int = 10,
         *,
         annotator: str | None = None,
         holder: str | None = None,
         lease: float = team.DEFAULT_LEASE,
-    ) -> pd.DataFrame:
-        """The (query, document) rows for one annotator to grade next, leased to them.
+    ) -> np.ndarray:
+        """Lease the next queries to grade to one annotator: their pool indices.
 
         The queries are those leased to ``holder`` (default: the annotator) and not graded
         yet; if it holds none, up to ``n`` ungraded queries of the draw sequence that nobody
         else holds are leased to it for ``lease`` seconds (asking twice never changes what is
         asked; :func:`bayes_activeeval.session.annotations.lease_tx`).
+
+        Parameters
+        ----------
+        n : int
+            Queries to lease when the holder holds none.
+        annotator : str, optional
+            Who grades (default: the login name).
+        holder : str, optional
+            Who holds the leases (default: the annotator; ``bae serve``: the browser).
+        lease : float
+            Seconds the new leases last.
+
+        Returns
+        -------
+        numpy.ndarray of int
+            Pool indices of the queries, in draw order.
+
+        Raises
+        ------
+        SessionError
+            When every query of the budget is graded, or every ungraded one is leased to
+            another holder.
         """
         n = check_count(n, "n")
         annotator = team.check_annotator(annotator)
@@ -346,8 +383,7 @@ class RankingSession:
         )
         queries = got[0]
         if queries.size == 0:
-            done = set(self.graded())
-            if all(int(q) in done for q in self._order()):
+            if self.finished():
                 raise SessionError("every query of the budget is graded: run `bae report`")
             act = self.leases()
             who = ", ".join(
@@ -358,16 +394,86 @@ class RankingSession:
                 "every ungraded query of the budget is leased to another annotator "
                 f"({who}); ask again when they are graded or the leases expire"
             )
+        return queries
+
+    def finished(self) -> bool:
+        """Whether every drawn query is graded."""
+        done = set(self.graded())
+        return all(int(q) in done for q in self._order())
+
+    def next(
+        self,
+        n: int = 10,
+        *,
+        annotator: str | None = None,
+        holder: str | None = None,
+        lease: float = team.DEFAULT_LEASE,
+    ) -> pd.DataFrame:
+        """The (query, document) rows for one annotator to grade next, leased to them
+        (:meth:`lease`; the frame of :meth:`documents`)."""
+        return self.documents(self.lease(n, annotator=annotator, holder=holder, lease=lease))
+
+    def documents(self, queries: Any, *, ranks: bool = True, text: Any = None) -> pd.DataFrame:
+        """One row per (query, document) of ``queries`` (pool indices), in the pool's document
+        order: ``qid``, ``doc``, ``rank_<ranker>`` (``ranks``; ``None`` when the ranker does not
+        list the document), the text columns (``text``; default the session's, ``bae init
+        --text-col``) and an empty ``grade``."""
+        text = self._text(text)
         rows = []
-        for q in queries.tolist():
+        for q in np.asarray(queries, dtype=np.int64).tolist():
             for j, doc in enumerate(self.pool.doc_ids[q]):
                 row = {"qid": self.pool.query_ids[q], "doc": doc}
-                for m in self.models:
-                    r = int(self.pool.positions[m][q, j])
-                    row[f"rank_{m}"] = r if r > 0 else None
+                if ranks:
+                    for m in self.models:
+                        r = int(self.pool.positions[m][q, j])
+                        row[f"rank_{m}"] = r if r > 0 else None
+                if text:
+                    cells = self.frame.iloc[self._rows[q][j]]
+                    row.update({c: cells[c] for c in text})
                 row["grade"] = None
                 rows.append(row)
         return pd.DataFrame(rows)
+
+    @property
+    def _rows(self) -> list[list[int]]:
+        """Row numbers in the pool file of each query's documents (pool order)."""
+        if self._row_index is None:
+            fr, read = self.frame, self.meta["read"]
+            at = {
+                (str(q), str(d)): i
+                for i, (q, d) in enumerate(
+                    zip(fr[read.get("query", "qid")], fr[read.get("item", "doc")], strict=True)
+                )
+            }
+            self._row_index = [
+                [at[(str(q), str(d))] for d in docs]
+                for q, docs in zip(self.pool.query_ids, self.pool.doc_ids, strict=True)
+            ]
+        return self._row_index
+
+    def _text(self, text: Any = None) -> list[str]:
+        """Text columns: ``text`` if given (checked against the pool file), else the session's."""
+        if not text:
+            return list(self.meta.get("text_cols") or [])
+        text = [str(c) for c in ([text] if isinstance(text, str) else text)]
+        missing = [c for c in text if c not in self.frame.columns]
+        if missing:
+            raise ValueError(
+                f"column {missing[0]!r} (--text-col) is not in the pool file; its columns are: "
+                + ", ".join(map(str, self.frame.columns))
+            )
+        return text
+
+    def text_columns(self, text: Any = None) -> tuple[list[str], list[str]]:
+        """The text columns (``text``, default the session's) split into those constant within
+        every query (shown once with the query) and those of the documents."""
+        text = self._text(text)
+        q = self.meta["read"].get("query", "qid")
+        if not text:
+            return [], []
+        same = self.frame.groupby(q, sort=False)[text].nunique(dropna=False).max()
+        per_query = [c for c in text if int(same[c]) <= 1]
+        return per_query, [c for c in text if c not in per_query]
 
     def release(self, holder: str) -> None:
         """End the holder's active leases now (their ungraded queries go to others)."""
@@ -394,6 +500,7 @@ class RankingSession:
         frame: pd.DataFrame,
         *,
         annotator: str | None = None,
+        holder: str | None = None,
         source: str = "api",
     ) -> RankingRecordResult:
         """Record grades from a frame with columns ``qid, doc, grade``.
@@ -404,6 +511,30 @@ class RankingSession:
         (the same file can be recorded again); different ones are an error (use
         :meth:`relabel`). A query another annotator graded gets these grades as a second
         annotation: it keeps counting with the first, and both enter :meth:`agreement`.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            Columns ``qid``, ``doc``, ``grade`` (other columns are ignored; rows with an empty
+            grade are dropped).
+        annotator : str, optional
+            Who graded (default: the login name).
+        holder : str, optional
+            When given, every query recorded must be leased to this holder (``bae serve``).
+        source : str
+            Stored with each annotation (``"csv:FILE"``, ``"interactive"``, ``"web"``).
+
+        Returns
+        -------
+        RankingRecordResult
+
+        Raises
+        ------
+        ValueError
+            Unknown queries or documents, bad grades, a partly graded query, a query that is in
+            no draw of the session, a query not leased to ``holder``.
+        SessionError
+            A grade the annotator already gave differently.
         """
         annotator = team.check_annotator(annotator)
         self.store.require_writable("record")
@@ -418,6 +549,11 @@ class RankingSession:
             if str(qid) not in keys:
                 raise ValueError(f"query {qid!r} is not in the pool")
             given.setdefault(keys[str(qid)], {})[doc] = g
+        drawn = set(self._order().tolist())
+        leased = None
+        if holder is not None:
+            act = self.leases()
+            leased = set(act.loc[act["holder"] == str(holder), "item"].tolist())
         chunk, n_docs = [], 0
         mine = team.annotator_labels(self.store.con, annotator)
         skipped = 0
@@ -431,6 +567,11 @@ class RankingSession:
                     f"(document {missing[0]!r} has none): grade every document of a query, "
                     "or leave all of its grades empty"
                 )
+            if qi not in drawn:
+                raise ValueError(
+                    f"query {qid!r} was not asked for: it is in no draw of this session "
+                    "(bae next lists the queries to grade)"
+                )
             if qi in mine:
                 old = json.loads(mine[qi])
                 if old != labels:
@@ -441,6 +582,8 @@ class RankingSession:
                     )
                 skipped += 1
                 continue
+            if leased is not None and qi not in leased:
+                raise ValueError(f"query {qid!r} is not leased to you (or its lease expired)")
             chunk.append((qi, json.dumps(labels)))
             n_docs += len(labels)
         if chunk:
@@ -556,3 +699,20 @@ class RankingSession:
             "agreement": team.agreement_json(self.agreement()),
             "rule": "first grades of each query, or their latest correction (bae relabel)",
         }
+
+    def summary(self, level: float = 0.95) -> dict[str, Any]:
+        """:meth:`status` with the answer so far (``bae status``, ``bae serve``): ``estimate``,
+        ``stderr``, ``low``, ``high`` (the ``level`` interval) of the ranker's measure or of the
+        difference of two rankers, and for two also ``pvalue`` (paired Wald test) and
+        ``estimates``; none of them before the first query of the draw sequence is graded."""
+        st = self.status()
+        st["level"] = float(level)
+        res = self.result()
+        if res is not None:
+            lo, hi = res.confidence_interval(level)
+            if len(self.models) == 1:
+                st.update(estimate=res.value, stderr=res.stderr, low=lo, high=hi)
+            else:
+                st.update(estimate=res.estimate, stderr=res.stderr, low=lo, high=hi,
+                          pvalue=res.pvalue, estimates=res.estimates)  # fmt: skip
+        return st

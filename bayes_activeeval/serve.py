@@ -4,6 +4,13 @@ One page per browser: the item's fields (every text column of the pool, HTML-esc
 per class with a keyboard shortcut, undo of the last answer, progress toward the budget and the
 live estimate with its interval and a small plot of the estimate against the labels spent.
 
+For a ranking session (``bae init --task ranking``) a batch is a query: the page shows the query
+(its text columns) and every document to grade, each with one radio button per grade ``0..y_max``
+(keys: a digit grades the highlighted document and moves on, Enter saves), and the grades of the
+query are recorded together through :meth:`bayes_activeeval.ranking_session.RankingSession.record`
+as soon as they are saved; undo brings the last query back with its grades, and saving it again is
+a correction (:meth:`~bayes_activeeval.ranking_session.RankingSession.relabel`).
+
 Every browser is a lease *holder* of its own (a random id in a cookie), so several browsers at
 once each get their own items (:meth:`bayes_activeeval.session.Session.next` with ``holder``),
 and a browser can only record items leased to it. Annotators are named by ``--annotator`` or, per
@@ -87,9 +94,14 @@ def create_app(cfg: ServeConfig):
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
+    from .ranking_session import RankingSession, is_ranking_session
     from .session import Session, SessionError, default_annotator
 
-    session = Session.open(cfg.session, pool_path=cfg.pool_path)
+    ranking = is_ranking_session(cfg.session)
+    if ranking:
+        session = RankingSession.open(cfg.session)
+    else:
+        session = Session.open(cfg.session, pool_path=cfg.pool_path)
     state = _State()
     default_name = cfg.annotator or default_annotator()
     loopback = is_loopback(cfg.host)
@@ -145,7 +157,8 @@ def create_app(cfg: ServeConfig):
         browser, new = browser_of(request)
         name = annotator_of(request)
         nonce = secrets.token_urlsafe(12)
-        body = _render(session, cfg, state, browser, name, nonce)
+        render = _render_ranking if ranking else _render
+        body = render(session, cfg, state, browser, name, nonce)
         resp = HTMLResponse(body)
         resp.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
@@ -170,7 +183,9 @@ def create_app(cfg: ServeConfig):
             return PlainTextResponse("missing or wrong CSRF token; reload the page", 403)
         name = annotator_of(request)
         try:
-            if request.url.path == "/label":
+            if request.url.path == "/label" and ranking:
+                _answer_ranking(session, state, browser, name, form)
+            elif request.url.path == "/label":
                 _answer(session, state, browser, name, form.get("item", ""), form.get("label", ""))
             elif request.url.path == "/undo":
                 done = state.answered.get(browser) or []
@@ -186,7 +201,7 @@ def create_app(cfg: ServeConfig):
     async def status(request: Request) -> Response:
         if (bad := guard(request)) is not None:
             return bad
-        st = session.status(cfg.level)
+        st = session.summary(cfg.level) if ranking else session.status(cfg.level)
         return JSONResponse(_jsonable(st))
 
     routes = [
@@ -313,6 +328,8 @@ button { font-size: 1.1em; margin: 0.2em; padding: 0.4em 1em; }
 kbd { border: 1px solid #aaa; border-radius: 3px; padding: 0 4px; font-size: 0.8em; }
 .note { color: #666; font-size: 0.9em; } .undo { color: #a61e4d; }
 .side { display: flex; gap: 2em; align-items: flex-start; flex-wrap: wrap; }
+.docs td, .docs th { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; }
+.docs tr.current { background: #edf2ff; } .grades label { margin-right: 0.6em; }
 """
 
 
@@ -366,12 +383,7 @@ def _render(session, cfg: ServeConfig, state: _State, browser: str, name: str, n
             f"<input type='hidden' name='item' value='{esc(iid, quote=True)}'>"
             f"{buttons}</form></div>"
         )
-    undo_form = (
-        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
-        f"value='{csrf}'><button type='submit'>undo last answer <kbd>u</kbd></button></form>"
-        if mine and browser not in state.undo
-        else ""
-    )
+    undo_form = _undo_form(csrf, "answer") if mine and browser not in state.undo else ""
     script = f"""<script nonce='{nonce}'>
 document.addEventListener('keydown', (e) => {{
   if (e.ctrlKey || e.metaKey || e.altKey) return;
@@ -386,31 +398,207 @@ document.addEventListener('keydown', (e) => {{
     }}
   }}
 }});
-// the estimate stays live while others label: refresh it every few seconds
+{_live_script(_LIVE_ITEMS)}</script>"""
+    body = (
+        f"{item_html}{undo_form}<div class='side'><div><h2>Estimate</h2>{estimate}"
+        f"<p class='note' id='live'></p></div><div>{_plot_svg(session, cfg.level)}</div></div>"
+    )
+    progress += f"; {st['pending']} items of the current stage to label"
+    return _page(str(st["measure"]), name, mine, str(session.path), frac, progress, body, script)
+
+
+#: The ``#live`` line from ``/api/status`` (``st``): a classification session's estimates …
+_LIVE_ITEMS = """`live: ${st.labels} labels; ` + ((parts) => parts.length ? parts.join('; ')
+      : 'no estimate yet')(st.estimates.map(r => `${st.measure} [${r.model}] = `
+      + `${r.estimate.toFixed(4)} [${r.low.toFixed(4)}, ${r.high.toFixed(4)}]`))"""
+#: … and a ranking session's estimate (or difference of two rankers).
+_LIVE_QUERIES = """`live: ${st.queries_graded} queries graded; ` + ((st.estimate === undefined
+      || st.estimate === null) ? 'no estimate yet' : `${st.measure} = `
+      + `${st.estimate.toFixed(4)} [${st.low.toFixed(4)}, ${st.high.toFixed(4)}]`)"""
+
+
+def _live_script(text: str) -> str:
+    """Script that refreshes the page's ``#live`` line every 5 s (the estimate stays live while
+    others label); ``text`` is the JavaScript expression of the line from the status ``st``."""
+    return f"""// the estimate stays live while others label: refresh it every few seconds
 async function refresh() {{
   try {{
     const st = await (await fetch('/api/status', {{credentials: 'same-origin'}})).json();
-    const parts = st.estimates.map(r => `${{st.measure}} [${{r.model}}] = ${{r.estimate.toFixed(4)}} `
-      + `[${{r.low.toFixed(4)}}, ${{r.high.toFixed(4)}}]`);
-    document.getElementById('live').textContent =
-      `live: ${{st.labels}} labels; ` + (parts.length ? parts.join('; ') : 'no estimate yet');
+    document.getElementById('live').textContent = {text};
   }} catch (err) {{ /* the server stopped: keep the page as it is */ }}
 }}
 refresh();
 setInterval(refresh, 5000);
-</script>"""
+"""
+
+
+def _undo_form(csrf: str, what: str) -> str:
+    """The undo button (key ``u``) of the page."""
+    return (
+        f"<form method='post' action='/undo' id='undo'><input type='hidden' name='csrf' "
+        f"value='{csrf}'><button type='submit'>undo last {what} <kbd>u</kbd></button></form>"
+    )
+
+
+def _page(title: str, name: str, mine: int, path: str, frac: float, progress: str,
+          body: str, script: str) -> str:  # fmt: skip
+    """The page around the item: title, annotator, progress bar and line, then ``body``."""
+    esc = html.escape
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>bae: label {esc(st['measure'])}</title><style>{_CSS}</style></head><body>"
-        f"<h1>Labeling: {esc(st['measure'])}</h1>"
+        f"<title>bae: label {esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>Labeling: {esc(title)}</h1>"
         f"<p class='note'>annotator <b id='annotator'>{esc(name)}</b>; {mine} answers in this "
-        f"browser; session {esc(str(session.path))}</p>"
+        f"browser; session {esc(path)}</p>"
         f"<div class='bar' title='{esc(progress, quote=True)}'><div style='width:{frac:.1%}'></div>"
-        f"</div><p id='progress'>{esc(progress)}; {st['pending']} items of the current stage "
-        f"to label</p>{item_html}{undo_form}"
-        f"<div class='side'><div><h2>Estimate</h2>{estimate}<p class='note' id='live'></p></div><div>{_plot_svg(session, cfg.level)}"
-        f"</div></div>{script}</body></html>"
+        f"</div><p id='progress'>{esc(progress)}</p>{body}{script}</body></html>"
     )
+
+
+# -- ranking sessions -----------------------------------------------------------------------------
+def _query_index(rs, qid: str) -> int:
+    """The pool index of query ``qid`` (as text) of a ranking session."""
+    for i, q in enumerate(rs.pool.query_ids.tolist()):
+        if str(q) == qid:
+            return i
+    raise ValueError(f"query {qid!r} is not in the pool")
+
+
+def _answer_ranking(rs, state: _State, browser: str, name: str, form: dict[str, str]) -> None:
+    """Record the grades of one query from the page's form (``item``: the query id, ``g<j>``:
+    the grade of its ``j``-th document): new annotations of a query leased to this browser or —
+    while undoing — a correction of this annotator's own earlier grades (never a deletion)."""
+    import pandas as pd
+
+    qid = form.get("item", "")
+    qi = _query_index(rs, qid)
+    docs = rs.pool.doc_ids[qi]
+    top = int(rs.pool.max_grade)
+    grades = {}
+    for j, doc in enumerate(docs):
+        raw = form.get(f"g{j}", "").strip()
+        if not raw:
+            raise ValueError(f"document {doc!r} has no grade: grade every document of the query")
+        if not (raw.isdigit() and int(raw) <= top):
+            raise ValueError(f"document {doc!r}: a grade is a whole number 0..{top}, got {raw!r}")
+        grades[str(doc)] = int(raw)
+    if state.undo.get(browser) == qid:
+        rs.relabel(qid, grades, reason=UNDO_REASON, annotator=name, own=True, source="web")
+        del state.undo[browser]
+        return
+    frame = pd.DataFrame({"qid": qid, "doc": list(grades), "grade": list(grades.values())})
+    rs.record(frame, annotator=name, holder=browser, source="web")
+    state.answered.setdefault(browser, []).append(qid)
+
+
+def _current_query(rs, cfg: ServeConfig, state: _State, browser: str, name: str):
+    """``(query index, grades to preselect, undo note)`` to show, or ``(None, None, message)``."""
+    import json
+
+    from .session import SessionError
+    from .session.annotations import annotator_labels
+
+    if browser in state.undo:
+        qi = _query_index(rs, state.undo[browser])
+        mine = annotator_labels(rs.store.con, name).get(qi)
+        preset = None if mine is None else json.loads(mine)
+        return qi, preset, "You graded this query; your new grades replace yours (audited)."
+    try:
+        queries = rs.lease(cfg.batch, annotator=name, holder=browser, lease=cfg.lease)
+    except SessionError as exc:
+        return None, None, str(exc)
+    return int(queries[0]), None, None
+
+
+def _render_ranking(rs, cfg: ServeConfig, state: _State, browser: str, name: str, nonce: str):
+    """The labeling page of a ranking session: one query and every one of its documents."""
+    esc = html.escape
+    qi, preset, note = _current_query(rs, cfg, state, browser, name)
+    st = rs.summary(cfg.level)
+    csrf = _csrf(cfg, browser)
+    budget, used = float(st["budget"]), float(st["cost_graded"])
+    frac = min(used / budget, 1.0) if budget > 0 else 0.0
+    progress = (
+        f"{st['queries_graded']} of {st['queries_in_sample']} queries graded; cost {used:.4g} "
+        f"of the budget {budget:g} ({frac:.0%})"
+    )
+    target = f"{st['measure']} [{' − '.join(st['models'])}]"
+    if "estimate" in st:
+        test = f"; paired Wald test p = {st['pvalue']:.3g}" if "pvalue" in st else ""
+        estimate = (
+            f"<ul><li><b>{esc(target)}</b> = <span class='estimate'>{st['estimate']:.4f}</span>, "
+            f"{st['level']:.0%} interval [{st['low']:.4f}, {st['high']:.4f}]{esc(test)}</li></ul>"
+        )
+    else:
+        estimate = "<p class='note'>No estimate yet: it appears once the first query is graded.</p>"
+    mine = len(state.answered.get(browser, []))
+    top = int(rs.pool.max_grade)
+    if qi is None:
+        item_html = f"<div class='item' id='done'><p>{esc(note or '')}</p></div>"
+    else:
+        qid = str(rs.pool.query_ids[qi])
+        per_query, per_doc = rs.text_columns()
+        docs = rs.documents([qi], ranks=False)
+        head = "".join(
+            f"<tr><th>{esc(str(c))}</th><td>{esc(str(docs[c].iloc[0]))}</td></tr>"
+            for c in per_query
+        )
+        cols = "".join(f"<th>{esc(str(c))}</th>" for c in per_doc)
+        rows = []
+        for j in range(len(docs)):
+            doc = str(docs["doc"].iloc[j])
+            cells = "".join(f"<td>{esc(str(docs[c].iloc[j]))}</td>" for c in per_doc)
+            given = None if preset is None else preset.get(doc)
+            radios = "".join(
+                f"<label><input type='radio' name='g{j}' value='{g}' required"
+                f"{' checked' if given == g else ''}> {g}</label> "
+                for g in range(top + 1)
+            )
+            rows.append(
+                f"<tr class='doc' data-doc='{esc(doc, quote=True)}'><td>{j + 1}</td>"
+                f"<td><code>{esc(doc)}</code></td>{cells}<td class='grades'>{radios}</td></tr>"
+            )
+        undo_note = f"<p class='undo'>{esc(note)}</p>" if note else ""
+        item_html = (
+            f"<div class='item' id='query' data-item='{esc(qid, quote=True)}'>{undo_note}"
+            f"<p>query <code id='query-id'>{esc(qid)}</code>: grade each of its {len(docs)} "
+            f"documents 0..{top}</p><table>{head}</table>"
+            f"<form method='post' action='/label' id='answer'>"
+            f"<input type='hidden' name='csrf' value='{csrf}'>"
+            f"<input type='hidden' name='item' value='{esc(qid, quote=True)}'>"
+            f"<table class='docs'><tr><th>#</th><th>document</th>{cols}<th>grade</th></tr>"
+            f"{''.join(rows)}</table><button type='submit' id='save'>save the grades of this "
+            f"query <kbd>Enter</kbd></button></form>"
+            "<p class='note'>Keys: a digit grades the highlighted document and moves on; "
+            "↑/↓ move; Enter saves once every document is graded.</p></div>"
+        )
+    undo_form = _undo_form(csrf, "query") if mine and browser not in state.undo else ""
+    script = f"""<script nonce='{nonce}'>
+const rows = Array.from(document.querySelectorAll('tr.doc'));
+let cur = Math.max(0, rows.findIndex(r => !r.querySelector('input:checked')));
+function show() {{ rows.forEach((r, i) => r.classList.toggle('current', i === cur)); }}
+show();
+document.addEventListener('keydown', (e) => {{
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const key = e.key.toLowerCase();
+  if (key === 'u') {{
+    const f = document.getElementById('undo'); if (f) {{ e.preventDefault(); f.submit(); }}
+    return;
+  }}
+  if (!rows.length) return;
+  if (key === 'enter') {{ e.preventDefault(); document.getElementById('answer').requestSubmit(); return; }}
+  if (key === 'arrowdown') {{ e.preventDefault(); cur = Math.min(cur + 1, rows.length - 1); show(); return; }}
+  if (key === 'arrowup') {{ e.preventDefault(); cur = Math.max(cur - 1, 0); show(); return; }}
+  const b = rows[cur].querySelector(`input[value="${{key}}"]`);
+  if (b) {{ e.preventDefault(); b.checked = true; cur = Math.min(cur + 1, rows.length - 1); show(); }}
+}});
+rows.forEach((r, i) => r.addEventListener('click', () => {{ cur = i; show(); }}));
+{_live_script(_LIVE_QUERIES)}</script>"""
+    body = (
+        f"{item_html}{undo_form}<div class='side'><div><h2>Estimate</h2>{estimate}"
+        "<p class='note' id='live'></p></div></div>"
+    )
+    return _page(str(st["measure"]), name, mine, str(rs.path), frac, progress, body, script)
 
 
 def serve(cfg: ServeConfig, *, echo=print) -> None:

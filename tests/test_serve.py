@@ -346,3 +346,160 @@ def test_page_refuses_forged_requests_and_items_of_others(team):
     with Session.open(s, readonly=True) as ss:
         assert list(ss.labels()["id"]) == [mine]
     assert json.loads(_call(opener, base + "api/status")[1])["labels"] == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# a ranking session on the page: a batch is a query with every document to grade
+# ------------------------------------------------------------------------------------------------
+RANKING_OPTS = ["--task", "ranking", "--measure", "err", "--rank", "a=rank_a", "--rank",
+                "b=rank_b", "--relevance-cols", "p0,p1,p2,p3,p4", "--cost-col", "cost",
+                "--budget", "6", "--seed", "3"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ranking_team(tmp_path_factory):
+    """A ranking pool whose query text holds markup, a session comparing rankers a and b on
+    ERR (budget 6 cost units) and its server on loopback (two queries leased per browser)."""
+    from bayes_activeeval import ranking
+
+    d = tmp_path_factory.mktemp("serve_ranking")
+    data = ranking.make_ranking_pool(80, min_docs=3, max_docs=5, changed=0.5, rng=7)
+    frame = data.frame.drop(columns=["grade"])
+    frame["query"] = [f"<script>window.pwned=1</script>what is {q}?" for q in frame.qid]
+    frame["title"] = [f"<i>page {x}</i>" for x in frame.doc]
+    frame.to_csv(d / "runs.csv", index=False)
+    g = data.frame
+    truth = {(q, x): int(y) for q, x, y in zip(g.qid, g.doc, g.grade, strict=True)}
+    session = d / "r.bae"
+    ok("init", d / "runs.csv", "--session", session, *RANKING_OPTS, "--text-col", "query",
+       "--text-col", "title")  # fmt: skip
+    port = free_port()
+    proc = launch(session, port, "--batch", "2", "--annotator", "web")
+    try:
+        yield {"dir": d, "session": session, "truth": truth, "port": port,
+               "url": wait_ready(proc, port)}  # fmt: skip
+    finally:
+        stop(proc)
+
+
+def _grades_csv(batch: Path, truth, out: Path) -> Path:
+    b = pd.read_csv(batch, dtype={"qid": str, "doc": str})
+    b["grade"] = [truth[(q, x)] for q, x in zip(b.qid, b.doc, strict=True)]
+    b[["qid", "doc", "grade"]].to_csv(out, index=False)
+    return out
+
+
+def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browsers):
+    """Alice grades two queries through `bae next`/`bae record` while Carol grades the others on
+    the page: digits grade the highlighted document, Enter saves the query; she undoes her first
+    query (saved with wrong grades) and saves it again (a correction). A script holding two
+    queries is refused grades of a query it does not hold and a half-graded query, then
+    releases them. At the end every annotation is there once and the estimate equals that of
+    the same grades recorded by one person."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    d, s, truth = ranking_team["dir"], ranking_team["session"], ranking_team["truth"]
+    url = ranking_team["url"]
+    expected: list[tuple[str, str, str, dict]] = []  # (query, annotator, kind, grades)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None  # a release answers 303 → /; following it would lease queries again
+
+    # a script: its two queries are leased to it; forged grades are refused, nothing written
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), NoRedirect()
+    )
+    code, page = _call(opener, url)
+    assert code == 200
+    csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)
+    held = re.search(r"data-item='([^']+)'", page).group(1)
+    docs = re.findall(r"<tr class='doc' data-doc='([^']+)'", page)
+    from bayes_activeeval.ranking_session import RankingSession
+
+    with RankingSession.open(str(s), readonly=True) as rs:
+        drawn = [str(rs.pool.query_ids[q]) for q in rs._order()]
+    other = drawn[-1]  # drawn, not leased to the script
+    every = "&".join(f"g{j}=1" for j in range(5))
+    code, body = _call(opener, url + "label", f"item={other}&{every}&csrf={csrf}".encode())
+    assert code == 409 and "not leased to you" in body
+    code, body = _call(opener, url + "label", f"item={held}&g0=1&csrf={csrf}".encode())
+    assert code == 409 and "has no grade" in body
+    assert _call(opener, url + "release", f"csrf={csrf}".encode())[0] == 303
+
+    ok("next", s, "--n", 2, "--annotator", "alice", "--out", d / "a.csv")
+    alice = pd.read_csv(d / "a.csv", dtype=str).qid.unique().tolist()
+    assert held in alice  # the released queries went to the next who asked
+
+    carol = browsers[0]
+    carol.get(url + "?annotator=carol")
+    assert carol.find_element(By.ID, "annotator").text == "carol"
+    head = carol.find_element(By.CSS_SELECTOR, "#query td").text
+    assert head.startswith("<script>window.pwned=1</script>what is q")  # escaped, shown once
+    assert carol.execute_script("return window.pwned === undefined")
+    assert carol.find_element(By.CSS_SELECTOR, "tr.doc td:nth-child(3)").text.startswith("<i>page")
+
+    undone = recorded = False
+    seen: list[str] = []
+    while carol.find_elements(By.ID, "query"):
+        q = carol.find_element(By.ID, "query").get_attribute("data-item")
+        assert q not in alice and q not in seen
+        rows = carol.find_elements(By.CSS_SELECTOR, "tr.doc")
+        want = {r.get_attribute("data-doc"): truth[(q, r.get_attribute("data-doc"))] for r in rows}
+        if not undone:  # keyboard, with wrong grades; then undo and fix them with the mouse
+            wrong = {x: (g + 1) % 5 for x, g in want.items()}
+            carol.find_element(By.TAG_NAME, "body").send_keys("".join(map(str, wrong.values())))
+            press(carol, Keys.ENTER)
+            expected.append((q, "carol", "label", wrong))
+            press(carol, "u")
+            assert carol.find_element(By.ID, "query").get_attribute("data-item") == q
+            assert "your new grades replace yours" in carol.find_element(By.ID, "query").text
+            checked = [e.get_attribute("value") for e in
+                       carol.find_elements(By.CSS_SELECTOR, "tr.doc input:checked")]  # fmt: skip
+            assert checked == [str(g) for g in wrong.values()]  # her grades, preselected
+            expected.append((q, "carol", "correction", want))
+            undone = True
+        else:
+            expected.append((q, "carol", "label", want))
+        for j, g in enumerate(want.values()):
+            carol.find_element(By.CSS_SELECTOR, f"input[name='g{j}'][value='{g}']").click()
+        page = carol.find_element(By.TAG_NAME, "html")
+        carol.find_element(By.ID, "save").click()
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(carol, 15).until(ec.staleness_of(page))
+        seen.append(q)
+        if not recorded:  # meanwhile, at her desk, Alice records her two queries
+            ok("record", s, _grades_csv(d / "a.csv", truth, d / "ga.csv"), "--annotator", "alice")
+            recorded = True
+            for qq, grp in pd.read_csv(d / "ga.csv", dtype={"qid": str, "doc": str}).groupby(
+                "qid", sort=False
+            ):
+                expected.append((qq, "alice", "label", dict(zip(grp.doc, grp.grade, strict=True))))
+    assert undone and recorded and seen
+    assert len(docs) >= 3
+    assert "every query of the budget is graded" in carol.find_element(By.ID, "done").text
+    assert "queries graded" in carol.find_element(By.ID, "progress").text
+    assert "95% interval" in carol.page_source
+    live = f"live: {len(seen) + 2} queries graded; err = "
+    WebDriverWait(carol, 10).until(lambda d: live in d.find_element(By.ID, "live").text)
+
+    with RankingSession.open(str(s), readonly=True) as rs:
+        got = sorted((r.id, r.annotator, r.kind, json.dumps(json.loads(r.label), sort_keys=True))
+                     for r in rs.annotations().itertuples())  # fmt: skip
+        st = rs.status()
+    assert got == sorted((q, a, k, json.dumps({str(x): int(g) for x, g in v.items()},
+                                              sort_keys=True)) for q, a, k, v in expected)  # fmt: skip
+    assert st["queries_graded"] == st["queries_in_sample"] and st["corrections"] == 1
+    assert json.loads(_call(opener, url + "api/status")[1])["queries_graded"] == len(seen) + 2
+
+    ref = d / "ref.bae"  # the same grades recorded by one person
+    ok("init", d / "runs.csv", "--session", ref, *RANKING_OPTS)
+    ok("next", ref, "--n", 100, "--out", d / "ref.csv")
+    ok("record", ref, _grades_csv(d / "ref.csv", truth, d / "gref.csv"))
+    want = json.loads(ok("status", ref, "--json").stdout)
+    have = json.loads(ok("status", s, "--json").stdout)
+    assert (have["estimate"], have["stderr"], have["pvalue"]) == (
+        want["estimate"], want["stderr"], want["pvalue"])  # fmt: skip

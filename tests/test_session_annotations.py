@@ -251,3 +251,13 @@ def test_record_with_holder_accepts_only_leased_items(pool_csv, tmp_path):
         j = s.pool_file.ids[mine[0]]
         assert s.record([j], [truth[j]], annotator="web", holder="browser-1").recorded == 1
         assert s.annotations()["batch"].iloc[0].startswith("web:")
+
+
+def test_released_items_go_to_the_next_who_asks(pool_csv, tmp_path):
+    """`release` ends a holder's leases at once (its latest lease row decides, not the first)."""
+    path, _, _ = pool_csv
+    with Session.create(tmp_path / "s.bae", path, SPEC, Design("accuracy", seed=2)) as s:
+        mine = s.next(5, annotator="web", holder="browser-1", stage_size=10)
+        s.release("browser-1")
+        assert s.leases().empty
+        np.testing.assert_array_equal(s.next(5, annotator="bob"), mine)

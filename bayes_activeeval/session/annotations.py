@@ -90,11 +90,10 @@ def lease_tx(
     )
     pend = items[first_new(items, known)] if items.size else items
     t = now()
-    active: dict[int, str] = {}
-    for it, h in con.execute(
-        "SELECT item, holder FROM leases WHERE expires > ? ORDER BY seq", (t,)
-    ):
-        active[int(it)] = h
+    latest: dict[int, tuple[str, str]] = {}  # an item's latest lease row decides (release_tx)
+    for it, h, e in con.execute("SELECT item, holder, expires FROM leases ORDER BY seq"):
+        latest[int(it)] = (h, e)
+    active = {it: h for it, (h, e) in latest.items() if e > t}
     mine = [int(i) for i in pend if active.get(int(i)) == holder]
     if mine:
         return np.asarray(mine, dtype=np.int64)
@@ -124,9 +123,10 @@ def release_tx(con: sqlite3.Connection, holder: str) -> None:
 
 
 def active_leases(frame: pd.DataFrame, labeled: set) -> pd.DataFrame:
-    """The active rows of a lease table: not expired, item not labeled yet, latest per item."""
-    frame = frame[(frame["expires"] > now()) & ~frame["item"].isin(labeled)]
-    return frame.drop_duplicates("item", keep="last")
+    """The active rows of a lease table: the latest row per item (a release ends a lease with
+    a newer row, :func:`release_tx`), if not expired and the item is not labeled yet."""
+    frame = frame.drop_duplicates("item", keep="last")
+    return frame[(frame["expires"] > now()) & ~frame["item"].isin(labeled)]
 
 
 def write_labels_tx(
