@@ -175,7 +175,7 @@ def press(driver, key: str) -> None:
 
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.TAG_NAME, "body").send_keys(key)
-    WebDriverWait(driver, 15).until(ec.staleness_of(page))
+    WebDriverWait(driver, 30).until(ec.staleness_of(page))
 
 
 def batch_ids(path: Path) -> list[str]:
@@ -267,7 +267,7 @@ def test_two_annotators_and_two_browsers_label_one_session_at_once(team, browser
     assert "40 of 40 labels (100%)" in carol.find_element(By.ID, "progress").text
     assert carol.find_elements(By.CSS_SELECTOR, "svg#plot polyline")
     assert "95% interval" in carol.page_source
-    WebDriverWait(carol, 10).until(lambda d: "live: 40 labels; accuracy" in d.find_element(
+    WebDriverWait(carol, 30).until(lambda d: "live: 40 labels; accuracy" in d.find_element(
         By.ID, "live").text)  # fmt: skip
 
     with Session.open(s, readonly=True) as ss:
@@ -469,7 +469,7 @@ def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browser
         from selenium.webdriver.support import expected_conditions as ec
         from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(carol, 15).until(ec.staleness_of(page))
+        WebDriverWait(carol, 30).until(ec.staleness_of(page))
         seen.append(q)
         if not recorded:  # meanwhile, at her desk, Alice records her two queries
             ok("record", s, _grades_csv(d / "a.csv", truth, d / "ga.csv"), "--annotator", "alice")
@@ -484,7 +484,7 @@ def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browser
     assert "queries graded" in carol.find_element(By.ID, "progress").text
     assert "95% interval" in carol.page_source
     live = f"live: {len(seen) + 2} queries graded; err = "
-    WebDriverWait(carol, 10).until(lambda d: live in d.find_element(By.ID, "live").text)
+    WebDriverWait(carol, 30).until(lambda d: live in d.find_element(By.ID, "live").text)
 
     with RankingSession.open(str(s), readonly=True) as rs:
         got = sorted((r.id, r.annotator, r.kind, json.dumps(json.loads(r.label), sort_keys=True))
