@@ -99,6 +99,37 @@ def test_proposal_is_the_belief_standard_deviation(small):
     np.testing.assert_allclose(prop.info.pool_expected, prop.info.expected_loss.mean(axis=0))
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize(
+    "measure, models",
+    [("f1", None), ("precision", None), ("recall", None), ("f1_diff", ("m0", "m1"))],
+)
+def test_binary_closed_form_equals_the_general_spread(deterministic, measure, models):
+    """The two-class fast path (spread ``2π(1 − π)‖Dg Δ_k‖``, covariance ``π(1 − π) Δ_k Δ_kᵀ``)
+    against the per-class column computation, on a pool with one and with two models."""
+    from bayes_activeeval.adaptive.proposal import _binary_spread, _general_spread, _linearize
+
+    sp = make_classification_pool(3000, 0.05, calibration="svm", n_models=2, rng=5)
+    pool = sp.pool
+    rng = np.random.default_rng(4)
+    pi = rng.uniform(0.0, 1.0, pool.n_items)
+    pi[:50] = rng.integers(0, 2, 50)  # point masses
+    belief = np.column_stack([1 - pi, pi])
+    name = "f1" if measure == "f1_diff" else measure
+    meas = bae.measures.difference(name, *models) if models else name
+    model = None if models else "m0"
+    m, views, _e, _x, probs, _R, J, table = _linearize(
+        pool, meas, belief, model, 0.0, 0.0, 0.0, None
+    )
+    assert table is not None and probs.shape[1] == 2
+    fast = _binary_spread(table, probs, J, deterministic)
+    slow = _general_spread(m, views, table, probs, J, deterministic)
+    for a, b in zip(fast[:3], slow[:3], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    g2 = rng.uniform(0.5, 2.0, pool.n_items)
+    np.testing.assert_allclose(fast[3](g2), slow[3](g2), rtol=1e-12, atol=1e-15)
+
+
 @pytest.mark.parametrize("measure", ["accuracy", "f1"])
 def test_adaptive_difference_unbiased_and_variance_honest(small, measure):
     """Over repetitions the mean estimate equals the pool value within Monte Carlo error (exactly
