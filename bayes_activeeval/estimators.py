@@ -600,7 +600,9 @@ def estimate(
         ``"ipw"``: the self-normalized importance-weighted estimate (Sawade (2012), Eq. 3.31).
         ``"model_assisted"``: also use the belief as a control variate
         (:func:`model_assisted_estimate`); pair it with
-        ``optimal_proposal(..., estimator="model_assisted")``.
+        ``optimal_proposal(..., estimator="model_assisted")``. For the threshold-free measures
+        the control variate is the belief's expected influence ``m(x) = E_π ψ_π(x, y)``
+        (:func:`~bayes_activeeval.threshold_free.rank_estimate`).
     belief : Belief or array-like, optional
         The belief for ``"model_assisted"`` (default: the pool's models, as in the proposal), and
         for the guarded variance of the threshold-free measures ``"roc_auc"``,
@@ -635,12 +637,17 @@ def estimate(
     from .threshold_free import rank_estimate, rank_measure  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR (influence-function variance)
-        if estimator != "ipw" or bias_correction:
-            raise ValueError(
-                f"threshold-free measure {measure!r}: estimator='ipw' without bias_correction only"
-            )
+        if bias_correction:
+            raise ValueError(f"threshold-free measure {measure!r}: no bias_correction")
         return rank_estimate(
-            pool, measure, draws, labels, model=model, oracle=oracle, belief=belief
+            pool,
+            measure,
+            draws,
+            labels,
+            model=model,
+            oracle=oracle,
+            belief=belief,
+            estimator=estimator,
         )
     m, views = pool.resolve(measure, model)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)

@@ -17,7 +17,9 @@ Each sample gives the weighted estimate (= scikit-learn with ``sample_weight``) 
 interval from the package's one interval function (``RankEstimate.confidence_interval``: the
 intervals module's Wilson interval on the effective sample size) with the default ``guarded`` variance (the larger of the
 empirical influence-function variance and its expectation under the model's belief) and, beside
-it, the same interval with the empirical variance alone, the belief's alone and their mean.
+it, the same interval with the empirical variance alone, the belief's alone, their mean and three
+exploratory candidates (:func:`_candidates`; none is the package's default, see
+``docs/threshold-free.md``).
 Recorded: bias, SD, MSE, coverage, the fraction of samples that cannot define the measure (no
 positive drawn), and ``needle``: the share of the design variance ``Σ p²/q ψ(x, y_x)²`` (realized
 labels) carried by the single largest item — near 1, the sampling distribution is a two-point
@@ -35,6 +37,8 @@ benchmark (``benchmarks/real_pools_data.py`` caches them as ``.npz`` with ``labe
 ``scores``, ``probs``; FEBRL record linkage at 1:11 to 1:6,000 and a balanced diamonds pool).
 
 Usage: python benchmarks/threshold_free.py [--reps 1000] [--budgets 500,2000,5000] [--quick]
+       python benchmarks/threshold_free.py --reps 1000 --part 0.01   (and 0.001, 0.0001, paired:
+           each part checkpointed as threshold_free.part-PART.json in --out), then --merge
        python benchmarks/threshold_free.py --real benchmarks/pools [--reps 1000]
 Writes benchmarks/results/threshold_free.json and .md (``--real``: threshold_free_real.*).
 """
@@ -64,7 +68,7 @@ POOLS = {  # prevalence -> pool size (about 100 or more positives)
 MODELS = {"default": {}, "strong": {"separation": 6.0, "noise": 0.2}}
 BUDGETS = (500, 2000, 5000)
 MEASURES = ("roc_auc", "average_precision")
-VARIANCES = ("guarded", "empirical", "belief", "mean")
+VARIANCES = ("guarded", "empirical", "belief", "mean", "calibrated", "max-calibrated", "df100")
 
 
 def synthetic_pools(prevalences, models):
@@ -114,6 +118,26 @@ def needle_share(pool, measure, y, q):
     return float(a.max() / a.sum()) if a.sum() > 0 else np.nan
 
 
+def _calib(pi, y, v, prior=1.0):
+    """Posterior-mode Platt recalibration ``logit π' = a + b logit π`` of the belief on the
+    draws (exploratory variance candidate): the importance-weighted Bernoulli log-likelihood
+    scaled to the Kish size, a ``N((0, 1), I/prior)`` prior on ``(a, b)`` (identity = the
+    model calibrated). Returns ``(a, b)``."""
+    t = special.logit(np.clip(pi, 1e-15, 1 - 1e-15))
+    w = v * (v.sum() / (v @ v))
+    X = np.stack([np.ones_like(t), t], 1)
+    beta = np.array([0.0, 1.0])
+    for _ in range(50):
+        p = special.expit(X @ beta)
+        g = X.T @ (w * (y - p)) - prior * (beta - [0, 1])
+        H = (X * (w * p * (1 - p))[:, None]).T @ X + prior * np.eye(2)
+        step = np.linalg.solve(H, g)
+        beta = beta + step
+        if np.abs(step).max() < 1e-9:
+            break
+    return beta
+
+
 def _designs(pool, measure):
     designs = {"passive": bae.passive_proposal(pool)}
     try:
@@ -141,6 +165,30 @@ def _interval(est, var, empirical=False, level=0.95):
         n_df=max(wdf - 1.0, 1.0),
     )
     return float(lo), float(hi)
+
+
+def _candidates(measure, s, y, d, pi, grd, v_e, v_b, kw):
+    """Intervals with the exploratory variance candidates (``docs/threshold-free.md``, "Why the
+    guard over-covers"): ``calibrated`` = the belief variance with the belief recalibrated on
+    the draws (:func:`_calib`); ``max-calibrated`` = the guard with that belief;
+    ``df100`` = the empirical variance alone where each class's Satterthwaite df
+    ``(Σ_c a)²/Σ_c a²``, ``a = v² ψ̂²``, is at least 100, else the guard."""
+    a, b = _calib(pi, y, d.weights)
+    pc = special.expit(a + b * special.logit(np.clip(pi, 1e-15, 1 - 1e-15)))
+    ec = tf.rank_estimate_arrays(measure, s, y, d.weights, belief=pc, variance="belief", **kw)
+    v_c = float(ec.details["cov_belief"][0, 0])
+    fin = np.isfinite(v_e)
+    terms = d.weights**2 * grd.details["influence"][:, 0] ** 2
+    dfs = []
+    for c in (0, 1):
+        t = terms[y == c]
+        dfs.append(t.sum() ** 2 / (t @ t) if (t @ t) > 0 else 0.0)
+    guard = max(v_b, v_e) if fin else v_b
+    return {
+        "calibrated": _interval(grd, v_c),
+        "max-calibrated": _interval(grd, max(v_c, v_e) if fin else v_c),
+        "df100": _interval(grd, v_e if fin and min(dfs) >= 100 else guard),
+    }
 
 
 def run_static(reps, budgets, pools, rng):
@@ -191,6 +239,7 @@ def run_static(reps, budgets, pools, rng):
                                 if np.isfinite(v_e)
                                 else nan,
                             }
+                            cis.update(_candidates(measure, s[i], yy, d, pi[i], grd, v_e, v_b, kw))
                             for k, (lo, hi) in cis.items():
                                 cover[k][r] = lo <= truth <= hi
                                 width[k][r] = hi - lo
@@ -300,12 +349,24 @@ def run_paired(reps, rng):
     return rows
 
 
-def _in_range(vals):
-    v = np.asarray([x for x in vals if np.isfinite(x)])
+def _cov_se(r, k="guarded"):
+    """Monte Carlo standard error of a cell's coverage, ``sqrt(c(1 − c)/m)`` over the ``m``
+    samples that define the measure."""
+    c, m = r[f"coverage_{k}"], r["reps"] * (1.0 - r["undefined"])
+    return float(np.sqrt(c * (1 - c) / m)) if m > 0 and np.isfinite(c) else np.nan
+
+
+def _in_range(rows, k="guarded"):
+    pairs = [(r[f"coverage_{k}"], _cov_se(r, k)) for r in rows]
+    pairs = [(c, e) for c, e in pairs if np.isfinite(c)]
+    v = np.asarray([c for c, _ in pairs])
+    e = np.asarray([x for _, x in pairs])
+    near = np.sum((v >= 0.93 - 2 * e) & (v <= 0.97 + 2 * e))
     return (
         f"{np.sum((v >= 0.93) & (v <= 0.97))} of {v.size} in [0.93, 0.97], "
         f"{np.sum(v < 0.93)} below, {np.sum(v > 0.97)} above"
         + (f" (range {v.min():.3f}-{v.max():.3f})" if v.size else "")
+        + f"; {near} within 2 MC s.e. of it, {np.sum(v < 0.93 - 2 * e)} below by more"
     )
 
 
@@ -322,12 +383,23 @@ def write_md(res, path, real=False):
         "",
         f"`python benchmarks/threshold_free.py --reps {res['reps']}"
         f"{' --budgets ' + res['budgets'] if res.get('budgets') else ''}"
-        f"{' --real benchmarks/pools' if real else ''}` "
+        f"{' --real benchmarks/pools' if real else ''}`"
+        + (
+            f" in parts (`--part` {', '.join(p[20:-5] for p in res['parts'])}, then `--merge`)"
+            if res.get("parts")
+            else ""
+        )
+        + " "
         f"({res['seconds'] / 60:.1f} min, seed {res['seed']}). " + pools + "Coverage of the "
         "95% interval (the package's one interval function, `RankEstimate.confidence_interval`: "
         "Wilson on the effective sample size) over the samples that define the "
         "measure, with the default `guarded` variance and, beside it, the `empirical` variance "
-        "alone, the `belief`'s alone and their `mean`; `undef` = fraction of samples without a "
+        "alone, the `belief`'s alone, their `mean`, and three exploratory candidates "
+        "(`calibrated`: the belief variance with the belief recalibrated on the draws; "
+        "`max-calibrated`: the guard with that belief; `df100`: the empirical variance alone "
+        "where both classes' Satterthwaite df reach 100, else the guard; see "
+        "`docs/threshold-free.md`); `± MC s.e.` = `sqrt(c(1 − c)/m)` of the default's "
+        "coverage over `m` defined samples; `undef` = fraction of samples without a "
         "positive (or without a negative); `pos` = mean positives drawn; `needle` = share of the "
         "design variance `Σ p²/q ψ(x, y_x)²` (realized labels) carried by the single largest "
         "item. `MSE gain` = MSE of passive (or F1-optimal) over MSE of the design at the same "
@@ -345,14 +417,11 @@ def write_md(res, path, real=False):
         if not sel:
             continue
         clt = [r for r in sel if r["needle"] < 0.1]
-        lines.append(
-            f"| {design} | {len(sel)} | {_in_range(r['coverage_guarded'] for r in sel)} | "
-            f"{_in_range(r['coverage_guarded'] for r in clt)} |"
-        )
+        lines.append(f"| {design} | {len(sel)} | {_in_range(sel)} | {_in_range(clt)} |")
     lines += ["", "The same cells of the `optimal` design with the other variances:", ""]
     opt = [r for r in rows if r["design"] == "optimal"]
     for k in VARIANCES:
-        lines.append(f"- `{k}`: {_in_range(r[f'coverage_{k}'] for r in opt)}")
+        lines.append(f"- `{k}`: {_in_range(opt, k)}")
     lines.append("")
     if res.get("bounds"):
         lines += [
@@ -376,10 +445,10 @@ def write_md(res, path, real=False):
             f"## {measure}",
             "",
             "| skew | model | n | truth | design | undef | pos | bias | SD | MSE | needle | "
-            "cov guarded | width | cov emp | cov belief | cov mean | MSE gain vs passive | "
-            "MSE gain vs F1-opt | ratio η |",
+            "cov guarded | ± MC s.e. | width | cov emp | cov belief | cov mean | cov calibrated | "
+            "cov max-calibrated | cov df100 | MSE gain vs passive | MSE gain vs F1-opt | ratio η |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-            "| --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in rows:
             if r["measure"] != measure:
@@ -400,9 +469,11 @@ def write_md(res, path, real=False):
                 f"{r['truth']:.4f} | {r['design']} | {r['undefined']:.3f} | "
                 f"{r['mean_positives']:.1f} | {r['bias']:+.2e} | "
                 f"{r['sd']:.2e} | {r['mse']:.2e} | {r['needle']:.2f} | "
-                f"{r['coverage_guarded']:.3f} | {r['width_guarded']:.3g} | "
+                f"{r['coverage_guarded']:.3f} | {_cov_se(r):.3f} | {r['width_guarded']:.3g} | "
                 f"{r['coverage_empirical']:.3f} | {r['coverage_belief']:.3f} | "
-                f"{r['coverage_mean']:.3f} | {gain_p} | {gain_f} | "
+                f"{r['coverage_mean']:.3f} | {r['coverage_calibrated']:.3f} | "
+                f"{r['coverage_max-calibrated']:.3f} | {r['coverage_df100']:.3f} | "
+                f"{gain_p} | {gain_f} | "
                 f"{r['label_ratio_true_eta']:.2f} |"
             )
         lines.append("")
@@ -424,6 +495,24 @@ def write_md(res, path, real=False):
     path.write_text("\n".join(lines) + "\n")
 
 
+def _merge(out):
+    """Merge the parts (``--part``) into ``threshold_free.json`` and its Markdown."""
+    parts = sorted(out.glob("threshold_free.part-*.json"))
+    res = None
+    for path in parts:
+        part = json.loads(path.read_text())
+        if res is None:
+            res = {**part, "static": [], "bounds": [], "paired": [], "seconds": 0.0, "parts": []}
+        for key in ("static", "bounds", "paired"):
+            res[key] += part.get(key, [])
+        res["seconds"] += part["seconds"]
+        res["parts"].append(path.name)
+    for key in ("static", "bounds", "paired"):  # the tables from the mildest skew on
+        res[key].sort(key=lambda r: -r["prevalence"])
+    (out / "threshold_free.json").write_text(json.dumps(res, indent=1))
+    write_md(res, out / "threshold_free.md")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=1000)
@@ -431,22 +520,41 @@ def main():
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--real", help="directory of real pools (.npz) to run instead")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="label budgets")
+    ap.add_argument("--out", default=str(OUT), help="directory of the results")
+    ap.add_argument(
+        "--part",
+        help="run one part and checkpoint it as threshold_free.part-PART.json: a prevalence "
+        "(0.01, 0.001, 0.0001) or 'paired'; --merge writes the tables from the parts",
+    )
+    ap.add_argument("--merge", action="store_true", help="merge the parts in --out")
     args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
+    out = Path(args.out)
+    if args.merge:
+        _merge(out)
+        return
+    # each part its own stream, so parts run in any order (or again) reproduce
+    tag = 0 if args.part in (None, "paired") else round(1 / float(args.part))
+    rng = np.random.default_rng([args.seed, tag] if args.part else args.seed)
     t0 = time.perf_counter()
     if args.real:
         static, _ = run_static(args.reps, (500, 2000), real_pools(args.real), rng)
         res = {"reps": args.reps, "seed": args.seed, "seconds": time.perf_counter() - t0}
         res.update(static=static, paired=[])
-        OUT.mkdir(exist_ok=True)
-        (OUT / "threshold_free_real.json").write_text(json.dumps(res, indent=1))
-        write_md(res, OUT / "threshold_free_real.md", real=True)
+        out.mkdir(exist_ok=True)
+        (out / "threshold_free_real.json").write_text(json.dumps(res, indent=1))
+        write_md(res, out / "threshold_free_real.md", real=True)
         return
+    budgets = tuple(int(b) for b in args.budgets.split(","))
+    static, bounds, paired = [], [], []
     if args.quick:
         static, bounds = run_static(20, (500,), synthetic_pools((0.01,), ("default",)), rng)
         paired = run_paired(20, rng)
+    elif args.part == "paired":
+        paired = run_paired(args.reps, rng)
+    elif args.part:
+        prevs = (float(args.part),)
+        static, bounds = run_static(args.reps, budgets, synthetic_pools(prevs, tuple(MODELS)), rng)
     else:
-        budgets = tuple(int(b) for b in args.budgets.split(","))
         static, bounds = run_static(
             args.reps, budgets, synthetic_pools(tuple(POOLS), tuple(MODELS)), rng
         )
@@ -462,9 +570,12 @@ def main():
     }
     if args.quick:
         return
-    OUT.mkdir(exist_ok=True)
-    (OUT / "threshold_free.json").write_text(json.dumps(res, indent=1))
-    write_md(res, OUT / "threshold_free.md")
+    out.mkdir(exist_ok=True)
+    if args.part:
+        (out / f"threshold_free.part-{args.part}.json").write_text(json.dumps(res, indent=1))
+        return
+    (out / "threshold_free.json").write_text(json.dumps(res, indent=1))
+    write_md(res, out / "threshold_free.md")
 
 
 if __name__ == "__main__":

@@ -453,3 +453,29 @@ def test_model_assisted_rank_estimate(balanced_pool):
     assert np.mean(cover) >= 0.9
     with pytest.raises(ValueError, match="estimator"):
         tf.rank_estimate(pool, "roc_auc", d, lab, estimator="aipw")
+
+
+def test_adaptive_proposal_uses_the_scaled_floor():
+    """The adaptive rank proposal floors the belief as the static one does (the scaled floor
+    capped at ``belief_floor``), not at a fixed ``1e-6`` that spreads it over the bulk."""
+    synth = bae.datasets.make_classification_pool(100_000, 0.0005, separation=6.0, noise=0.2, rng=3)
+    pool, eta = synth.pool, synth.truth
+    s, p = pool.scores["model"], pool.p
+    _, e1, e0 = tf.influence("roc_auc", s, p * eta, p * (1 - eta))
+    u_true = eta * e1**2 + (1 - eta) * e0**2
+
+    def ratio(q):
+        return float(p @ u_true) / float(np.sum(p**2 / q * u_true))
+
+    pi = pool.view().positive_prob()
+    kw = dict(deterministic=False)
+    scaled = tf.adaptive_rank_proposal(pool, "roc_auc", pi, **kw)
+    fixed = tf.adaptive_rank_proposal(pool, "roc_auc", pi, scale_floor=False, **kw)
+    assert scaled.info["belief_floor"] == tf.scaled_rank_floor(pool, "roc_auc", pi) < 1e-6
+    assert fixed.info["belief_floor"] == 1e-6
+    assert ratio(scaled.q) > 1.5 * ratio(fixed.q), (ratio(scaled.q), ratio(fixed.q))
+    # the evaluator's stage proposal goes through it
+    ev = bae.ActiveEvaluator(pool, "roc_auc", rng=0)
+    assert 0 < ev._proposal.info["belief_floor"] < 1e-6
+    off = tf.adaptive_rank_proposal(pool, "roc_auc", pi, belief_floor=0.0, **kw)
+    assert off.info["belief_floor"] == 0.0

@@ -114,7 +114,10 @@ class ActiveEvaluator(EvaluatorState):
     oracle_options : dict, optional
         Keyword arguments for the oracle model.
     belief_floor : float
-        Lower bound on unlabeled items' belief class probabilities (default ``1e-6``).
+        Lower bound on unlabeled items' belief class probabilities (default ``1e-6``). For ROC
+        AUC, AP and recall@FPR the cap of the scaled floor the static proposal uses
+        (:func:`~bayes_activeeval.threshold_free.scaled_rank_floor`; each stage's value is in
+        ``proposal.info["belief_floor"]``).
     estimator : {None, "model_assisted", "ipw"}
         ``"model_assisted"`` (the default for every measure but the threshold-free ones): the
         difference estimate that uses each stage's belief as a control variate

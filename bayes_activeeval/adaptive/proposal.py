@@ -149,7 +149,9 @@ def adaptive_proposal(
         Items whose label is known: their belief is used as is (a point mass); the others are
         floored at ``belief_floor``.
     belief_floor : float
-        Lower bound on unlabeled items' class probabilities (renormalized).
+        Lower bound on unlabeled items' class probabilities (renormalized). For a threshold-free
+        measure the cap of the scaled floor
+        (:func:`~bayes_activeeval.threshold_free.adaptive_rank_proposal`).
     costs : None, bool or array-like
         Label costs (default the pool's).
     mix : float

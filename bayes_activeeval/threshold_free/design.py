@@ -287,6 +287,7 @@ def adaptive_rank_proposal(
     costs: Any = None,
     mix: float = 0.0,
     positive_mix: float | None = None,
+    scale_floor: bool = True,
 ) -> Proposal:
     """The adaptive proposal of Marchant & Rubinstein (2021), Prop. 2, for a threshold-free
     measure: ``q ∝ p c^(-1/2) E_π max{|ψ|, ε'}`` under a deterministic oracle,
@@ -300,10 +301,25 @@ def adaptive_rank_proposal(
         The belief's ``π(y = pos | x)`` (or both columns, in the pool's class order).
     known : ndarray of bool (n,), optional
         Items with a label: their belief is a point mass and is not floored.
+    belief_floor : float
+        The cap of the floor on unlabeled items' class probabilities: with ``scale_floor`` the
+        floor is :func:`scaled_rank_floor` capped at ``belief_floor`` (``1e-6`` by default, as
+        :func:`rank_proposal`'s ``"auto"``), computed on the current belief with known items as
+        point masses; ``0`` switches the floor off.
     positive_mix : float, optional
         The positive-seeking component of :func:`rank_proposal` (same default).
-    model, epsilon, deterministic, belief_floor, costs, mix
+    scale_floor : bool
+        ``False``: ``belief_floor`` as is (a fixed floor). A fixed ``1e-6`` adds ``sqrt(f)/π₁``
+        to every confidently negative item's integrand (``ψ(x, 1)`` carries ``1/π₁``), which
+        under heavy skew spreads the proposal over the bulk (:func:`scaled_rank_floor`).
+    model, epsilon, deterministic, costs, mix
         As :func:`~bayes_activeeval.adaptive.adaptive_proposal`.
+
+    Returns
+    -------
+    Proposal
+        ``kind="adaptive"``; ``info`` holds ``risk``, ``a``, ``epsilon``, ``epsilon_abs``,
+        ``mix``, ``deterministic``, ``measure`` and ``belief_floor`` (the floor applied).
     """
     m = rank_measure(measure)
     if m is None:
@@ -317,10 +333,12 @@ def adaptive_rank_proposal(
     eps = float(epsilon)
     if not (np.isfinite(eps) and eps >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    p = pool.p
+    if floor > 0 and scale_floor and (pi * p).sum() > 0 and ((1.0 - pi) * p).sum() > 0:
+        floor = scaled_rank_floor(pool, m, pi, model=model, costs=costs, cap=floor)
     if floor > 0:
         floored = np.clip(pi, floor, 1.0 - floor)
         pi = floored if known is None else np.where(known, pi, floored)
-    p = pool.p
     m1, m0 = p * pi, p * (1.0 - pi)
     n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
     parts = [influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0) for mod in models]
@@ -361,5 +379,6 @@ def adaptive_rank_proposal(
         "mix": mix,
         "deterministic": bool(deterministic),
         "measure": m.name,
+        "belief_floor": floor,
     }
     return Proposal(q, p, "adaptive", info)
