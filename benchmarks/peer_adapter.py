@@ -21,6 +21,8 @@ Other configurations, for the same table (``--adapter NAME=benchmarks/peer_adapt
 ``run_calibration``    ``oracle="calibration"``
 ``run_static``         ``optimal_proposal(pool, measure)`` (defaults), i.i.d. draws until B
                        distinct items, ``bae.estimate``
+``run_documented``     the default through ``ev.run(labeler, budget=B)`` (its own growing
+                       stages; configuration ``"default-run"``)
 ``run_sawade``         Sawade's closed-form F1 proposal (Sawade (2012), Cor. 4.4), from
                        ``probs``, no floor, no mix; the same draws and estimator as static
 =====================  =====================================================================
@@ -164,6 +166,22 @@ def run_static(pool: dict, measure: str, budgets, seed: int, proposal: str = "op
     return out
 
 
+def run_documented_loop(pool: dict, measure: str, budgets, seed: int, **ev_options):
+    """One repetition of the default through the documented loop, ``ev.run(labeler, budget=B)``
+    for each budget in turn (the evaluator's own stage schedule: 50 labels, growing to 10 % of the
+    labels so far; Getting started, docs/adaptive.md); one ``Estimate`` per budget."""
+    budgets = _check(measure, budgets)
+    P = make_pool(pool)
+    labeler = _labeler(pool)
+    ev = bae.ActiveEvaluator(P, measure, rng=int(seed), **ev_options)
+    out: dict[int, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for B in sorted(set(budgets)):
+            out[B] = ev.run(labeler, budget=B, progress=False)
+    return [out[b] for b in budgets]
+
+
 def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "default"):
     """One repetition of a named configuration; one ``Estimate`` per budget.
 
@@ -173,6 +191,8 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
     options = {k: _option(v) for k, v in (o.split("=", 1) for o in ev_opts.split(";") if o)}
     if config == "default":
         return run_adaptive(pool, measure, budgets, seed, None, **options)
+    if config == "default-run":
+        return run_documented_loop(pool, measure, budgets, seed, **options)
     if config == "static":
         return run_static(pool, measure, budgets, seed, "optimal")
     if config == "sawade":
@@ -184,7 +204,7 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
 def check_config(config: str) -> None:
     """Raise ValueError for a configuration name :func:`run_config` cannot run."""
     config = config.partition("@")[0]
-    if config in ("default", "static", "sawade"):
+    if config in ("default", "default-run", "static", "sawade"):
         return
     from bayes_activeeval.oracles.base import _REGISTRY
 
@@ -194,6 +214,11 @@ def check_config(config: str) -> None:
             f"unknown configuration {config!r}; known: default, static, sawade or an oracle "
             f"name[:key=value;...] with oracle in {sorted(_REGISTRY)}"
         )
+
+
+def run_documented(pool: dict, measure: str, budgets, seed: int) -> list[float]:
+    """``peers.py`` adapter: the default through ``ev.run`` (:func:`run_documented_loop`)."""
+    return _values(run_documented_loop(pool, measure, budgets, seed))
 
 
 def _values(ests) -> list[float]:
