@@ -223,9 +223,29 @@ def weighted_gamma(y: Any, var: Any, event_weight: Any, level: float = 0.95):
 
 
 def gamma_unit(x: Any, var: Any, event_weight: Any, level: float = 0.95):
-    """:func:`weighted_gamma` on the unit scale: applied to the distance ``y = min(x, 1 − x)`` of
-    the estimate from the nearer bound (the weighted count of the rare outcome — for accuracy,
-    of the labeled errors), mapped back and clipped to ``[0, 1]``."""
+    """:func:`weighted_gamma` on the unit scale (Fay & Feuer (1997), applied to the nearer bound).
+
+    ``y = min(x, 1 − x)`` is the distance of the estimate from the nearer bound — the weighted
+    count of the rare outcome (for the adaptive difference estimate of accuracy exactly the
+    weighted count of labeled errors, plus a control variate of mean zero; see
+    :func:`~bayes_activeeval.estimators.difference_estimate`). Its gamma interval ``[L, U]`` is
+    mapped back: ``[1 − U, 1 − L]`` for ``x ≥ 1/2``, ``[L, U]`` below, clipped to ``[0, 1]``.
+
+    Parameters
+    ----------
+    x : array-like
+        The estimate on the unit scale.
+    var : array-like
+        Its variance on the unit scale (``SE_x²``).
+    event_weight : array-like
+        The weight of one more event on the unit scale (``ū``).
+    level : float
+        Confidence level.
+
+    Returns
+    -------
+    (low, high) : ndarray
+    """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     upper = x >= 0.5
     y = np.where(upper, 1.0 - x, x)
