@@ -31,9 +31,8 @@ design, one belief at a time, merged into the committed results::
     python benchmarks/boundary_coverage.py --merge boundary_coverage bc_adaptive_default_under
         bc_adaptive_default_cal --out boundary_coverage
 
-(one command each; the committed run: 200 repetitions with underconfident model probabilities,
-60 with calibrated ones, ``--adaptive-reps 60 --adaptive-post-reps 10``; the intermediate files
-were removed after the merge).
+(one command each; the committed run: 200 repetitions per cell, 30 posterior fits; the
+intermediate files were removed after the merge).
 """
 
 from __future__ import annotations
