@@ -19,12 +19,20 @@ Graubard (1998); Kott & Carr (1997)):
    boundary modification); or Clopper-Pearson;
 4. mapped back to ``[lo, hi]``.
 
+The adaptive model-assisted (difference) estimate has its own default, ``"gamma"``: the gamma
+interval for a weighted sum of Poisson counts (Fay & Feuer (1997); Tiwari, Clegg & Zou (2006) for
+the mean-weight modification) applied to the distance of the estimate from the nearer bound — for
+accuracy, the weighted count of labeled errors (:func:`weighted_gamma`).
+
 The functions take arrays and broadcast, so a Monte Carlo study evaluates all repetitions at once
 (``benchmarks/boundary_coverage.py``). :func:`interval` is the one entry point; the per-method
 functions on the unit scale are public for tests and studies.
 
 References
 ----------
+Fay, M. P. & Feuer, E. J. (1997). Confidence intervals for directly standardized rates: a method
+based on the gamma distribution. *Statistics in Medicine* 16(7), 791-801.
+
 Brown, L. D., Cai, T. T. & DasGupta, A. (2001). Interval estimation for a binomial proportion.
 *Statistical Science* 16(2), 101-133.
 
@@ -33,6 +41,9 @@ number of positive counts estimated from survey data. *Survey Methodology* 24(2)
 
 Kott, P. S. & Carr, D. A. (1997). Developing an estimation strategy for a pesticide data program.
 *Journal of Official Statistics* 13(4), 367-383.
+
+Tiwari, R. C., Clegg, L. X. & Zou, Z. (2006). Efficient interval estimation for age-adjusted
+cancer rates. *Statistical Methods in Medical Research* 15(6), 547-569.
 
 Newcombe, R. G. (1998). Improved confidence intervals for the difference between binomial
 proportions based on paired data. *Statistics in Medicine* 17(22), 2635-2650.
@@ -53,17 +64,19 @@ __all__ = [
     "carrying_sizes",
     "clopper_pearson",
     "effective_size",
+    "gamma_unit",
     "interval",
     "jeffreys",
     "modified_wilson",
     "newcombe_difference",
+    "weighted_gamma",
     "wilson",
 ]
 
 #: Methods that need a bounded range (they fall back to ``"t"`` on an unbounded measure).
 BOUNDED_METHODS = ("wilson", "modified_wilson", "jeffreys", "clopper_pearson")
 #: Every method :func:`interval` knows.
-METHODS = ("t", "wald", "logit", *BOUNDED_METHODS)
+METHODS = ("t", "wald", "logit", *BOUNDED_METHODS, "gamma")
 #: The default of every interval in the package (chosen by ``benchmarks/boundary_coverage.py``).
 DEFAULT_METHOD = "modified_wilson"
 
@@ -162,6 +175,84 @@ def clopper_pearson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np
         lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1e-300), n - k + 1.0, a), 0.0)
         hi = np.where(k < n, special.betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - a), 1.0)
     return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+def weighted_gamma(y: Any, var: Any, event_weight: Any, level: float = 0.95):
+    """Gamma interval for a weighted sum of Poisson counts (Fay & Feuer (1997)).
+
+    ``Y = Σ u_i X_i`` with independent Poisson ``X_i``, observed ``y`` with variance estimate
+    ``v = Σ u_i² x_i``. Fay & Feuer approximate the distribution of ``Y`` by a gamma with the
+    observed mean and variance and bound it by the gamma quantiles (``G⁻¹(p; shape, scale)``)::
+
+        L = G⁻¹(α/2; y²/v, v/y)                                   (L = 0 where y = 0)
+        U = G⁻¹(1 − α/2; (y + u)²/(v + u²), (v + u²)/(y + u))
+
+    The upper bound adds one more event of weight ``u`` — their ``u = max u_i``; Tiwari, Clegg &
+    Zou (2006) use the mean weight, which keeps coverage near nominal where the maximum is far
+    above the typical weight. With equal weights ``u`` it is Garwood's exact Poisson interval
+    (``y/u`` events); with ``y = 0`` the upper bound is ``u·log(2/α)`` — the rule of three
+    (``3.69 u`` at 95 %, two-sided) for weighted counts. It never has zero width for ``u > 0``.
+
+    Parameters
+    ----------
+    y : array-like
+        The weighted count (``>= 0``; clipped).
+    var : array-like
+        Its variance estimate ``v`` (``>= 0``; ``L = y`` where ``y > 0 = v``).
+    event_weight : array-like
+        ``u``, the weight one more event would carry (``> 0``).
+    level : float
+        Confidence level.
+
+    Returns
+    -------
+    (low, high) : ndarray
+    """
+    y = np.clip(np.asarray(y, dtype=float), 0.0, None)
+    v = np.clip(np.asarray(var, dtype=float), 0.0, None)
+    u = np.asarray(event_weight, dtype=float)
+    a = (1.0 - level) / 2
+    pos = (y > 0) & (v > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shape = np.where(pos, y * y / np.where(pos, v, 1.0), 1.0)
+        scale = np.where(pos, v / np.where(pos, y, 1.0), 1.0)
+        low = np.where(pos, stats.gamma.ppf(a, shape, scale=scale), y)
+        yu, vu = y + u, v + u * u
+        high = stats.gamma.ppf(1.0 - a, yu * yu / vu, scale=vu / yu)
+    return low, np.maximum(high, y)
+
+
+def gamma_unit(x: Any, var: Any, event_weight: Any, level: float = 0.95):
+    """:func:`weighted_gamma` on the unit scale (Fay & Feuer (1997), applied to the nearer bound).
+
+    ``y = min(x, 1 − x)`` is the distance of the estimate from the nearer bound — the weighted
+    count of the rare outcome (for the adaptive difference estimate of accuracy exactly the
+    weighted count of labeled errors, plus a control variate of mean zero; see
+    :func:`~bayes_activeeval.estimators.difference_estimate`). Its gamma interval ``[L, U]`` is
+    mapped back: ``[1 − U, 1 − L]`` for ``x ≥ 1/2``, ``[L, U]`` below, clipped to ``[0, 1]``.
+
+    Parameters
+    ----------
+    x : array-like
+        The estimate on the unit scale.
+    var : array-like
+        Its variance on the unit scale (``SE_x²``).
+    event_weight : array-like
+        The weight of one more event on the unit scale (``ū``).
+    level : float
+        Confidence level.
+
+    Returns
+    -------
+    (low, high) : ndarray
+    """
+    x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    upper = x >= 0.5
+    y = np.where(upper, 1.0 - x, x)
+    lo_y, hi_y = weighted_gamma(y, var, event_weight, level)
+    low = np.where(upper, 1.0 - hi_y, lo_y)
+    high = np.where(upper, 1.0 - lo_y, hi_y)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
 _UNIT = {
@@ -289,6 +380,7 @@ def interval(
     kish: Any = None,
     n_df: Any = None,
     n_max: Any = None,
+    event_weight: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided confidence interval for an estimate ``value ± stderr`` of a measure.
 
@@ -311,6 +403,11 @@ def interval(
           Korn & Graubard (1998)) — :func:`wilson`, :func:`modified_wilson` (Brown, Cai &
           DasGupta (2001), Sec. 4.1.1), :func:`jeffreys`, :func:`clopper_pearson` — on the unit
           scale of the range. They need a bounded range; an unbounded one gets ``"t"``.
+        - ``"gamma"``: Fay & Feuer's (1997) gamma interval for a weighted count
+          (:func:`weighted_gamma`) applied to the distance of ``x̂ = (Ĝ − lo)/(hi − lo)`` from the
+          nearer bound, with variance ``SE_x²`` and ``event_weight`` the weight of one more
+          event (:func:`gamma_unit`); the default of the adaptive difference estimate. Needs a
+          bounded range (an unbounded one gets ``"t"``).
     df : array-like, optional
         Satterthwaite degrees of freedom (``"t"``; default ``∞``).
     kish : array-like, optional
@@ -322,6 +419,9 @@ def interval(
     n_max : array-like, optional
         Cap on ``n*`` (Korn & Graubard (1998) cap it at the sample size; default no cap, since a
         good proposal makes ``n*`` larger than the number of draws on purpose).
+    event_weight : array-like, optional
+        ``"gamma"``: the weight one labeled event carries on the unit scale (default
+        ``1/kish``).
 
     Returns
     -------
@@ -333,7 +433,7 @@ def interval(
     G = np.asarray(value, dtype=float)
     se = np.asarray(stderr, dtype=float)
     bounded = np.isfinite(lo) and np.isfinite(hi)
-    if method in BOUNDED_METHODS and not bounded:
+    if (method in BOUNDED_METHODS or method == "gamma") and not bounded:
         method = "t"
     if method == "wald" or method == "t":
         if method == "wald":
@@ -345,6 +445,20 @@ def interval(
         return np.clip(G - half, lo, hi), np.clip(G + half, lo, hi)
     if method == "logit":
         return _logit(G, se, lo, hi, level)
+    if method == "gamma":
+        if event_weight is None:
+            if kish is None:
+                raise ValueError("method='gamma' needs event_weight= (or kish=)")
+            with np.errstate(divide="ignore"):
+                event_weight = 1.0 / np.asarray(kish, dtype=float)
+        x = _snap((G - lo) / (hi - lo))
+        ul, uh = gamma_unit(
+            np.where(np.isfinite(x), x, 0.5), (se / (hi - lo)) ** 2, event_weight, level
+        )
+        ok = np.isfinite(x) & np.isfinite(ul) & np.isfinite(uh)
+        low = np.where(ok, lo + (hi - lo) * ul, np.where(np.isfinite(x), lo, np.nan))
+        high = np.where(ok, lo + (hi - lo) * uh, np.where(np.isfinite(x), hi, np.nan))
+        return low, high
     if method not in _UNIT:
         raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
     if kish is None:

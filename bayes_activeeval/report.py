@@ -149,19 +149,26 @@ def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure:
 
 def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     """The estimate after each completed stage: one row per (stage, model) with the labels spent
-    so far, the estimate, its standard error and interval (the data of the first figure)."""
-    from .session import per_model_estimates
+    so far, the estimate, its standard error and interval (the data of the first figure).
 
-    draws, labels = session.labeled_draws()
+    Each row is the estimate the session gave after that stage (``Session.estimates(stages=k)``)
+    with its own interval, so the last row is what `bae status` prints — for an adaptive design
+    the evaluator's estimate (the difference estimate by default), not a re-weighting of its
+    draws.
+    """
+    draws, _ = session.labeled_draws()
     done = _completed(session)  # in stage order
     d = session.draws()
     stage = d.loc[d["stage"].isin(done), "stage"].to_numpy()  # aligned with labeled_draws()
+    models = set(session.design.models)
     rows = []
-    for s in done:
+    for k, s in enumerate(done):
         upto = stage <= s
         sub = draws[upto]
-        per_model = per_model_estimates(session.pool, session.design, sub, labels[upto])
+        per_model = session.estimates(stages=k + 1)
         for m, est in per_model.items():
+            if m not in models:  # the adaptive target of several models (a difference)
+                continue
             low, high = est.confidence_interval(level)
             rows.append(
                 {

@@ -14,8 +14,25 @@ Beside them, the coverage of the 95% equal-tailed credible interval of the poste
 design-weighted counts) and of the same model with ``prior_strength`` scaled to the labels, on
 the first ``--post-reps`` repetitions of every cell (each one a posterior fit).
 
+Adaptive designs (``--part adaptive``): one ``ActiveEvaluator`` run per repetition, evaluated at
+every budget on its way to 2,000 labels — the pinned former defaults (``adaptive``,
+``adaptive_model_assisted``) and the package's default exactly as a user gets it
+(``adaptive_default``: ``ActiveEvaluator(pool, "accuracy")``, no options), whose own interval is
+the column ``package`` (the gamma interval of the difference estimate, issue 13) beside the
+previous default computed on the estimate before its bound rule.
+
 Usage: nice -n 5 python benchmarks/boundary_coverage.py [--reps 4000] [--post-reps 200] [--quick]
-Writes benchmarks/results/boundary_coverage.{json,md}.
+Writes benchmarks/results/boundary_coverage.{json,md}. The issue-13 run of the default adaptive
+design, one belief at a time, merged into the committed results::
+
+    python benchmarks/boundary_coverage.py --part adaptive --adaptive-designs adaptive_default
+        --adaptive-reps 200 --adaptive-post-reps 30 --adaptive-beliefs underconfident
+        --out bc_adaptive_default_under      (and calibrated: --out bc_adaptive_default_cal)
+    python benchmarks/boundary_coverage.py --merge boundary_coverage bc_adaptive_default_under
+        bc_adaptive_default_cal --out boundary_coverage
+
+(one command each; the committed run: 200 repetitions per cell, 30 posterior fits; the
+intermediate files were removed after the merge).
 """
 
 from __future__ import annotations
@@ -224,7 +241,13 @@ def credible(pool, idx, v, y, truth, reps, rng, ci, est):
 ADAPTIVE = (
     ("adaptive", {"oracle": "calibration", "estimator": "ipw"}),
     ("adaptive_model_assisted", {"oracle": "calibration", "estimator": "model_assisted"}),
+    # the package's default adaptive design exactly as a user gets it: ``ActiveEvaluator(pool,
+    # "accuracy")`` — oracle "auto", the model-assisted (difference) estimate, δ = 0.1
+    ("adaptive_default", {}),
 )
+#: The column of the package's own ``confidence_interval()`` where it is not ``DEFAULT_COL``
+#: (the adaptive difference estimate's default, the gamma interval; issue 13).
+PACKAGE_COL = "package"
 #: Label budgets of the adaptive runs (a run's first stage is 50 labels; each run is evaluated at
 #: every budget on its way to 2,000).
 ADAPTIVE_SIZES = (50, 100, 200, 500, 1000, 2000)
@@ -243,7 +266,7 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
     budget in ``sizes``: the estimate, its fields for every interval method, the package's own
     ``confidence_interval()`` and, on the first ``post_reps`` runs at ``POSTERIOR_SIZES``, the
     95% interval of ``ev.posterior()`` (its default: the item-level calibration posterior)."""
-    keys = ("R", "se", "df", "kish", "hdf", "nd", "lo", "hi", "err")
+    keys = ("R", "se", "df", "kish", "hdf", "nd", "lo", "hi", "err", "R0", "se0", "ew")
     wrong = pool.view(None).pred != y
     acc = {n: {k: [] for k in keys} for n in sizes}
     post = {n: {"lo": [], "hi": [], "mean": []} for n in sizes}
@@ -257,8 +280,14 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
             est = ev.run(labeler, budget=n, progress=False)
             lo, hi = est.confidence_interval(LEVEL)
             a = acc[n]
-            a["R"].append(est.value)
-            a["se"].append(est.stderr)
+            # the estimate before the difference estimate's bound rule (issue 13) feeds the
+            # other methods' columns; the package's own interval uses the estimate as it is
+            un = est.details.get("unsnapped")
+            a["R"].append(float(un["value"][0]) if un is not None else est.value)
+            a["se"].append(float(un["stderr"][0]) if un is not None else est.stderr)
+            a["R0"].append(est.value)
+            a["se0"].append(est.stderr)
+            a["ew"].append(np.nan if est.event_weight is None else float(est.event_weight[0]))
             a["df"].append(float(est.effective_df[0]))
             a["kish"].append(float(est.kish[0]))
             a["hdf"].append(float(est.weight_df[0]))
@@ -279,10 +308,20 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
     for n in sizes:
         a = {k: np.asarray(v, dtype=float) for k, v in acc[n].items()}
         ints = intervals_for(a["R"], a["se"], a["df"], a["kish"], None, a["nd"], hdf=a["hdf"])
-        # the default column is the package's own interval (checked against the formula)
-        d_lo, d_hi = ints[DEFAULT_COL]
-        assert np.allclose(d_lo, a["lo"], rtol=1e-9) and np.allclose(d_hi, a["hi"], rtol=1e-9)
-        ints[DEFAULT_COL] = (a["lo"], a["hi"])
+        if np.all(np.isnan(a["ew"])):
+            # the default column is the package's own interval (checked against the formula)
+            d_lo, d_hi = ints[DEFAULT_COL]
+            assert np.allclose(d_lo, a["lo"], rtol=1e-9) and np.allclose(d_hi, a["hi"], rtol=1e-9)
+            ints[DEFAULT_COL] = (a["lo"], a["hi"])
+        else:
+            # the difference estimate: its own interval is the gamma interval on the estimate
+            # after the bound rule (checked against the formula); DEFAULT_COL is the previous
+            # default, the modified Wilson interval on the estimate before the rule
+            g_lo, g_hi = iv.interval(
+                a["R0"], a["se0"], (0.0, 1.0), LEVEL, "gamma", event_weight=a["ew"]
+            )
+            assert np.allclose(g_lo, a["lo"], rtol=1e-9) and np.allclose(g_hi, a["hi"], rtol=1e-9)
+            ints[PACKAGE_COL] = (a["lo"], a["hi"])
         clean = a["err"] == 0
         R0, se0 = np.where(clean, 1.0, a["R"]), np.where(clean, 0.0, a["se"])
         for col, dfs in zip(SNAP_COLS, (a["hdf"], a["df"]), strict=True):
@@ -308,7 +347,12 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
         if post[n]["lo"]:
             row.update(
                 credible_summary(
-                    truth, post[n]["lo"], post[n]["hi"], post[n]["mean"], ints[DEFAULT_COL], a["R"]
+                    truth,
+                    post[n]["lo"],
+                    post[n]["hi"],
+                    post[n]["mean"],
+                    ints.get(PACKAGE_COL, ints[DEFAULT_COL]),
+                    a["R0"],
                 )
             )
             row["post_reps"] = len(post[n]["lo"])
@@ -361,6 +405,8 @@ def main(argv=None):
         rows = json.loads((OUT / f"{args.out}.json").read_text())
         if args.docs:
             print(docs_table(rows))
+            print()
+            print(adaptive_default_docs_table(rows))
             return
         (OUT / f"{args.out}.md").write_text(render(rows))
         return
@@ -455,6 +501,64 @@ def _max(values) -> float:
     return max(v) if v else np.nan
 
 
+def _adaptive_default_section(rows) -> list[str]:
+    """Before/after table of the package's default adaptive design (issue 13)."""
+    ad = [r for r in rows if r["design"] == "adaptive_default"]
+    if not ad:
+        return []
+
+    def cw(r, col):
+        c = r["cov_" + col]
+        return f"{c:.3f} ± {mc_se(c, r['reps']):.3f} ({r['width_' + col]:.3g})"
+
+    lines = [
+        "",
+        "## The default adaptive design: `ActiveEvaluator(pool, 'accuracy')`",
+        "",
+        "No options: oracle `auto`, the model-assisted (difference) estimate with stage weights "
+        "and the martingale variance, defensive mixture δ = 0.1. `default (gamma)`: the "
+        f"package's own `confidence_interval()` (column `{PACKAGE_COL}`) — the estimate after "
+        "the bound rule (on the bound with SE = 0 where every labeled draw is correct) and Fay & "
+        "Feuer's gamma interval for the weighted error count with one more error of the mean "
+        "weight; `before`: the previous default, the modified Wilson interval on the Korn & "
+        "Graubard effective size of the estimate without the rule (column "
+        f"`{DEFAULT_COL}`); `Wald` on the estimate without the rule. Coverage ± Monte Carlo s.e. "
+        "(mean width); `width / Wald` where Wald covers (>= 0.93); `zero`: share of zero-width "
+        "intervals; `posterior`: `ev.posterior()` (coverage; repetitions), † truth on the bound.",
+        "",
+        "| belief | truth | n | reps | no error | default (gamma) | zero | before | Wald | "
+        "width / Wald | posterior |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in ad:
+        ratio = (
+            f"{r['width_' + PACKAGE_COL] / r['width_wald']:.2f}"
+            if r["cov_wald"] >= 0.93 and r["width_wald"] > 0 and r["truth"] < 1.0
+            else "—"
+        )
+        lines.append(
+            f"| {r['belief']} | {r['truth']} | {r['n']} | {r['reps']} | "
+            f"{r['share_no_error']:.2f} | **{cw(r, PACKAGE_COL)}** | "
+            f"{r['zero_' + PACKAGE_COL]:.3f} | {cw(r, DEFAULT_COL)} | {cw(r, 'wald')} | {ratio} | "
+            f"{_posterior_cell(r)} |"
+        )
+    return lines
+
+
+def _default_tag(col: str) -> str:
+    if col == DEFAULT_COL:
+        return " (default; adaptive difference estimate: before issue 13)"
+    if col == PACKAGE_COL:
+        return " (adaptive difference estimate's default: gamma)"
+    return ""
+
+
+def default_col(row) -> str:
+    """The column of the package's default interval in a row: ``PACKAGE_COL`` for the adaptive
+    difference estimate (its gamma interval), ``DEFAULT_COL`` otherwise."""
+    return PACKAGE_COL if f"cov_{PACKAGE_COL}" in row else DEFAULT_COL
+
+
 def mc_se(cov: float, reps: int) -> float:
     """Binomial Monte Carlo standard error of a coverage (at least that of 0.95)."""
     p = min(max(cov, 0.0), 1.0) if np.isfinite(cov) else 0.95
@@ -466,8 +570,10 @@ def summary(rows) -> list[dict]:
     """Per method: worst coverage over the cells with n >= 50 (and over all), share of zero-width
     intervals, and the largest width ratio to Wald among the cells where Wald covers (>= 0.93)."""
     out = []
-    for col, _, _ in METHODS:
+    for col in [c for c, _, _ in METHODS] + [PACKAGE_COL]:
         have = [r for r in rows if np.isfinite(_num(r, "cov_" + col))]
+        if not have:
+            continue
         big = [r for r in have if r["n"] >= 50]
         wald_ok = [
             r for r in have if r["cov_wald"] >= 0.93 and r["width_wald"] > 0 and r["truth"] < 1.0
@@ -494,11 +600,11 @@ def design_summary(rows) -> list[dict]:
     beliefs (with its repetitions and Monte Carlo s.e.), the worst Wald coverage, the largest
     width ratio to Wald where Wald covers (>= 0.93), the largest zero-width share, and the worst
     credible-interval coverage over the cells with truth < 1 (where it is comparable)."""
-    d = DEFAULT_COL
     out = []
     for design in dict.fromkeys(r["design"] for r in rows):
         for n in sorted({r["n"] for r in rows if r["design"] == design}):
             cell = [r for r in rows if r["design"] == design and r["n"] == n]
+            d = default_col(cell[0])
             worst = min(cell, key=lambda r: r["cov_" + d])
             wald_ok = [
                 r
@@ -574,6 +680,40 @@ def docs_table(rows) -> str:
     return "\n".join(lines)
 
 
+def adaptive_default_docs_table(rows) -> str:
+    """The table of ``docs/estimation.md`` for the default adaptive design: per true accuracy and
+    labels, for each belief the coverage ± MC s.e. of the package's interval (mean width), of the
+    previous default, and the posterior's coverage (repetitions)."""
+    ad = {(r["belief"], r["truth"], r["n"]): r for r in rows if r["design"] == "adaptive_default"}
+    if not ad:
+        return ""
+    lines = [
+        "| true accuracy | n | reps | calibrated: default (width) | before | posterior | "
+        "underconfident: default (width) | before | posterior |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for truth in TRUTHS:
+        for n in ADAPTIVE_SIZES:
+            cells = [ad.get((b, truth, n)) for b in BELIEFS]
+            if not any(cells):
+                continue
+            reps = "/".join(sorted({str(r["reps"]) for r in cells if r}))
+            parts = []
+            for r in cells:
+                if r is None:
+                    parts += ["—", "—", "—"]
+                    continue
+                c, w = r["cov_" + PACKAGE_COL], r["width_" + PACKAGE_COL]
+                b = r["cov_" + DEFAULT_COL]
+                parts += [
+                    f"**{c:.3f}** ± {mc_se(c, r['reps']):.3f} ({w:.3g})",
+                    f"{b:.3f}",
+                    _posterior_cell(r) if "cov_posterior" in r else "",
+                ]
+            lines.append(f"| {truth} | {n} | {reps} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
 def _cell(r, col) -> str:
     c = _num(r, "cov_" + col)
     return "—" if not np.isfinite(c) else f"{c:.3f} ({r['width_' + col]:.3g})"
@@ -588,7 +728,7 @@ def _posterior_cell(r) -> str:
 
 def render(rows) -> str:
     reps = sorted({r["reps"] for r in rows}, reverse=True)
-    cols = [c for c, _, _ in METHODS]
+    cols = [c for c, _, _ in METHODS] + [PACKAGE_COL]
     designs = list(dict.fromkeys(r["design"] for r in rows))
     lines = [
         f"# 95% intervals near the boundary: accuracy, {N_ITEMS:,}-item pools",
@@ -617,7 +757,10 @@ def render(rows) -> str:
         "'accuracy')` with its defaults: calibration oracle, ε-floor, stages of 50 labels growing "
         "by 10 %, IPW estimate with the martingale variance — the defaults when this was run, "
         "pinned as `oracle='calibration', estimator='ipw'`); `adaptive_model_assisted` (the same "
-        "with `estimator='model_assisted'`). `n` is the number of draws for the static designs "
+        "with `estimator='model_assisted'`; measured before the difference estimate got its "
+        "own default interval, not re-run); `adaptive_default` (`ActiveEvaluator(pool, "
+        "'accuracy')` with no options — oracle `auto`, the difference estimate, δ = 0.1 — whose "
+        "own interval is the column `package`; issue 13). `n` is the number of draws for the static designs "
         "and of labels (distinct items) for the adaptive ones.",
         "",
         "Methods (`bayes_activeeval.intervals.interval`): `wald`; `t` (Satterthwaite df of the "
@@ -667,7 +810,7 @@ def render(rows) -> str:
     ]
     for s in summary(rows):
         lines.append(
-            f"| {s['method'] + (' (default)' if s['method'] == DEFAULT_COL else '')} | "
+            f"| {s['method'] + _default_tag(s['method'])} | "
             f"{s['cells']} | {s['min_cov_n50']:.3f} | {s['cells_below_093_n50']} | "
             f"{s['min_cov_all']:.3f} | {s['zero_width']:.3f} | "
             f"{s['max_width_ratio_where_wald_covers']:.2f} |"
@@ -690,7 +833,6 @@ def render(rows) -> str:
         )
     ad = [r for r in rows if "cov_snap_hdf" in r]
     if ad:
-        d = DEFAULT_COL
         cap = "modified_wilson_cap"
         lines += [
             "",
@@ -720,13 +862,13 @@ def render(rows) -> str:
                     if r["cov_wald"] >= 0.93 and r["width_wald"] > 0 and r["truth"] < 1.0
                 ]
                 parts = []
-                for col in (d, cap, "snap_hdf", "snap_satt"):
+                for col in (default_col(cell[0]), cap, "snap_hdf", "snap_satt"):
                     w = min(cell, key=lambda r, col=col: r["cov_" + col])
                     c = w["cov_" + col]
                     parts.append(
                         f"{c:.3f} ± {mc_se(c, w['reps']):.3f} ({w['belief']} {w['truth']})"
                     )
-                    if col in (d, cap):
+                    if col in (default_col(cell[0]), cap):
                         ratio = _max(r["width_" + col] / r["width_wald"] for r in ok)
                         parts.append(f"{ratio:.2f}" if np.isfinite(ratio) else "—")
                 lines.append(f"| {design} | {n} | " + " | ".join(parts) + " |")
@@ -747,9 +889,11 @@ def render(rows) -> str:
 
             lines.append(
                 f"| {r['belief']} | {r['truth']} | {r['design']} | {r['n']} | {r['reps']} | "
-                f"{r['n_draws_mean']:.0f} | {r['share_no_error']:.2f} | {cw(d)} | {cw(cap)} | "
+                f"{r['n_draws_mean']:.0f} | {r['share_no_error']:.2f} | {cw(default_col(r))} | "
+                f"{cw(cap)} | "
                 f"{cw('snap_hdf')} | {cw('snap_satt')} | {cw('wald')} |"
             )
+    lines += _adaptive_default_section(rows)
     post = [r for r in rows if "post_reps" in r]
     if post:
         d = DEFAULT_COL
@@ -757,7 +901,8 @@ def render(rows) -> str:
             "",
             "## Credible intervals beside the default confidence interval",
             "",
-            f"The default confidence interval ({d}) and the 95 % credible interval of the "
+            f"The default confidence interval ({d}; for `adaptive_default` the package's own, "
+            f"`{PACKAGE_COL}`) and the 95 % credible interval of the "
             "design's posterior (see above); `disjoint`: share of samples where the two "
             "intervals do not overlap, `estimate outside`: share where the importance-weighted "
             "estimate lies outside the credible interval, `flagged`: share where moreover the "
@@ -765,7 +910,7 @@ def render(rows) -> str:
             "its 89% posterior interval), `cov. if …`: the posterior's coverage in the samples "
             "not flagged. † not comparable (truth on the bound).",
             "",
-            f"| belief | truth | design | n | posterior reps | {d} | posterior | disjoint | "
+            "| belief | truth | design | n | posterior reps | default | posterior | disjoint | "
             "cov. if not disjoint | estimate outside | cov. if inside | flagged | "
             "cov. if not flagged |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -774,7 +919,7 @@ def render(rows) -> str:
             flag = "†" if r["truth"] >= 1.0 else ""
             lines.append(
                 f"| {r['belief']} | {r['truth']} | {r['design']} | {r['n']} | {r['post_reps']} | "
-                f"{r['cov_' + d]:.3f} ({r['width_' + d]:.3g}) | "
+                f"{r['cov_' + default_col(r)]:.3f} ({r['width_' + default_col(r)]:.3g}) | "
                 f"{r['cov_posterior']:.2f}{flag} ({r['width_posterior']:.3g}) | "
                 f"{r['disjoint_posterior']:.2f} | {_num(r, 'cov_posterior_not_disjoint'):.2f} | "
                 f"{_num(r, 'outside_posterior'):.2f} | "

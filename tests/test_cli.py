@@ -459,6 +459,30 @@ def test_status_at_the_boundary_is_never_a_point_and_compare_agrees(tmp_path):
     assert -1.0 <= lo < hi <= 1.0
 
 
+def test_adaptive_default_session_status_and_report_share_the_interval(tmp_path):
+    """The default adaptive design (the difference estimate): `bae status`, the estimate and the
+    report's estimate path give one interval; every label correct puts the estimate on the bound
+    with a rule-of-three interval of positive width (issue 13)."""
+    from bayes_activeeval.report import estimate_path
+
+    pool_csv, truth = _boundary_pool(tmp_path, n=2_000)
+    session = tmp_path / "a.bae"
+    ok("init", pool_csv, "--measure", "accuracy", "--session", session, "--id-col", "id",
+       "--pred-col", "pred_m0", "--prob-col", "p_m0", "--design", "adaptive", "--seed", 0)  # fmt: skip
+    run_rounds(session, (30, 30), truth, tmp_path, exact=True)
+    r = json.loads(ok("status", session, "--json").stdout)["estimates"][0]
+    assert r["estimate"] == 1.0 and r["high"] == 1.0 and 0.8 < r["low"] < 1.0
+    with Session.open(session) as s:
+        est = s.estimate()
+        assert est.estimator == "difference" and est.event_weight is not None
+        assert est.confidence_interval(0.95) == pytest.approx((r["low"], r["high"]), rel=1e-12)
+        path = estimate_path(s, 0.95)
+    assert len(path) == 2
+    last = path.iloc[-1]
+    assert (last["low"], last["high"]) == pytest.approx((r["low"], r["high"]), rel=1e-12)
+    assert last["estimate"] == r["estimate"]
+
+
 def test_status_says_when_posterior_and_interval_disagree(tmp_path):
     """The issue's 219-of-219 case: an underconfident model right on every labeled item; the
     posterior follows its probabilities and excludes the truth, and `bae status` says so."""

@@ -570,15 +570,24 @@ class Session(SessionRecords):
         return done[0]
 
     # -- answers ----------------------------------------------------------------------------------
-    def estimates(self) -> dict[str, Estimate]:
+    def estimates(self, stages: int | None = None) -> dict[str, Estimate]:
         """Per-model estimates from the completed stages; an adaptive design with several models
         adds the evaluator's own estimate of its target under the target's name (the difference
         ``"f1[a]-f1[b]"`` of two models, the stacked measure of more). Empty before any stage
-        completes."""
+        completes.
+
+        ``stages``: from the first ``stages`` completed stages only (the report's estimate
+        path), the estimate the session gave then — for an adaptive design the evaluator's own
+        (:meth:`bayes_activeeval.ActiveEvaluator.estimate`), as `bae status` prints it.
+        """
         draws, labels = self.labeled_draws()
         if len(draws) == 0:
             return {}
         done, _ = self.stage_progress()
+        if stages is not None and 0 < stages < len(done):
+            d = self.draws()
+            upto = d.loc[d["stage"].isin(done), "stage"].to_numpy() <= done[stages - 1]
+            return self._design.estimates(self, stages, draws[upto], labels[upto])
         return self._design.estimates(self, len(done), draws, labels)
 
     def estimate(self, model: str | None = None) -> Estimate:

@@ -1,0 +1,174 @@
+"""The default adaptive design's interval near the bound (issue 13): the gamma interval for a
+weighted count (Fay & Feuer 1997) and the difference estimate's bound rule."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import bayes_activeeval as bae
+from bayes_activeeval import intervals as iv
+from bayes_activeeval.estimators import difference_estimate
+from bayes_activeeval.measures import get as get_measure
+
+LEVEL = 0.95
+
+
+# -- the gamma interval ---------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 40])
+def test_weighted_gamma_with_equal_weights_is_garwood(k):
+    """Equal weights ``u``: ``y = k u``, ``v = k u²``; the gamma interval is Garwood's exact
+    Poisson interval ``u·[G⁻¹(α/2; k), G⁻¹(1 − α/2; k + 1)]``."""
+    u = 0.003
+    lo, hi = iv.weighted_gamma(k * u, k * u * u, u, LEVEL)
+    a = (1 - LEVEL) / 2
+    want_lo = u * stats.gamma.ppf(a, k) if k else 0.0
+    assert float(lo) == pytest.approx(want_lo, rel=1e-9, abs=1e-15)
+    assert float(hi) == pytest.approx(u * stats.gamma.ppf(1 - a, k + 1), rel=1e-9)
+
+
+def test_weighted_gamma_at_zero_is_the_rule_of_three():
+    lo, hi = iv.weighted_gamma(0.0, 0.0, 0.01, LEVEL)
+    assert float(lo) == 0.0
+    assert float(hi) == pytest.approx(0.01 * np.log(2 / (1 - LEVEL)), rel=1e-12)
+
+
+def test_gamma_method_inside_the_range_never_zero_width_and_mirrored():
+    x = np.linspace(0.0, 1.0, 40)  # not 0.5: there the rare side switches
+    se = np.where((x > 0) & (x < 1), 0.05 * np.sqrt(x * (1 - x)), 0.0)
+    lo, hi = iv.interval(x, se, (0.0, 1.0), LEVEL, "gamma", event_weight=0.004)
+    assert np.all((0 <= lo) & (lo <= x) & (x <= hi) & (hi <= 1))
+    assert np.all(hi - lo > 0)
+    # the lower side of the range is the mirror image of the upper side
+    lo2, hi2 = iv.interval(1 - x, se, (0.0, 1.0), LEVEL, "gamma", event_weight=0.004)
+    np.testing.assert_allclose(lo2, 1 - hi, atol=1e-12)
+    np.testing.assert_allclose(hi2, 1 - lo, atol=1e-12)
+    # a range [lo, hi] is the unit scale stretched; an unbounded one falls back to "t"
+    l3, h3 = iv.interval(2 * x - 1, 2 * se, (-1.0, 1.0), LEVEL, "gamma", event_weight=0.004)
+    np.testing.assert_allclose(l3, 2 * lo - 1, atol=1e-12)
+    np.testing.assert_allclose(h3, 2 * hi - 1, atol=1e-12)
+    assert iv.interval(0.3, 0.1, method="gamma") == iv.interval(0.3, 0.1, method="t")
+
+
+# -- the difference estimate near the bound -------------------------------------------------------
+def _accuracy_terms(rng, n, err_rate):
+    acc = get_measure("accuracy")
+    mu = rng.beta(0.5, 50, n)  # the belief's error probability of each draw
+    e = (rng.random(n) < err_rate).astype(float)
+    L = (1.0 - e)[:, None]
+    w = rng.uniform(0.2, 10.0, n)
+    m = (1.0 - mu)[:, None]
+    M = np.full((n, 1), 1.0 - 0.01)
+    V = (w * w * mu * (1 - mu))[:, None, None] + 1e-4
+    return acc, L, w, m, M, V, e
+
+
+def test_difference_estimate_is_a_weighted_error_count_plus_a_control_variate():
+    """``1 − R̂ = Σ u_j e_j − (b̄ − 1)``, ``u_j = a_j w_j/Σa``, ``b_j = M_j + w_j(1 − m_j)``."""
+    rng = np.random.default_rng(3)
+    acc, L, w, m, M, V, e = _accuracy_terms(rng, 300, 0.02)
+    est = difference_estimate(L, w, m, M, acc, draw_cov=V)
+    a = est.details["stage_weights"]
+    u = a * w / a.sum()
+    b = M[:, 0] + w * (1 - m[:, 0])
+    assert 1 - est.value == pytest.approx(u @ e - (a @ b / a.sum() - 1), abs=1e-12)
+    assert est.event_weight[0] == pytest.approx(u.mean(), rel=1e-12)
+    assert not est.details["at_bound"][0]
+
+
+def test_no_labeled_error_puts_the_estimate_on_the_bound_with_a_rule_of_three_interval():
+    rng = np.random.default_rng(4)
+    acc, L, w, m, M, V, _ = _accuracy_terms(rng, 200, 0.0)
+    est = difference_estimate(L, w, m, M, acc, draw_cov=V)
+    assert est.details["at_bound"][0]
+    assert est.details["unsnapped"]["value"][0] < 1.0  # the control variate alone
+    assert est.value == 1.0 and est.stderr == 0.0
+    lo, hi = est.confidence_interval(LEVEL)
+    assert hi == 1.0
+    assert 1 - lo == pytest.approx(est.event_weight[0] * np.log(2 / (1 - LEVEL)), rel=1e-9)
+    # the previous default is still there by name
+    lo_w, hi_w = est.confidence_interval(LEVEL, method="modified_wilson")
+    assert lo_w < hi_w == 1.0
+
+
+def test_f1_difference_estimate_carries_an_event_weight_with_its_jacobian():
+    """For a ratio measure the weight of one event is ``ū Σ_d |Dg_d|`` (unit range)."""
+    rng = np.random.default_rng(5)
+    n = 400
+    p1 = rng.beta(1, 3, n)
+    pool = bae.Pool(predictions=(p1 > 0.5).astype(int), probs=p1)
+    f1, views = pool.resolve("f1")
+    L = f1.loss((rng.random(n) < p1).astype(int), views(np.arange(n)))
+    w = rng.uniform(0.5, 2, n)
+    M = np.tile(L.mean(axis=0), (n, 1))
+    est = difference_estimate(L, w, 0.8 * L + 0.2 * M, M, f1)
+    a = est.details["stage_weights"]
+    J = f1.jacobian(est.risk)
+    assert est.event_weight[0] == pytest.approx(np.mean(a * w) / a.sum() * np.abs(J).sum())
+    lo, hi = est.confidence_interval(LEVEL)
+    assert 0 <= lo < est.value < hi <= 1
+
+
+# -- coverage of the default adaptive design near the bound ---------------------------------------
+N_ITEMS = 3000
+RUNS = 60
+BUDGETS = (100, 200)
+
+
+def _pool(accuracy, seed):
+    """A pool whose model is right on exactly ``accuracy`` of the items, errors drawn where the
+    model's (calibrated) error probability is high (as ``benchmarks/boundary_coverage.py``)."""
+    rng = np.random.default_rng(seed)
+    err = np.clip(rng.beta(0.5, 0.5 * (1 / max(1 - accuracy, 1e-3) - 1), N_ITEMS), 1e-6, 0.49)
+    pred = (rng.random(N_ITEMS) < 0.3).astype(int)
+    wrong = np.zeros(N_ITEMS, dtype=bool)
+    k = round((1 - accuracy) * N_ITEMS)
+    if k:
+        wrong[rng.choice(N_ITEMS, k, replace=False, p=err / err.sum())] = True
+    y = np.where(wrong, 1 - pred, pred)
+    return bae.Pool(predictions=pred, probs=np.where(pred == 1, 1 - err, err)), y
+
+
+@pytest.fixture(scope="module")
+def default_runs():
+    """``RUNS`` runs of ``ActiveEvaluator(pool, "accuracy")`` with no options, at true accuracy
+    0.995 and 1.0, evaluated at each budget: (truth, budget) -> list of Estimates."""
+    out = {}
+    for truth, seed in ((0.995, 1), (1.0, 2)):
+        pool, y = _pool(truth, seed)
+        for r in range(RUNS):
+            ev = bae.ActiveEvaluator(pool, "accuracy", rng=1000 * seed + r)
+            for n in BUDGETS:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = ev.run(lambda i, y=y: y[i], budget=n, progress=False)
+                out.setdefault((truth, n), []).append(est)
+    return out
+
+
+@pytest.mark.parametrize("truth", [0.995, 1.0])
+@pytest.mark.parametrize("n", BUDGETS)
+def test_default_adaptive_interval_covers_near_the_bound(default_runs, truth, n):
+    """Coverage of the default 95 % interval >= 0.93 (the issue's target) up to three Monte Carlo
+    standard errors of a coverage of 0.93 with ``RUNS`` runs (0.83); never zero width. On these
+    runs the previous default, the modified Wilson interval without the bound rule, covered 0.72
+    at truth 1.0 (it fails here) and 0.87-0.92 at 0.995; the gamma interval 0.97-1.00."""
+    ests = default_runs[(truth, n)]
+    ci = np.array([e.confidence_interval(LEVEL) for e in ests])
+    cover = np.mean((ci[:, 0] <= truth) & (truth <= ci[:, 1]))
+    tol = 3 * np.sqrt(0.93 * 0.07 / len(ests))
+    assert cover >= 0.93 - tol, cover
+    assert np.all(ci[:, 1] - ci[:, 0] > 0)
+    assert all(e.estimator == "difference" for e in ests)
+
+
+def test_status_and_report_use_the_estimates_interval(default_runs):
+    """``Estimate.to_frame`` (the report's tables) gives the interval ``confidence_interval``
+    gives: one interval function per estimate."""
+    est = default_runs[(0.995, 200)][0]
+    f = est.to_frame(LEVEL)
+    lo, hi = est.confidence_interval(LEVEL)
+    assert (f["low"].iloc[0], f["high"].iloc[0]) == (lo, hi)
