@@ -56,12 +56,15 @@ RESULTS = HERE / "results"
 DEFAULT_OUT = RESULTS / "real_pools.json"
 DEFAULT_PARTS = RESULTS / "real_pools_parts"
 DEFAULT_PEERS = RESULTS / "peers.json"
-#: One ``peers.py`` invocation that ran Ours-8 and this package's default (``bae``) side by side,
-#: for the seconds-per-run ratio (the other peer runs were made on a machine loaded differently).
-DEFAULT_TIMING = RESULTS / "peers_timing.json"
+#: One ``peers.py`` invocation that ran Ours-8 and this package's default (``bae``, through
+#: ``ev.run``) side by side, for the seconds-per-run ratio (the other peer runs were made on a
+#: machine loaded differently). ``peers_timing.json`` is the same with 50-label stages.
+DEFAULT_TIMING = RESULTS / "peers_timing_run.json"
 DEFAULT_BUDGETS = (500, 1000, 2000, 5000)
 DEFAULT_CONFIGS = (
     "default",
+    "default-run",
+    "auto@estimator=model_assisted;mix=0",
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
     "calibration@estimator=ipw",
@@ -277,11 +280,11 @@ def headline(res: dict, budget: int = 2000) -> str:
     b = str(budget)
     lines = [
         f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
-        "default: MSE, × best peer, "
-        "coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × best peer (n) | "
-        "static default / Sawade closed form: MSE ratio, coverage (n) | s / run: default vs "
-        "Ours-8 in peers.py (ratio) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "default, 50-label stages: MSE, × best peer, coverage (n) | default, `ev.run`: MSE, × "
+        "best peer, coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × "
+        "best peer (n) | static default / Sawade closed form: MSE ratio, coverage (n) | s / run: "
+        "default (`ev.run`) vs Ours-8 in peers.py (ratio) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def cell(name, cfg):
@@ -301,11 +304,14 @@ def headline(res: dict, budget: int = 2000) -> str:
             r = f"{st['mse'] / bp[1]:.2f}x" if bp else _f(st["mse"])
             return f"{r} ({st['n']})"
 
-        d = cell(name, "default")
-        ds = "—"
-        if d is not None and d.get("mse") is not None:
+        def dflt(cfg, bp=bp, name=name):
+            d = cell(name, cfg)
+            if d is None or d.get("mse") is None:
+                return "—"
             r = f", {d['mse'] / bp[1]:.2f}x" if bp else ""
-            ds = f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
+            return f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
+
+        ds, dr = dflt("default"), dflt("default-run")
         st, sw = cell(name, "static"), cell(name, "sawade")
         ss = "—"
         if st and sw and st.get("mse") is not None and sw.get("mse"):
@@ -315,7 +321,7 @@ def headline(res: dict, budget: int = 2000) -> str:
         if secs.get("bae") and secs.get("Ours-8"):
             sp = f"{secs['bae']:.1f} vs {secs['Ours-8']:.1f} ({secs['bae'] / secs['Ours-8']:.2f})"
         lines.append(
-            f"| `{name}` | {bps} | {o8s} | {ds} | {rel('dirichlet-tree@estimator=ipw')} | "
+            f"| `{name}` | {bps} | {o8s} | {ds} | {dr} | {rel('dirichlet-tree@estimator=ipw')} | "
             f"{rel('calibration@estimator=ipw')} | "
             f"{ss} | {sp} |"
         )

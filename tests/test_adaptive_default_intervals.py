@@ -94,24 +94,6 @@ def test_no_labeled_error_puts_the_estimate_on_the_bound_with_a_rule_of_three_in
     assert lo_w < hi_w == 1.0
 
 
-def test_f1_difference_estimate_carries_an_event_weight_with_its_jacobian():
-    """For a ratio measure the weight of one event is ``ū Σ_d |Dg_d|`` (unit range)."""
-    rng = np.random.default_rng(5)
-    n = 400
-    p1 = rng.beta(1, 3, n)
-    pool = bae.Pool(predictions=(p1 > 0.5).astype(int), probs=p1)
-    f1, views = pool.resolve("f1")
-    L = f1.loss((rng.random(n) < p1).astype(int), views(np.arange(n)))
-    w = rng.uniform(0.5, 2, n)
-    M = np.tile(L.mean(axis=0), (n, 1))
-    est = difference_estimate(L, w, 0.8 * L + 0.2 * M, M, f1)
-    a = est.details["stage_weights"]
-    J = f1.jacobian(est.risk)
-    assert est.event_weight[0] == pytest.approx(np.mean(a * w) / a.sum() * np.abs(J).sum())
-    lo, hi = est.confidence_interval(LEVEL)
-    assert 0 <= lo < est.value < hi <= 1
-
-
 # -- coverage of the default adaptive design near the bound ---------------------------------------
 N_ITEMS = 3000
 RUNS = 60
@@ -172,3 +154,31 @@ def test_status_and_report_use_the_estimates_interval(default_runs):
     f = est.to_frame(LEVEL)
     lo, hi = est.confidence_interval(LEVEL)
     assert (f["low"].iloc[0], f["high"].iloc[0]) == (lo, hi)
+
+
+def test_ratio_measures_keep_the_clipped_estimate_and_the_wilson_interval():
+    """F1 (a ratio, ``Dg`` depends on ``R``): no bound rule and no gamma interval. With no labeled
+    false positive or negative on a rare-class pool the gamma event weight would be ~1/R and the
+    interval the whole range; the estimate keeps its martingale variance and a non-zero width."""
+    from bayes_activeeval.estimators import difference_estimate
+    from bayes_activeeval.measures import get as get_measure
+
+    m = get_measure("f1")
+    rng = np.random.default_rng(0)
+    n = 400
+    # ℓ = (y f, (y + f)/2): labeled draws are true positives or true negatives only
+    y = (rng.random(n) < 0.3).astype(float)
+    L = np.column_stack([y, y])
+    w = rng.uniform(0.5, 2.0, n)
+    mexp = np.column_stack([0.25 * np.ones(n), 0.26 * np.ones(n)])
+    M = np.tile([0.003, 0.0032], (n, 1))
+    e = difference_estimate(L, w, mexp, M, m)
+    assert e.event_weight is None
+    assert "at_bound" not in e.details
+    lo, hi = e.confidence_interval()
+    assert float(np.ravel(hi)[0]) > float(np.ravel(lo)[0])
+    # accuracy keeps the bound rule and the gamma interval
+    acc = get_measure("accuracy")
+    La = np.ones((n, 1))
+    ea = difference_estimate(La, w, np.full((n, 1), 0.99), np.full((n, 1), 0.99), acc)
+    assert ea.event_weight is not None and ea.value == 1.0
