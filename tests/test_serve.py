@@ -168,14 +168,29 @@ def shown_item(driver) -> str | None:
     return found[0].get_attribute("data-item") if found else None
 
 
+def gone(page):
+    """``staleness_of`` that also counts chromium's "node does not belong to the document"
+    (a WebDriverException raised instead of StaleElementReferenceException while the old page
+    is torn down) as the page being replaced."""
+    from selenium.common.exceptions import WebDriverException
+
+    def check(_driver) -> bool:
+        try:
+            page.is_enabled()
+        except WebDriverException:  # StaleElementReferenceException is a subclass
+            return True
+        return False
+
+    return check
+
+
 def press(driver, key: str) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.TAG_NAME, "body").send_keys(key)
-    WebDriverWait(driver, 30).until(ec.staleness_of(page))
+    WebDriverWait(driver, 30).until(gone(page))
 
 
 def batch_ids(path: Path) -> list[str]:
@@ -466,10 +481,9 @@ def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browser
             carol.find_element(By.CSS_SELECTOR, f"input[name='g{j}'][value='{g}']").click()
         page = carol.find_element(By.TAG_NAME, "html")
         carol.find_element(By.ID, "save").click()
-        from selenium.webdriver.support import expected_conditions as ec
         from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(carol, 30).until(ec.staleness_of(page))
+        WebDriverWait(carol, 30).until(gone(page))
         seen.append(q)
         if not recorded:  # meanwhile, at her desk, Alice records her two queries
             ok("record", s, _grades_csv(d / "a.csv", truth, d / "ga.csv"), "--annotator", "alice")
