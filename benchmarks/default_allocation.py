@@ -1,0 +1,115 @@
+"""Where the default adaptive design spends its labels on a real pool (issue 12 diagnosis).
+
+One run of ``ActiveEvaluator(pool, "f1")`` (no options, 50-label stages, seed 0) on a pool of
+``real_pools_data.py``; every 400 labels it records the share of the proposal ``q`` on the
+predicted positives, on the 200 predicted negatives with the highest scores (just below the
+threshold) and on the other predicted negatives, next to the belief's expected number of
+positives among the *unlabeled* items of each group and the true number, and the stacking
+weights of the ``"auto"`` members.
+
+Usage::
+
+    python benchmarks/default_allocation.py [--pool febrl4_sub400_initial_svm] [--seed 0]
+
+writes ``results/default_allocation.{json,md}`` (seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from peer_adapter import make_pool
+from real_pools_data import load_pool
+
+import bayes_activeeval as bae
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pool", default="febrl4_sub400_initial_svm")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--labels", type=int, default=2000)
+    args = ap.parse_args()
+    d = load_pool(args.pool)
+    y, f, s = d["labels"], d["preds"], d["scores"]
+    neg = np.flatnonzero(f == 0)
+    near = np.zeros(y.size, dtype=bool)
+    near[neg[np.argsort(-s[neg])[:200]]] = True
+    groups = {
+        "predicted positive": f == 1,
+        "200 just below": near,
+        "other negatives": (f == 0) & ~near,
+    }
+    ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        while True:
+            if ev.n_labels % 400 == 0:
+                q = ev._proposal.q / ev._proposal.q.sum()
+                b = ev.oracle.belief().probs[:, 1]
+                open_ = ev._label < 0
+                rows.append(
+                    {
+                        "labels": int(ev.n_labels),
+                        "q_share": {g: float(q[m].sum()) for g, m in groups.items()},
+                        "belief_positives_unlabeled": {
+                            g: float(b[m & open_].sum()) for g, m in groups.items()
+                        },
+                        "true_positives_unlabeled": {
+                            g: int(y[m & open_].sum()) for g, m in groups.items()
+                        },
+                        "weights": dict(
+                            zip(ev.oracle.member_names, map(float, ev.oracle.weights_), strict=True)
+                        ),
+                    }
+                )
+            if ev.n_labels >= args.labels:
+                break
+            idx = ev.query(50)
+            ev.update(idx, y[idx])
+    out = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "pool": args.pool, "seed": args.seed}
+    out["rows"] = rows
+    (RESULTS / "default_allocation.json").write_text(json.dumps(out, indent=1))
+    names = list(groups)
+    lines = [
+        f"# Where the default spends its labels: `{args.pool}`, seed {args.seed}",
+        "",
+        f"Generated {out['date']} by `benchmarks/default_allocation.py`: one run of "
+        "`ActiveEvaluator(pool, 'f1')` (50-label stages). Per group: share of the proposal q; "
+        "expected positives among its unlabeled items under the belief / true number.",
+        "",
+        "| labels | "
+        + " | ".join(f"q: {g}" for g in names)
+        + " | "
+        + " | ".join(f"belief / true positives: {g}" for g in names)
+        + " | stacking weights |",
+        "| ---: |" + " ---: |" * (2 * len(names)) + " --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['labels']:,} | "
+            + " | ".join(f"{r['q_share'][g]:.3f}" for g in names)
+            + " | "
+            + " | ".join(
+                f"{r['belief_positives_unlabeled'][g]:.1f} / {r['true_positives_unlabeled'][g]}"
+                for g in names
+            )
+            + " | "
+            + ", ".join(f"{k} {v:.3f}" for k, v in r["weights"].items())
+            + " |"
+        )
+    (RESULTS / "default_allocation.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
