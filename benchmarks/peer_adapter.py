@@ -89,12 +89,21 @@ def parse_oracle(spec: str) -> tuple[str, dict]:
 
 
 def run_adaptive(
-    pool: dict, measure: str, budgets, seed: int, oracle: str | None = None, **ev_options
+    pool: dict,
+    measure: str,
+    budgets,
+    seed: int,
+    oracle: str | None = None,
+    documented: bool = False,
+    **ev_options,
 ):
     """One repetition of ``ActiveEvaluator``; returns one ``Estimate`` per budget.
 
     ``oracle``: None (the default, no argument) or ``"name[:key=value;...]"`` (any registered
-    oracle with its ``oracle_options``)."""
+    oracle with its ``oracle_options``). ``documented=True``: the documented loop
+    ``ev.run(labeler, budget=B)`` for each budget in turn, with the evaluator's own stage schedule
+    (50 labels, growing to 10 % of the labels so far; Getting started, docs/adaptive.md), instead
+    of the peers' 50-label stages."""
     budgets = _check(measure, budgets)
     P = make_pool(pool)
     labeler = _labeler(pool)
@@ -107,6 +116,9 @@ def run_adaptive(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for B in sorted(set(budgets)):
+            if documented:
+                out[B] = ev.run(labeler, budget=B, progress=False)
+                continue
             while ev.n_labels < B:
                 n = int(min(STAGE, B - ev.n_labels, ev.available()))
                 if n <= 0:
@@ -166,22 +178,6 @@ def run_static(pool: dict, measure: str, budgets, seed: int, proposal: str = "op
     return out
 
 
-def run_documented_loop(pool: dict, measure: str, budgets, seed: int, **ev_options):
-    """One repetition of the default through the documented loop, ``ev.run(labeler, budget=B)``
-    for each budget in turn (the evaluator's own stage schedule: 50 labels, growing to 10 % of the
-    labels so far; Getting started, docs/adaptive.md); one ``Estimate`` per budget."""
-    budgets = _check(measure, budgets)
-    P = make_pool(pool)
-    labeler = _labeler(pool)
-    ev = bae.ActiveEvaluator(P, measure, rng=int(seed), **ev_options)
-    out: dict[int, object] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for B in sorted(set(budgets)):
-            out[B] = ev.run(labeler, budget=B, progress=False)
-    return [out[b] for b in budgets]
-
-
 def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "default"):
     """One repetition of a named configuration; one ``Estimate`` per budget.
 
@@ -192,7 +188,7 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
     if config == "default":
         return run_adaptive(pool, measure, budgets, seed, None, **options)
     if config == "default-run":
-        return run_documented_loop(pool, measure, budgets, seed, **options)
+        return run_adaptive(pool, measure, budgets, seed, None, documented=True, **options)
     if config == "static":
         return run_static(pool, measure, budgets, seed, "optimal")
     if config == "sawade":
@@ -217,8 +213,8 @@ def check_config(config: str) -> None:
 
 
 def run_documented(pool: dict, measure: str, budgets, seed: int) -> list[float]:
-    """``peers.py`` adapter: the default through ``ev.run`` (:func:`run_documented_loop`)."""
-    return _values(run_documented_loop(pool, measure, budgets, seed))
+    """``peers.py`` adapter: the default through ``ev.run`` (``run_adaptive(documented=True)``)."""
+    return _values(run_adaptive(pool, measure, budgets, seed, documented=True))
 
 
 def _values(ests) -> list[float]:
