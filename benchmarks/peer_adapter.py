@@ -193,7 +193,10 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
         return run_static(pool, measure, budgets, seed, "optimal")
     if config == "sawade":
         return run_static(pool, measure, budgets, seed, "sawade")
-    # any registered oracle, with options: "dirichlet-tree:tree_smoothing=1;within_leaf=flat"
+    # any registered oracle, with options: "dirichlet-tree:tree_smoothing=1;within_leaf=flat";
+    # "<oracle>-run": the same through ev.run (its own growing stages)
+    if config.endswith("-run"):
+        return run_adaptive(pool, measure, budgets, seed, config[:-4], documented=True, **options)
     return run_adaptive(pool, measure, budgets, seed, config, **options)
 
 
@@ -204,11 +207,11 @@ def check_config(config: str) -> None:
         return
     from bayes_activeeval.oracles.base import _REGISTRY
 
-    name, _ = parse_oracle(config)
+    name, _ = parse_oracle(config.removesuffix("-run"))
     if name not in _REGISTRY:
         raise ValueError(
-            f"unknown configuration {config!r}; known: default, static, sawade or an oracle "
-            f"name[:key=value;...] with oracle in {sorted(_REGISTRY)}"
+            f"unknown configuration {config!r}; known: default, default-run, static, sawade or "
+            f"an oracle name[:key=value;...][-run] with oracle in {sorted(_REGISTRY)}"
         )
 
 

