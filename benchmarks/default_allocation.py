@@ -4,14 +4,16 @@ One run of ``ActiveEvaluator(pool, "f1")`` (no options, 50-label stages, seed 0)
 ``real_pools_data.py``; every 400 labels it records the share of the proposal ``q`` on the
 predicted positives, on the 200 predicted negatives with the highest scores (just below the
 threshold) and on the other predicted negatives, next to the belief's expected number of
-positives among the *unlabeled* items of each group and the true number, and the stacking
-weights of the ``"auto"`` members.
+positives among the *unlabeled* items of each group and the true number, and, for the
+``"auto"`` belief, the stacking weights of its members.
 
 Usage::
 
     python benchmarks/default_allocation.py [--pool febrl4_sub400_initial_svm] [--seed 0]
+    python benchmarks/default_allocation.py --oracle auto      # the former default
 
-writes ``results/default_allocation.{json,md}`` (seconds).
+writes ``results/default_allocation.{json,md}`` (``default_allocation_<oracle>.*`` with
+``--oracle``; seconds).
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ def main() -> None:
     ap.add_argument("--pool", default="febrl4_sub400_initial_svm")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--labels", type=int, default=2000)
+    ap.add_argument("--oracle", default=None, help="an oracle name (default: the default)")
     args = ap.parse_args()
+    stem = "default_allocation" + (f"_{args.oracle}" if args.oracle else "")
+    call = f"ActiveEvaluator(pool, 'f1'{f', oracle={args.oracle!r}' if args.oracle else ''})"
     d = load_pool(args.pool)
     y, f, s = d["labels"], d["preds"], d["scores"]
     neg = np.flatnonzero(f == 0)
@@ -48,7 +53,7 @@ def main() -> None:
         "200 just below": near,
         "other negatives": (f == 0) & ~near,
     }
-    ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed)
+    ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed, oracle=args.oracle)
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,8 +72,13 @@ def main() -> None:
                         "true_positives_unlabeled": {
                             g: int(y[m & open_].sum()) for g, m in groups.items()
                         },
+                        # the stacking weights of an "auto" belief (none for one oracle model)
                         "weights": dict(
-                            zip(ev.oracle.member_names, map(float, ev.oracle.weights_), strict=True)
+                            zip(
+                                getattr(ev.oracle, "member_names", []),
+                                map(float, getattr(ev.oracle, "weights_", [])),
+                                strict=True,
+                            )
                         ),
                     }
                 )
@@ -76,22 +86,27 @@ def main() -> None:
                 break
             idx = ev.query(50)
             ev.update(idx, y[idx])
-    out = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "pool": args.pool, "seed": args.seed}
+    out = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "pool": args.pool,
+        "seed": args.seed,
+        "oracle": ev.get_state()["oracle"],
+    }
     out["rows"] = rows
-    (RESULTS / "default_allocation.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"{stem}.json").write_text(json.dumps(out, indent=1))
     names = list(groups)
     lines = [
         f"# Where the default spends its labels: `{args.pool}`, seed {args.seed}",
         "",
         f"Generated {out['date']} by `benchmarks/default_allocation.py`: one run of "
-        "`ActiveEvaluator(pool, 'f1')` (50-label stages). Per group: share of the proposal q; "
+        f"`{call}` (oracle `{out['oracle']}`, 50-label stages). Per group: share of the proposal q; "
         "expected positives among its unlabeled items under the belief / true number.",
         "",
         "| labels | "
         + " | ".join(f"q: {g}" for g in names)
         + " | "
         + " | ".join(f"belief / true positives: {g}" for g in names)
-        + " | stacking weights |",
+        + " | stacking weights (`auto`) |",
         "| ---: |" + " ---: |" * (2 * len(names)) + " --- |",
     ]
     for r in rows:
@@ -104,10 +119,10 @@ def main() -> None:
                 for g in names
             )
             + " | "
-            + ", ".join(f"{k} {v:.3f}" for k, v in r["weights"].items())
+            + (", ".join(f"{k} {v:.3f}" for k, v in r["weights"].items()) or "—")
             + " |"
         )
-    (RESULTS / "default_allocation.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
