@@ -10,7 +10,7 @@ positives among the *unlabeled* items of each group and the true number, and, fo
 Usage::
 
     python benchmarks/default_allocation.py [--pool febrl4_sub400_initial_svm] [--seed 0]
-    python benchmarks/default_allocation.py --oracle auto      # the former default
+    python benchmarks/default_allocation.py --oracle calibration   # calibration alone
 
 writes ``results/default_allocation.{json,md}`` (``default_allocation_<oracle>.*`` with
 ``--oracle``; seconds).

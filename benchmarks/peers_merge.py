@@ -87,7 +87,9 @@ def main(argv=None):
                 continue
             pools_info[pool] = info
             results[pool] = base["results"][pool]
-            reps.update({k: v for k, v in base["meta"]["reps"].items() if k.startswith(pool + "/")})
+            for measure, by_method in results[pool].items():
+                for method, summary in by_method.items():
+                    reps[f"{pool}/{measure}/{method}"] = summary["n_reps"]
         base_from = [base["meta"]["host"]]
     order = {m: i for i, m in enumerate(peers.PEER_METHODS)}
     for pool, measure, method in sorted(

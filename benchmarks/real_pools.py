@@ -64,8 +64,8 @@ DEFAULT_BUDGETS = (500, 1000, 2000, 5000)
 DEFAULT_CONFIGS = (
     "default",
     "default-run",
-    "auto",
-    "auto-run",
+    "calibration",
+    "calibration-run",
     "auto@estimator=model_assisted;mix=0",
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
@@ -283,7 +283,7 @@ def headline(res: dict, budget: int = 2000) -> str:
     lines = [
         f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
         "default, 50-label stages: MSE, × best peer, coverage (n) | default, `ev.run`: MSE, × "
-        "best peer, coverage (n) | former default `auto`, `ev.run`: MSE, × best peer, "
+        "best peer, coverage (n) | `calibration` belief, `ev.run`: MSE, × best peer, "
         "coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × "
         "best peer (n) | static default / Sawade closed form: MSE ratio, coverage (n) | s / run: "
         "default (`ev.run`) vs Ours-8 in peers.py (ratio) |",
@@ -314,7 +314,7 @@ def headline(res: dict, budget: int = 2000) -> str:
             r = f", {d['mse'] / bp[1]:.2f}x" if bp else ""
             return f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
 
-        ds, dr, da = dflt("default"), dflt("default-run"), dflt("auto-run")
+        ds, dr, da = dflt("default"), dflt("default-run"), dflt("calibration-run")
         st, sw = cell(name, "static"), cell(name, "sawade")
         ss = "—"
         if st and sw and st.get("mse") is not None and sw.get("mse"):

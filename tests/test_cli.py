@@ -142,7 +142,7 @@ def test_adaptive_session_end_to_end_equals_active_evaluator(demo_csv, tmp_path)
     st = json.loads(ok("status", session, "--json").stdout)
 
     # the CLI's adaptive design takes ActiveEvaluator's default oracle and estimator
-    assert st["oracle"] == "calibration"
+    assert st["oracle"] == "auto"
     ev = bae.ActiveEvaluator(demo.pool, "f1", rng=seed, mix=0.05)
     for n in sizes:
         idx = ev.query(n)

@@ -105,17 +105,17 @@ def test_ensemble_options_are_checked():
         EnsembleOracle(member_options={"nope": {}})
 
 
-def test_default_is_calibration_and_auto_runs_by_name():
+def test_default_is_auto_and_calibration_runs_by_name():
     rng = np.random.default_rng(4)
     pool, y = _pool(rng, 4000, "recalibrated")
-    ev = bae.ActiveEvaluator(pool, "f1", oracle="auto", rng=0)
-    assert isinstance(ev.oracle, EnsembleOracle)
+    ev = bae.ActiveEvaluator(pool, "f1", oracle="calibration", rng=0)
+    assert isinstance(ev.oracle, CalibrationOracle)
+    assert ev.get_state()["oracle"] == "calibration"
+    ev = bae.ActiveEvaluator(pool, "f1", rng=0)
+    assert isinstance(ev.oracle, EnsembleOracle) and ev.estimator == "model_assisted"
     est = ev.run(lambda i: y[i], budget=400, progress=False)
     assert est.n_labels == 400 and np.isfinite(est.value) and est.stderr > 0
     assert ev.get_state()["oracle"] == "auto"
-    ev = bae.ActiveEvaluator(pool, "f1", rng=0)
-    assert isinstance(ev.oracle, CalibrationOracle) and ev.estimator == "model_assisted"
-    assert ev.get_state()["oracle"] == "calibration"
 
 
 def test_default_on_a_multiclass_pool_is_the_plugin():

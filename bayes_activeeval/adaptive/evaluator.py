@@ -29,12 +29,11 @@ from ..threshold_free import (
 from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
 from .state import EvaluatorState
 
-#: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on a binary
-#: pool, in memory or on dask: the Bayesian calibration of the model's scores. With the
-#: model-assisted estimate it had the lowest MSE of the oracle models on all six real pools of
-#: ``benchmarks/real_pools.py``, the ``"auto"`` stacking included (docs/adaptive.md has the
-#: measured table). Multiclass pools use the plug-in ``"model"``.
-DEFAULT_ORACLE = "calibration"
+#: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on an
+#: in-memory binary pool: the prequential stacking of the plug-in, calibration and Dirichlet-tree
+#: beliefs, chosen by the labels (docs/adaptive.md has the measured table). Lazy pools use the
+#: calibration model, multiclass pools the plug-in ``"model"``.
+DEFAULT_ORACLE = "auto"
 #: Default growth of the stages in ``run``: a stage buys max(batch_size, 10 % of the labels so far).
 DEFAULT_STAGE_GROWTH = 0.1
 #: Default defensive mixture of the model-assisted estimate: every weight ``p/q`` is at most
@@ -59,10 +58,10 @@ def draw_count(need: int, mass: float) -> int:
 
 def default_oracle(pool) -> str:
     """The oracle name :class:`ActiveEvaluator` uses by default on ``pool``: ``DEFAULT_ORACLE``
-    (``"calibration"``) on a binary pool with a positive class, in memory or on dask, the plug-in
-    ``"model"`` otherwise (the calibration model is binary only)."""
+    (``"auto"``) on an in-memory binary pool with a positive class, ``"calibration"`` on such a
+    pool on dask, the plug-in ``"model"`` otherwise (the calibration model is binary only)."""
     if pool.task == "binary" and pool.pos is not None:
-        return DEFAULT_ORACLE
+        return "calibration" if getattr(pool, "is_lazy", False) else DEFAULT_ORACLE
     return "model"
 
 
@@ -87,14 +86,13 @@ class ActiveEvaluator(EvaluatorState):
     measure : str or Measure
         Any measure, including one bound to two models (:func:`~bayes_activeeval.measures.difference`).
     oracle : str or OracleModel
-        The oracle model giving ``π_t(y|x)``: ``"calibration"`` (a Bayesian recalibration of
-        the model's scores, :class:`~bayes_activeeval.oracles.CalibrationOracle`), ``"auto"``
-        (the prequential stacking of the plug-in, calibration and Dirichlet-tree beliefs,
-        :class:`~bayes_activeeval.oracles.EnsembleOracle`), ``"model"`` (the plug-in: the
-        model's own probabilities), ``"dirichlet-tree"``, … (see
+        The oracle model giving ``π_t(y|x)``: ``"auto"`` (the prequential stacking of the
+        plug-in, calibration and Dirichlet-tree beliefs, chosen by the labels as they arrive,
+        :class:`~bayes_activeeval.oracles.EnsembleOracle`), ``"calibration"`` (a Bayesian
+        recalibration of the model's scores, :class:`~bayes_activeeval.oracles.CalibrationOracle`),
+        ``"model"`` (the plug-in: the model's own probabilities), ``"dirichlet-tree"``, … (see
         :func:`~bayes_activeeval.oracles.make_oracle`) or an instance. Default (``None``):
-        ``"calibration"`` on a binary pool, ``"model"`` on a multiclass one
-        (:func:`default_oracle`).
+        ``"auto"`` on a binary pool, ``"model"`` on a multiclass one (:func:`default_oracle`).
         With the default model-assisted estimator the belief moves only the variance, never the
         mean; the measured table on real pools is in ``docs/adaptive.md``.
     model : str, optional
