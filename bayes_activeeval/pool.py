@@ -205,11 +205,16 @@ class Pool:
             Column names: ``predictions`` holds ``f(x)``; ``probs`` one column of
             ``P(y = pos_label | x)`` (binary) or a list of one column per class; a dict
             ``{"a": "pred_a", "b": "pred_b"}`` names several models. ``probs=None`` for none.
+        **kwargs
+            The keyword arguments below.
+
+        Other Parameters
+        ----------------
         predictive_std, scores : str or dict, optional
             Column names, as for ``probs``.
         costs, weights : str, optional
             Column names of label costs ``c(x)`` and item weights (``p(x)`` after normalizing).
-        classes, pos_label, task
+        classes, pos_label, task : optional
             As for :class:`Pool`; the classes are read from the predictions (one pass over that
             column) when not given.
         chunk_size : int

@@ -210,8 +210,10 @@ class LazyActiveEvaluator(ActiveEvaluator):
         at every stage.
     reservoir : int
         Items pre-drawn per mixture component and refill (default ``2**14``).
-    Other parameters
-        As for :class:`~bayes_activeeval.ActiveEvaluator`.
+
+    Notes
+    -----
+    The other parameters are as for :class:`~bayes_activeeval.ActiveEvaluator`.
     """
 
     def __init__(

@@ -36,6 +36,8 @@ class RankingPool:
     max_grade : int, optional
         ``y_max``; default ``K − 1`` from ``relevance``, else 4.
 
+    Notes
+    -----
     Use :meth:`from_frame` or :meth:`from_parquet` to build one from a long table.
     """
 
