@@ -66,6 +66,7 @@ DEFAULT_CONFIGS = (
     "default-run",
     "calibration",
     "calibration-run",
+    "auto:prior=0.01-run",
     "auto@estimator=model_assisted;mix=0",
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
