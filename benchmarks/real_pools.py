@@ -315,7 +315,7 @@ def headline(res: dict, budget: int = 2000) -> str:
             r = f", {d['mse'] / bp[1]:.2f}x" if bp else ""
             return f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
 
-        ds, dr, da = dflt("default"), dflt("default-run"), dflt("calibration-run")
+        ds, dr, dc = dflt("default"), dflt("default-run"), dflt("calibration-run")
         st, sw = cell(name, "static"), cell(name, "sawade")
         ss = "—"
         if st and sw and st.get("mse") is not None and sw.get("mse"):
@@ -325,7 +325,7 @@ def headline(res: dict, budget: int = 2000) -> str:
         if secs.get("bae") and secs.get("Ours-8"):
             sp = f"{secs['bae']:.1f} vs {secs['Ours-8']:.1f} ({secs['bae'] / secs['Ours-8']:.2f})"
         lines.append(
-            f"| `{name}` | {bps} | {o8s} | {ds} | {dr} | {da} | "
+            f"| `{name}` | {bps} | {o8s} | {ds} | {dr} | {dc} | "
             f"{rel('dirichlet-tree@estimator=ipw')} | "
             f"{rel('calibration@estimator=ipw')} | "
             f"{ss} | {sp} |"

