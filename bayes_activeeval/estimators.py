@@ -93,7 +93,10 @@ class Estimate:
         by :func:`difference_estimate` for a measure with an affine ``g`` (accuracy, error rate,
         their differences), whose default interval is then ``"gamma"`` (Fay & Feuer (1997),
         :func:`~bayes_activeeval.intervals.weighted_gamma`); ``None`` for a ratio such as F1,
-        which keeps ``"modified_wilson"``.
+        which keeps ``"modified_wilson"``. The mean weight of one more event (``ū``).
+    event_weight_rms : ndarray (m,), optional
+        The root-mean-square weight of one more event, set with :attr:`event_weight`: the
+        ``"gamma"`` interval's variance increment is its square where an event has been labeled.
     """
 
     values: np.ndarray
@@ -111,6 +114,7 @@ class Estimate:
     weight_df: np.ndarray | None = None
     n_max: int | None = None
     event_weight: np.ndarray | None = None
+    event_weight_rms: np.ndarray | None = None
 
     @property
     def value(self) -> float | np.ndarray:
@@ -159,8 +163,10 @@ class Estimate:
 
             - ``"gamma"``: Fay & Feuer's (1997) gamma interval for a weighted count applied to
               the distance of the estimate from the nearer bound of the range (for accuracy the
-              weighted count of labeled errors), variance ``SE²``, one more event of the mean
-              weight added to the upper end (Tiwari, Clegg & Zou (2006));
+              weighted count of labeled errors), variance ``SE²``, one more event added to the
+              upper end with the draws' mean weight and, where an event has been labeled, their
+              mean squared weight as its variance (Fay & Feuer's (1997) increment, moment-matched;
+              Tiwari, Clegg & Zou (2006) use the mean weight for both);
               :func:`~bayes_activeeval.intervals.weighted_gamma`. With no labeled error it is
               ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.
               ``benchmarks/results/boundary_coverage.md`` (``adaptive_default``: ``ActiveEvaluator``
@@ -226,6 +232,7 @@ class Estimate:
             n_df=None if self.n_max is not None else np.maximum(wdf - 1.0, 1.0),
             n_max=self.n_max,
             event_weight=self.event_weight,
+            event_weight_rms=self.event_weight_rms,
         )
         return self._pack(np.atleast_1d(low), np.atleast_1d(high))
 
@@ -786,12 +793,15 @@ def difference_estimate(
       ``Σ u_j² e_j`` moves with the count: for an affine ``g`` the default interval is Fay &
       Feuer's (1997) gamma interval for a weighted sum of Poisson counts (:func:`~bayes_activeeval.intervals.weighted_gamma`)
       on the distance from the nearer bound, with the martingale variance below and one more
-      event of the mean weight ``ū = mean(a_j w_j)/Σ a`` on the far side (Tiwari, Clegg & Zou
-      (2006)); ``Estimate.event_weight`` holds ``ū · Σ_d |Dg_d| / (hi − lo)`` (the largest change
+      event on the far side, moment-matched to an event at a draw taken at random: mean
+      ``ū = mean(a_j w_j)/Σ a`` (Tiwari, Clegg & Zou (2006)) and, where an error has been
+      labeled, variance ``mean((a_j w_j)²)/(Σ a)²`` (``Estimate.event_weight_rms``; with the
+      mean weight alone the interval missed on the low side up to 5.5 % of the time at 500-2,000
+      labels, ``benchmarks/results/gamma_event_weight.md``); ``Estimate.event_weight`` holds ``ū · Σ_d |Dg_d| / (hi − lo)`` (the largest change
       of ``Ĝ`` one draw's loss vector in ``[0, 1]^d`` can make, on the unit scale; exact for a
       plain risk). With no error it is ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.
       A ratio such as F1 keeps the clipped estimate and the modified Wilson interval: its event
-      weight grows as ``1/R`` with a rare class (see ``_linear_g``).
+      weight grows as ``1/R`` with a rare class (``Measure.affine`` is ``False``).
 
     Parameters
     ----------
@@ -849,7 +859,7 @@ def difference_estimate(
                 if not np.all(np.isfinite(J)):
                     break
     details: dict[str, Any] = {}
-    df = kish = wdf = None
+    df = kish = wdf = event_weight = event_weight_rms = None
     if n == 0 or not (np.all(np.isfinite(G)) and np.all(np.isfinite(J))):
         warnings.warn(
             f"the labeled sample does not define {measure.name!r} yet; the estimate is NaN",
@@ -865,7 +875,7 @@ def difference_estimate(
         kish, wdf = intervals.carrying_sizes(v, L, J)
         details.update(raw=G, stage_weights=a)
         G = np.clip(G, *measure.bounds)
-        G, cov, event_weight = _at_bound(G, cov, L, v, a, J, measure, details)
+        G, cov, event_weight, event_weight_rms = _at_bound(G, cov, L, v, a, J, measure, details)
     return Estimate(
         G,
         cov,
@@ -881,30 +891,19 @@ def difference_estimate(
         kish,
         wdf,
         event_weight=event_weight,
+        event_weight_rms=event_weight_rms,
     )
-
-
-def _linear_g(measure, R, J) -> bool:
-    """Whether ``g`` is affine (a plain risk such as accuracy or the error rate, or a difference
-    of them): ``Dg`` is the same at ``R`` and at a point moved away from it. The bound rule and
-    the gamma interval are derived for such measures (the estimate is a weighted count plus a
-    control variate); for a ratio such as F1 the weight of one event, ``Σ_d |Dg_d|``, grows as
-    ``1/R`` with a rare class (about 0.4 of the range per labeled error with ``R2 ≈ 0.0025`` and
-    2,000 labels), so the gamma interval would span most of the range."""
-    R = np.asarray(R, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        J2 = measure.jacobian(R * 0.9 + 0.05)
-    return bool(np.all(np.isfinite(J2)) and np.allclose(J, J2, rtol=1e-9, atol=1e-12))
 
 
 def _at_bound(G, cov, L, v, a, J, measure, details):
     """The difference estimate's bound rule and the weight of one event (see
     :func:`difference_estimate`): outputs whose labeled draws alone put the measure on a bound
-    are put there with zero variance; ``ū = mean(a_j v_j)/Σ a · Σ_d |Dg_d| / (hi − lo)``."""
+    are put there with zero variance; ``ū = mean(a_j v_j)/Σ a · Σ_d |Dg_d| / (hi − lo)`` and the
+    root-mean-square ``sqrt(mean((a_j v_j)²))/Σ a · Σ_d |Dg_d| / (hi − lo)``."""
     lo, hi = measure.bounds
     width = hi - lo
-    if not np.isfinite(width) or v.sum() <= 0 or not _linear_g(measure, (v @ L) / v.sum(), J):
-        return G, cov, None
+    if not np.isfinite(width) or v.sum() <= 0 or not measure.affine:
+        return G, cov, None, None
     with np.errstate(divide="ignore", invalid="ignore"):
         x_lab = (measure.g((v @ L) / v.sum()) - lo) / width
     top = np.isfinite(x_lab) & (np.abs(1.0 - x_lab) <= intervals.SNAP)
@@ -920,5 +919,6 @@ def _at_bound(G, cov, L, v, a, J, measure, details):
         cov[at, :] = 0.0
         cov[:, at] = 0.0
     details["at_bound"] = at
-    event_weight = float(np.mean(a * v) / a.sum()) * np.abs(J).sum(axis=1) / width
-    return G, cov, event_weight
+    # one more event at a draw taken at random: mean weight ū, mean squared weight u₂²
+    scale = np.abs(J).sum(axis=1) / width / a.sum()
+    return G, cov, float(np.mean(a * v)) * scale, float(np.sqrt(np.mean((a * v) ** 2))) * scale

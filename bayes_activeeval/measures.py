@@ -122,6 +122,13 @@ class Measure:
         ``True`` when the loss depends on an item only through the predicted class(es) and the
         label (``view.pred``, ``view.pos``, ``view.n_classes``): the loss is then a small table
         over (prediction, label) and the proposal kernels take an exact O(n·C) fast path.
+    affine : bool, optional
+        ``True`` when ``g`` is affine (``Dg`` constant): a plain risk such as accuracy or the error
+        rate, their stacks and differences. Default: ``True`` exactly when ``g`` is the identity.
+        The adaptive difference estimate of such a measure is a weighted count of labeled events
+        plus a control variate, which its bound rule and gamma interval rely on
+        (:func:`~bayes_activeeval.estimators.difference_estimate`); declare it for a custom
+        affine ``g``.
 
     Notes
     -----
@@ -144,6 +151,7 @@ class Measure:
         models: tuple[str, ...] | None = None,
         bounds: tuple[float, float] = (-np.inf, np.inf),
         tabular: bool = False,
+        affine: bool | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
@@ -173,6 +181,7 @@ class Measure:
             raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
         self.bounds = (lo, hi)
         self.tabular = bool(tabular)
+        self.affine = g is None if affine is None else bool(affine)
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -755,6 +764,7 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         models=models,
         bounds=base.bounds,
         tabular=base.tabular,
+        affine=base.affine,
     )
 
 
@@ -795,6 +805,7 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
         models=models,
         bounds=(base.bounds[0] - base.bounds[1], base.bounds[1] - base.bounds[0]),
         tabular=base.tabular,
+        affine=base.affine,
     )
 
 

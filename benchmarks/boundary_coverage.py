@@ -18,20 +18,23 @@ Adaptive designs (``--part adaptive``): one ``ActiveEvaluator`` run per repetiti
 every budget on its way to 2,000 labels — the pinned former defaults (``adaptive``,
 ``adaptive_model_assisted``) and the package's default exactly as a user gets it
 (``adaptive_default``: ``ActiveEvaluator(pool, "accuracy")``, no options), whose own interval is
-the column ``package`` (the gamma interval of the difference estimate, issue 13) beside the
+the column ``package`` (for every adaptive design its ``confidence_interval()``: the gamma
+interval of the difference estimate, issue 13, the capped modified Wilson interval of IPW) beside the
 previous default computed on the estimate before its bound rule.
 
 Usage: nice -n 5 python benchmarks/boundary_coverage.py [--reps 4000] [--post-reps 200] [--quick]
-Writes benchmarks/results/boundary_coverage.{json,md}. The issue-13 run of the default adaptive
-design, one belief at a time, merged into the committed results::
+Writes benchmarks/results/boundary_coverage.{json,md}. The committed adaptive rows were run one
+belief at a time (``B`` = ``calibrated``, ``underconfident``) and merged with the static rows::
 
     python benchmarks/boundary_coverage.py --part adaptive --adaptive-designs adaptive_default
-        --adaptive-reps 200 --adaptive-post-reps 30 --adaptive-beliefs underconfident
-        --out bc_adaptive_default_under      (and calibrated: --out bc_adaptive_default_cal)
-    python benchmarks/boundary_coverage.py --merge boundary_coverage bc_adaptive_default_under
-        bc_adaptive_default_cal --out boundary_coverage
+        --adaptive-reps 600 --adaptive-post-reps 30 --beliefs B --adaptive-beliefs B --out ad_B
+    python benchmarks/boundary_coverage.py --part adaptive --adaptive-designs adaptive
+        adaptive_model_assisted --adaptive-reps 300 --adaptive-post-reps 30 --beliefs B
+        --adaptive-beliefs B --out ipw_B
+    python benchmarks/boundary_coverage.py --merge static ad_calibrated ad_underconfident
+        ipw_calibrated ipw_underconfident --out boundary_coverage
 
-(one command each; the committed run: 200 repetitions per cell, 30 posterior fits; the
+(one command each; ``static`` holds the static designs' rows of the previous results file; the
 intermediate files were removed after the merge).
 """
 
@@ -266,7 +269,22 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
     budget in ``sizes``: the estimate, its fields for every interval method, the package's own
     ``confidence_interval()`` and, on the first ``post_reps`` runs at ``POSTERIOR_SIZES``, the
     95% interval of ``ev.posterior()`` (its default: the item-level calibration posterior)."""
-    keys = ("R", "se", "df", "kish", "hdf", "nd", "lo", "hi", "err", "R0", "se0", "ew")
+    keys = (
+        "R",
+        "se",
+        "df",
+        "kish",
+        "hdf",
+        "nd",
+        "lo",
+        "hi",
+        "err",
+        "R0",
+        "se0",
+        "ew",
+        "ewr",
+        "nmax",
+    )
     wrong = pool.view(None).pred != y
     acc = {n: {k: [] for k in keys} for n in sizes}
     post = {n: {"lo": [], "hi": [], "mean": []} for n in sizes}
@@ -288,6 +306,8 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
             a["R0"].append(est.value)
             a["se0"].append(est.stderr)
             a["ew"].append(np.nan if est.event_weight is None else float(est.event_weight[0]))
+            a["ewr"].append(np.nan if est.event_weight is None else float(est.event_weight_rms[0]))
+            a["nmax"].append(np.nan if est.n_max is None else float(est.n_max))
             a["df"].append(float(est.effective_df[0]))
             a["kish"].append(float(est.kish[0]))
             a["hdf"].append(float(est.weight_df[0]))
@@ -308,20 +328,33 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
     for n in sizes:
         a = {k: np.asarray(v, dtype=float) for k, v in acc[n].items()}
         ints = intervals_for(a["R"], a["se"], a["df"], a["kish"], None, a["nd"], hdf=a["hdf"])
+        # the package's own interval, ``confidence_interval()``, checked against its formula;
+        # DEFAULT_COL is the modified Wilson interval on the estimate before the bound rule,
+        # with the weight-heterogeneity df (the static designs' default)
         if np.all(np.isnan(a["ew"])):
-            # the default column is the package's own interval (checked against the formula)
-            d_lo, d_hi = ints[DEFAULT_COL]
-            assert np.allclose(d_lo, a["lo"], rtol=1e-9) and np.allclose(d_hi, a["hi"], rtol=1e-9)
-            ints[DEFAULT_COL] = (a["lo"], a["hi"])
-        else:
-            # the difference estimate: its own interval is the gamma interval on the estimate
-            # after the bound rule (checked against the formula); DEFAULT_COL is the previous
-            # default, the modified Wilson interval on the estimate before the rule
-            g_lo, g_hi = iv.interval(
-                a["R0"], a["se0"], (0.0, 1.0), LEVEL, "gamma", event_weight=a["ew"]
+            # IPW / model-assisted AIS: modified Wilson with n* capped at the draws (n_max)
+            p_lo, p_hi = iv.interval(
+                a["R0"],
+                a["se0"],
+                (0.0, 1.0),
+                LEVEL,
+                DEFAULT_METHOD_NAME,
+                kish=a["kish"],
+                n_max=a["nmax"],
             )
-            assert np.allclose(g_lo, a["lo"], rtol=1e-9) and np.allclose(g_hi, a["hi"], rtol=1e-9)
-            ints[PACKAGE_COL] = (a["lo"], a["hi"])
+        else:
+            # the difference estimate: the gamma interval on the estimate after the bound rule
+            p_lo, p_hi = iv.interval(
+                a["R0"],
+                a["se0"],
+                (0.0, 1.0),
+                LEVEL,
+                "gamma",
+                event_weight=a["ew"],
+                event_weight_rms=a["ewr"],
+            )
+        assert np.allclose(p_lo, a["lo"], rtol=1e-9) and np.allclose(p_hi, a["hi"], rtol=1e-9)
+        ints[PACKAGE_COL] = (a["lo"], a["hi"])
         clean = a["err"] == 0
         R0, se0 = np.where(clean, 1.0, a["R"]), np.where(clean, 0.0, a["se"])
         for col, dfs in zip(SNAP_COLS, (a["hdf"], a["df"]), strict=True):
@@ -519,8 +552,9 @@ def _adaptive_default_section(rows) -> list[str]:
         "and the martingale variance, defensive mixture δ = 0.1. `default (gamma)`: the "
         f"package's own `confidence_interval()` (column `{PACKAGE_COL}`) — the estimate after "
         "the bound rule (on the bound with SE = 0 where every labeled draw is correct) and Fay & "
-        "Feuer's gamma interval for the weighted error count with one more error of the mean "
-        "weight; `before`: the previous default, the modified Wilson interval on the Korn & "
+        "Feuer's gamma interval for the weighted error count with one more error of the draws' "
+        "mean weight (and their mean squared weight as its variance once an error is labeled); "
+        "`before`: the previous default, the modified Wilson interval on the Korn & "
         "Graubard effective size of the estimate without the rule (column "
         f"`{DEFAULT_COL}`); `Wald` on the estimate without the rule. Coverage ± Monte Carlo s.e. "
         "(mean width); `width / Wald` where Wald covers (>= 0.93); `zero`: share of zero-width "
@@ -547,15 +581,15 @@ def _adaptive_default_section(rows) -> list[str]:
 
 def _default_tag(col: str) -> str:
     if col == DEFAULT_COL:
-        return " (default; adaptive difference estimate: before issue 13)"
+        return " (static designs' default)"
     if col == PACKAGE_COL:
-        return " (adaptive difference estimate's default: gamma)"
+        return " (adaptive designs: the estimate's own confidence_interval())"
     return ""
 
 
 def default_col(row) -> str:
     """The column of the package's default interval in a row: ``PACKAGE_COL`` for the adaptive
-    difference estimate (its gamma interval), ``DEFAULT_COL`` otherwise."""
+    designs (the estimate's own interval), ``DEFAULT_COL`` for the static ones."""
     return PACKAGE_COL if f"cov_{PACKAGE_COL}" in row else DEFAULT_COL
 
 
@@ -757,11 +791,13 @@ def render(rows) -> str:
         "'accuracy')` with its defaults: calibration oracle, ε-floor, stages of 50 labels growing "
         "by 10 %, IPW estimate with the martingale variance — the defaults when this was run, "
         "pinned as `oracle='calibration', estimator='ipw'`); `adaptive_model_assisted` (the same "
-        "with `estimator='model_assisted'`; measured before the difference estimate got its "
-        "own default interval, not re-run); `adaptive_default` (`ActiveEvaluator(pool, "
-        "'accuracy')` with no options — oracle `auto`, the difference estimate, δ = 0.1 — whose "
-        "own interval is the column `package`; issue 13). `n` is the number of draws for the static designs "
-        "and of labels (distinct items) for the adaptive ones.",
+        "with `estimator='model_assisted'`, the difference estimate); `adaptive_default` "
+        "(`ActiveEvaluator(pool, 'accuracy')` with no options — oracle `auto`, the difference "
+        "estimate, δ = 0.1; issue 13). For every adaptive design the column `package` is the "
+        "estimate's own `confidence_interval()` (IPW: the modified Wilson interval with n* capped "
+        "at the draws; the difference estimate: the gamma interval after the bound rule), the "
+        "other columns are computed on the estimate before the bound rule. `n` is the number of "
+        "draws for the static designs and of labels (distinct items) for the adaptive ones.",
         "",
         "Methods (`bayes_activeeval.intervals.interval`): `wald`; `t` (Satterthwaite df of the "
         "variance); `logit`; `wilson`: Wilson with the effective size n* = x̂(1−x̂)/SE² (Kish size "
@@ -770,9 +806,9 @@ def render(rows) -> str:
         "Poisson bounds next to the boundary (Brown, Cai & DasGupta 2001); `_cap`: n* capped at "
         "n; `_wdf`: n*(z/t)² with the df of the carrying draws' squared weights (not available "
         "from an adaptive `Estimate`: —); `_hdf`: the same with the df of their excess over equal "
-        "weights (1/ν = Σv⁴/(Σv²)² − 1/n; ∞ for passive sampling) — the package default, "
-        "`Estimate.confidence_interval()` (for the adaptive designs the column *is* the "
-        "estimate's own interval); `jeffreys`, `clopper_pearson` on n*.",
+        "weights (1/ν = Σv⁴/(Σv²)² − 1/n; ∞ for passive sampling) — the static designs' "
+        "default, `Estimate.confidence_interval()`; `jeffreys`, `clopper_pearson` on n*; "
+        "`package` (adaptive designs): the estimate's own interval.",
         "",
         *(
             [

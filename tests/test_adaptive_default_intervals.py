@@ -75,7 +75,9 @@ def test_difference_estimate_is_a_weighted_error_count_plus_a_control_variate():
     u = a * w / a.sum()
     b = M[:, 0] + w * (1 - m[:, 0])
     assert 1 - est.value == pytest.approx(u @ e - (a @ b / a.sum() - 1), abs=1e-12)
+    # one more event at a draw taken at random: its mean weight and root-mean-square weight
     assert est.event_weight[0] == pytest.approx(u.mean(), rel=1e-12)
+    assert est.event_weight_rms[0] == pytest.approx(np.sqrt(np.mean(u * u)), rel=1e-12)
     assert not est.details["at_bound"][0]
 
 
@@ -182,3 +184,24 @@ def test_ratio_measures_keep_the_clipped_estimate_and_the_wilson_interval():
     La = np.ones((n, 1))
     ea = difference_estimate(La, w, np.full((n, 1), 0.99), np.full((n, 1), 0.99), acc)
     assert ea.event_weight is not None and ea.value == 1.0
+
+
+def test_gamma_increment_is_moment_matched_where_an_event_was_seen():
+    """With ``y > 0`` the added event has mean ``u`` and variance ``u₂²``; with ``y = 0`` the
+    rule of three on the mean weight, whatever ``u₂``; ``u₂ = u`` is the plain interval."""
+    y, v, u, u2 = np.array([0.0, 0.004]), np.array([0.0, 4e-6]), 0.0005, 0.001
+    lo, hi = iv.weighted_gamma(y, v, u, LEVEL, u2)
+    lo0, hi0 = iv.weighted_gamma(y, v, u, LEVEL)
+    assert hi[0] == pytest.approx(u * np.log(2 / (1 - LEVEL)), rel=1e-9) == hi0[0]
+    vu = v[1] + u2 * u2
+    shape, scale = (y[1] + u) ** 2 / vu, vu / (y[1] + u)
+    assert hi[1] == pytest.approx(stats.gamma.ppf(1 - (1 - LEVEL) / 2, shape, scale=scale))
+    assert hi[1] > hi0[1] and np.array_equal(lo, lo0)
+
+
+def test_difference_estimate_without_draws_is_nan_not_an_error():
+    acc = get_measure("accuracy")
+    empty = np.zeros((0, 1))
+    with pytest.warns(UserWarning, match="does not define"):
+        est = difference_estimate(empty, np.zeros(0), empty, empty, acc)
+    assert np.isnan(est.value) and est.event_weight is None

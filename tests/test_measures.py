@@ -185,3 +185,24 @@ def test_unknown_measure_lists_known_names():
         get(3)
     with pytest.raises(ValueError, match="beta must be a positive"):
         bae.FBeta(-1)
+
+
+@pytest.mark.parametrize("name", ["accuracy", "error_rate", "mse", "f1", "precision", "mcc"])
+def test_affine_flag_agrees_with_a_constant_jacobian(name, rng):
+    """``Measure.affine`` (the adaptive difference estimate's bound rule and gamma interval rely on
+    it) is ``True`` exactly where ``Dg`` is the same at two points; stacks and differences keep it."""
+    m = get(name).resolve(2)
+    R1, R2 = rng.uniform(0.2, 0.8, (2, m.dim))
+    constant = np.allclose(m.jacobian(R1), m.jacobian(R2))
+    assert m.affine == constant
+    assert bae.measures.difference(name, "a", "b").affine == constant
+    assert bae.measures.stack(name, ["a", "b"]).affine == constant
+
+
+def test_custom_measure_declares_an_affine_g():
+    def loss(y, view):
+        return (y != view.pred).astype(float)
+
+    assert not bae.Measure("scaled", loss, lambda R: 2 * R, lambda R: np.array([[2.0]])).affine
+    assert bae.Measure("scaled", loss, lambda R: 2 * R, affine=True).affine
+    assert bae.Measure("plain", loss).affine
