@@ -170,11 +170,10 @@ class Estimate:
               :func:`~bayes_activeeval.intervals.weighted_gamma`. With no labeled error it is
               ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.
               ``benchmarks/results/boundary_coverage.md`` (``adaptive_default``: ``ActiveEvaluator``
-              with no options, true accuracies 0.9-1.0, 50-2,000 labels, 200 runs per cell):
-              at least 0.93 in 57 of 60 cells, 0.900 ± 0.021 and 0.925 ± 0.019 at 2,000 labels
-              with underconfident model probabilities (true accuracy 0.99, 0.995) and 0.925 ±
-              0.019 at 0.9 with 1,000 labels; the modified Wilson interval on the same runs
-              covered down to 0.31.
+              with no options, true accuracies 0.9-1.0, 50-2,000 labels, 600 runs per cell):
+              0.948-1.000 in all 60 cells, 1.03-1.21 times Wald's width where Wald covers and
+              every run has labeled an error; the modified Wilson interval on the same runs
+              covered down to 0.365.
 
             - ``"modified_wilson"``: the score interval for a proportion with the effective
               sample size ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale of the range (Korn &
