@@ -178,7 +178,12 @@ def clopper_pearson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np
 
 
 def weighted_gamma(
-    y: Any, var: Any, event_weight: Any, level: float = 0.95, event_weight_rms: Any = None
+    y: Any,
+    var: Any,
+    event_weight: Any,
+    level: float = 0.95,
+    event_weight_rms: Any = None,
+    far_var: Any = None,
 ):
     """Gamma interval for a weighted sum of Poisson counts (Fay & Feuer (1997)).
 
@@ -187,7 +192,7 @@ def weighted_gamma(
     observed mean and variance and bound it by the gamma quantiles (``G⁻¹(p; shape, scale)``)::
 
         L = G⁻¹(α/2; y²/v, v/y)                                   (L = 0 where y = 0)
-        U = G⁻¹(1 − α/2; (y + u)²/(v + u₂²), (v + u₂²)/(y + u))
+        U = G⁻¹(1 − α/2; (y + u)²/(v' + u₂²), (v' + u₂²)/(y + u)),   v' = max(v, v_a)
 
     The upper bound adds one more event of weight ``u`` — their ``u = u₂ = max u_i``; Tiwari,
     Clegg & Zou (2006) use the mean weight, which keeps coverage near nominal where the maximum
@@ -199,7 +204,10 @@ def weighted_gamma(
     ``y = 0`` the increment is ``(u, u²)`` whatever ``u₂``: the upper bound ``u·log(2/α)`` is the
     rule of three (``3.69 u`` at 95 %, two-sided) for weighted counts, the exact Poisson bound
     when events fall like the draws. With equal weights it is Garwood's exact Poisson interval
-    (``y/u`` events). It never has zero width for ``u > 0``.
+    (``y/u`` events). It never has zero width for ``u > 0``. ``far_var`` (``v_a``, default 0)
+    is a variance the far side must at least allow where ``y > 0``: the adaptive difference
+    estimate's anticipated variance, against heavy events its sample has not seen
+    (:func:`~bayes_activeeval.estimators.difference_estimate`).
 
     Parameters
     ----------
@@ -214,6 +222,8 @@ def weighted_gamma(
     event_weight_rms : array-like, optional
         ``u₂``, the root-mean-square weight of one more event (its variance increment is
         ``u₂²``; default ``u``).
+    far_var : array-like, optional
+        ``v_a``, a lower bound on the variance of the far side where ``y > 0`` (default 0).
 
     Returns
     -------
@@ -221,6 +231,7 @@ def weighted_gamma(
     """
     y = np.clip(np.asarray(y, dtype=float), 0.0, None)
     v = np.clip(np.asarray(var, dtype=float), 0.0, None)
+    vf = v if far_var is None else np.maximum(v, np.nan_to_num(np.asarray(far_var, dtype=float)))
     u = np.asarray(event_weight, dtype=float)
     u2 = u if event_weight_rms is None else np.asarray(event_weight_rms, dtype=float)
     a = (1.0 - level) / 2
@@ -229,13 +240,18 @@ def weighted_gamma(
         shape = np.where(pos, y * y / np.where(pos, v, 1.0), 1.0)
         scale = np.where(pos, v / np.where(pos, y, 1.0), 1.0)
         low = np.where(pos, stats.gamma.ppf(a, shape, scale=scale), y)
-        yu, vu = y + u, v + np.where(y > 0, u2 * u2, u * u)
+        yu, vu = y + u, np.where(y > 0, vf + u2 * u2, v + u * u)
         high = stats.gamma.ppf(1.0 - a, yu * yu / vu, scale=vu / yu)
     return low, np.maximum(high, y)
 
 
 def gamma_unit(
-    x: Any, var: Any, event_weight: Any, level: float = 0.95, event_weight_rms: Any = None
+    x: Any,
+    var: Any,
+    event_weight: Any,
+    level: float = 0.95,
+    event_weight_rms: Any = None,
+    far_var: Any = None,
 ):
     """:func:`weighted_gamma` on the unit scale (Fay & Feuer (1997), applied to the nearer bound).
 
@@ -258,6 +274,9 @@ def gamma_unit(
         Confidence level.
     event_weight_rms : array-like, optional
         Its root-mean-square weight (``Estimate.event_weight_rms``; default ``ū``).
+    far_var : array-like, optional
+        The variance the far side must at least allow (``Estimate.anticipated_stderr²`` on the
+        unit scale; :func:`weighted_gamma`).
 
     Returns
     -------
@@ -266,7 +285,7 @@ def gamma_unit(
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     upper = x >= 0.5
     y = np.where(upper, 1.0 - x, x)
-    lo_y, hi_y = weighted_gamma(y, var, event_weight, level, event_weight_rms)
+    lo_y, hi_y = weighted_gamma(y, var, event_weight, level, event_weight_rms, far_var)
     low = np.where(upper, 1.0 - hi_y, lo_y)
     high = np.where(upper, 1.0 - lo_y, hi_y)
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
@@ -399,6 +418,7 @@ def interval(
     n_max: Any = None,
     event_weight: Any = None,
     event_weight_rms: Any = None,
+    anticipated_stderr: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided confidence interval for an estimate ``value ± stderr`` of a measure.
 
@@ -443,6 +463,9 @@ def interval(
     event_weight_rms : array-like, optional
         ``"gamma"``: its root-mean-square weight, whose square is the variance one more event
         adds (:func:`weighted_gamma`; default ``event_weight``).
+    anticipated_stderr : array-like, optional
+        ``"gamma"``: the standard error the far side must at least allow
+        (``Estimate.anticipated_stderr``; default none).
 
     Returns
     -------
@@ -479,6 +502,7 @@ def interval(
             event_weight,
             level,
             event_weight_rms,
+            None if anticipated_stderr is None else (anticipated_stderr / (hi - lo)) ** 2,
         )
         ok = np.isfinite(x) & np.isfinite(ul) & np.isfinite(uh)
         low = np.where(ok, lo + (hi - lo) * ul, np.where(np.isfinite(x), lo, np.nan))

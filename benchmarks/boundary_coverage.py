@@ -35,7 +35,15 @@ belief at a time (``B`` = ``calibrated``, ``underconfident``) and merged with th
         ipw_calibrated ipw_underconfident --out boundary_coverage
 
 (one command each; ``static`` holds the static designs' rows of the previous results file; the
-intermediate files were removed after the merge).
+intermediate files were removed after the merge). The anticipated variance on the gamma
+interval's far side changed the difference estimate's interval only, so its two designs were
+re-run without posterior fits (``--adaptive-post-reps 0``; ``ma_B``: ``adaptive_model_assisted``,
+300 runs; ``ad_B``: ``adaptive_default``, 300 runs, was 600, for time) and merged with the
+unchanged rows (``kept``: static and ``adaptive``) carrying the posterior columns over from the
+previous results (:func:`carry_posterior`)::
+
+    python benchmarks/boundary_coverage.py --merge kept ad_calibrated ad_underconfident
+        ma_calibrated ma_underconfident --carry-posterior previous --out boundary_coverage
 """
 
 from __future__ import annotations
@@ -283,6 +291,7 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
         "se0",
         "ew",
         "ewr",
+        "ase",
         "nmax",
     )
     wrong = pool.view(None).pred != y
@@ -307,6 +316,8 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
             a["se0"].append(est.stderr)
             a["ew"].append(np.nan if est.event_weight is None else float(est.event_weight[0]))
             a["ewr"].append(np.nan if est.event_weight is None else float(est.event_weight_rms[0]))
+            ase = est.anticipated_stderr
+            a["ase"].append(np.nan if ase is None else float(ase[0]))
             a["nmax"].append(np.nan if est.n_max is None else float(est.n_max))
             a["df"].append(float(est.effective_df[0]))
             a["kish"].append(float(est.kish[0]))
@@ -352,6 +363,7 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
                 "gamma",
                 event_weight=a["ew"],
                 event_weight_rms=a["ewr"],
+                anticipated_stderr=np.nan_to_num(a["ase"]),
             )
         assert np.allclose(p_lo, a["lo"], rtol=1e-9) and np.allclose(p_hi, a["hi"], rtol=1e-9)
         ints[PACKAGE_COL] = (a["lo"], a["hi"])
@@ -394,6 +406,50 @@ def adaptive_cells(pool, y, truth, name, options, reps, post_reps, seed, sizes):
     return rows
 
 
+#: The posterior columns that depend only on the runs (the posterior and the point estimate),
+#: not on the confidence interval: :func:`carry_posterior` copies them.
+POSTERIOR_OWN = (
+    "cov_posterior",
+    "width_posterior",
+    "outside_posterior",
+    "cov_posterior_not_outside",
+    "post_reps",
+    "posterior_model",
+)
+#: The posterior columns that compare it with the confidence interval (not carried: NaN).
+POSTERIOR_VS_CI = (
+    "disjoint_posterior",
+    "cov_posterior_not_disjoint",
+    "mutual_posterior",
+    "cov_posterior_not_mutual",
+)
+
+
+def carry_posterior(rows, old):
+    """Rows re-run without posterior fits (``--adaptive-post-reps 0``, after a change of the
+    interval only) get the posterior columns of ``old``'s row of the same cell — the posterior is
+    fitted on a cell's first ``post_reps`` runs, and the same seeds give the same runs (checked
+    where the number of runs is the same: the Wald and t columns, computed on the estimate, not
+    the interval, are identical) — except those comparing the posterior with the interval, which
+    are left NaN (not recomputed)."""
+    key = ("belief", "truth", "design", "n")
+    prev = {tuple(r[k] for k in key): r for r in old}
+    out = []
+    for r in rows:
+        o = prev.get(tuple(r[k] for k in key))
+        if "cov_posterior" not in r and o is not None and "cov_posterior" in o:
+            same = r["reps"] != o["reps"] or all(
+                r[c] == o[c] for c in ("cov_wald", "width_wald", "cov_t", "width_t")
+            )
+            if not same:
+                raise ValueError(f"the runs of {[r[k] for k in key]} differ from the old ones")
+            r = {**r, **{c: o[c] for c in POSTERIOR_OWN if c in o}}
+            r.update({c: np.nan for c in POSTERIOR_VS_CI})
+            r["posterior_carried"] = True
+        out.append(r)
+    return out
+
+
 def cell_stats(ints, truth) -> dict:
     row = {}
     for col, (lo, hi) in ints.items():
@@ -426,11 +482,19 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="boundary_coverage")
     ap.add_argument("--merge", nargs="*", help="Concatenate these result files into --out.")
+    ap.add_argument(
+        "--carry-posterior",
+        help="With --merge: copy the posterior columns that do not depend on the interval from "
+        "this result file's rows of the same cell (see carry_posterior).",
+    )
     ap.add_argument("--render", action="store_true", help="Only rewrite the .md from the .json.")
     ap.add_argument("--docs", action="store_true", help="Print the table of docs/estimation.md.")
     args = ap.parse_args(argv)
     if args.merge:
         rows = [r for name in args.merge for r in json.loads((OUT / f"{name}.json").read_text())]
+        if args.carry_posterior:
+            old = json.loads((OUT / f"{args.carry_posterior}.json").read_text())
+            rows = carry_posterior(rows, old)
         (OUT / f"{args.out}.json").write_text(json.dumps(rows, indent=1))
         (OUT / f"{args.out}.md").write_text(render(rows))
         return
@@ -945,6 +1009,23 @@ def render(rows) -> str:
             "posterior mean lies outside the confidence interval (what `bae status` flags, with "
             "its 89% posterior interval), `cov. if …`: the posterior's coverage in the samples "
             "not flagged. † not comparable (truth on the bound).",
+            *(
+                [
+                    "",
+                    "Rows with `nan` in the comparison columns ("
+                    + ", ".join(
+                        dict.fromkeys(r["design"] for r in post if r.get("posterior_carried"))
+                    )
+                    + ") were re-run after a change of the interval alone, without posterior fits: "
+                    "their posterior columns are those of the previous run of the same cells (the "
+                    "posterior is fitted on a cell's first runs, the same seeds give the same runs "
+                    "— checked where the number of runs is unchanged by the Wald and t columns "
+                    "being identical — and it does not depend on the interval); the columns that "
+                    "compare the posterior with the confidence interval were not recomputed.",
+                ]
+                if any(r.get("posterior_carried") for r in post)
+                else []
+            ),
             "",
             "| belief | truth | design | n | posterior reps | default | posterior | disjoint | "
             "cov. if not disjoint | estimate outside | cov. if inside | flagged | "

@@ -228,3 +228,113 @@ def test_weighted_gamma_covers_a_weighted_event_count(sigma, expected_events):
     cover = np.mean((lo <= mu) & (mu <= hi))
     assert cover >= LEVEL - 3 * np.sqrt(LEVEL * (1 - LEVEL) / reps), cover
     assert np.all(hi >= hi0 - 1e-15) and np.array_equal(lo, lo0)
+
+
+# -- the far side's anticipated variance ---------------------------------------------------------
+def test_far_variance_covers_heavy_events_the_sample_has_not_seen():
+    """A tenth of the draws sit at the defensive floor (weight 8.3× the mean) where about 0.9
+    events are expected in all: the runs that drew none have a small count *and* a small
+    variance. The moment-matched interval misses above (0.79 here); with the far side's variance
+    at least the anticipated one — the working model's shape at the data's level,
+    ``(y/μ_b) Σ u² π(1 − π)`` — it covers, and where the heavy draws hold almost no events it
+    widens the interval by under a tenth."""
+    rng = np.random.default_rng(5)
+    n, reps = 2000, 4000
+    heavy = np.arange(n) < 200
+    w = np.where(heavy, 8.3, rng.uniform(0.02, 0.3, n))
+    u = w / w.mean() / n
+    ub, ur = np.full(reps, u.mean()), np.full(reps, np.sqrt(np.mean(u * u)))
+    tol = 3 * np.sqrt(LEVEL * (1 - LEVEL) / reps)
+    out = []
+    for heavy_events in (0.9, 0.04):
+        pi = np.where(heavy, heavy_events / heavy.sum(), 0.04)
+        mu = float(u @ pi)
+        e = rng.random((reps, n)) < pi
+        y, v = e @ u, e @ (u * u)
+        va = (y / mu) * ((u * u) @ (pi * (1 - pi)))
+        lo0, hi0 = iv.weighted_gamma(y, v, ub, LEVEL, ur)
+        lo, hi = iv.weighted_gamma(y, v, ub, LEVEL, ur, va)
+        assert np.array_equal(lo, lo0) and np.all(hi >= hi0)  # the far side only
+        out.append(
+            (
+                np.mean((lo0 <= mu) & (mu <= hi0)),
+                np.mean((lo <= mu) & (mu <= hi)),
+                np.mean(hi - lo) / np.mean(hi0 - lo0),
+            )
+        )
+    (c0, c1, _), (d0, d1, ratio) = out
+    assert c0 < LEVEL - 0.1 and c1 >= LEVEL - tol, out
+    assert d0 >= LEVEL - tol and d1 >= LEVEL - tol and ratio < 1.1, out
+
+
+def _gamma(est, **kw):
+    """The gamma interval of an accuracy estimate from its fields."""
+    return iv.interval(
+        est.values,
+        est.stderrs,
+        (0.0, 1.0),
+        LEVEL,
+        "gamma",
+        event_weight=est.event_weight,
+        event_weight_rms=est.event_weight_rms,
+        **kw,
+    )
+
+
+def test_anticipated_stderr_is_the_models_variance_at_the_datas_level():
+    """``ActiveEvaluator(pool, "accuracy")``: ``Estimate.anticipated_stderr²`` is
+    ``ω Σ_j u_j² b_j(1 − b_j)``, ``b_j = min(1, (1 − Ĝ)/ē · e_j)`` with ``e`` the model's own
+    error probability of each draw, ``ē`` its pool mean, ``u_j = a_j w_j/Σa`` and ``ω`` the
+    posterior probability of that working model against the stage beliefs' predictions of the
+    labeled errors; the interval is ``intervals.interval(..., "gamma", anticipated_stderr=...)``.
+    F1 has none."""
+    from scipy import special
+
+    pool, y = _pool(0.99, 3)
+    ev = bae.ActiveEvaluator(pool, "accuracy", rng=5)
+    est = ev.run(lambda i: y[i], budget=300, progress=False)
+    idx, w, _, _ = ev._arrays()
+    p1 = pool.view(None).prob[:, 1]
+    pred = pool.view(None).pred
+    err = np.where(pred == 1, 1 - p1, p1)
+    event = (pred != y)[idx]
+    a = est.details["stage_weights"]
+    u = a * w / a.sum()
+    raw = float(est.details["raw"][0])
+    b = np.clip((1 - raw) / err.mean() * err[idx], 0, 1)
+    stage = 1 - ev._ma_arrays()["m"][:, 0]
+
+    def loglik(p):
+        p = np.clip(p, 1e-12, 1 - 1e-12)
+        return np.sum(np.where(event, np.log(p), np.log1p(-p)))
+
+    omega = special.expit(loglik(b) - loglik(stage))
+    assert est.details["anticipated"]["model_weight"][0] == pytest.approx(omega, rel=1e-9)
+    want = omega * np.sum(u * u * b * (1 - b))
+    assert est.anticipated_stderr[0] ** 2 == pytest.approx(want, rel=1e-9)
+    # the model's probabilities are the truth's here: they are not discredited, and they
+    # anticipate about the variance the draws show
+    assert omega > 0.05
+    assert 0.3 < est.anticipated_stderr[0] / (np.sqrt(omega) * est.stderr) < 3
+    lo, hi = _gamma(est, anticipated_stderr=est.anticipated_stderr)
+    assert est.confidence_interval(LEVEL) == (float(lo[0]), float(hi[0]))
+    f1 = bae.ActiveEvaluator(pool, "f1", rng=5).run(lambda i: y[i], budget=100, progress=False)
+    assert f1.anticipated_stderr is None
+
+
+def test_flat_model_probabilities_are_discredited_and_do_not_widen():
+    """A model whose probabilities say little about where its errors are (every item's error
+    probability about 0.2, the errors all near the threshold): the stage beliefs predict the
+    labeled errors far better, ``ω ≈ 0``, and the interval is the one without the anticipated
+    variance; the two answers of a calibrated model are compared in the test above."""
+    rng = np.random.default_rng(0)
+    n_items = 4000
+    y = (rng.random(n_items) < 0.3).astype(int)
+    p = np.clip(np.where(y == 1, 0.8, 0.2) + rng.normal(0, 0.15, n_items), 0.01, 0.99)
+    pool = bae.Pool(predictions=(p > 0.5).astype(int), probs=np.c_[1 - p, p])
+    ev = bae.ActiveEvaluator(pool, "accuracy", rng=2)
+    est = ev.run(lambda i: y[i], budget=600, progress=False)
+    assert est.details["anticipated"]["model_weight"][0] < 1e-3
+    plain = _gamma(est)
+    ci = est.confidence_interval(LEVEL)
+    assert ci.low == pytest.approx(float(plain[0][0]), abs=1e-6) and ci.high == float(plain[1][0])
