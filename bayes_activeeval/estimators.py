@@ -174,12 +174,14 @@ class Estimate:
               mean squared weight as its variance (Fay & Feuer's (1997) increment, moment-matched;
               Tiwari, Clegg & Zou (2006) use the mean weight for both);
               :func:`~bayes_activeeval.intervals.weighted_gamma`. With no labeled error it is
-              ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.
+              ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts. Its far side allows
+              at least :attr:`anticipated_stderr` squared where the estimate carries it (heavy
+              events the sample has not seen; :func:`difference_estimate`).
               ``benchmarks/results/boundary_coverage.md`` (``adaptive_default``: ``ActiveEvaluator``
-              with no options, true accuracies 0.9-1.0, 50-2,000 labels, 600 runs per cell):
-              0.948-1.000 in all 60 cells, 1.03-1.21 times Wald's width where Wald covers and
+              with no options, true accuracies 0.9-1.0, 50-2,000 labels, 300 runs per cell):
+              0.943-1.000 in all 60 cells, 1.03-1.25 times Wald's width where Wald covers and
               every run has labeled an error; the modified Wilson interval on the same runs
-              covered down to 0.365.
+              covered down to 0.343.
 
             - ``"modified_wilson"``: the score interval for a proportion with the effective
               sample size ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale of the range (Korn &
