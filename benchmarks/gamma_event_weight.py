@@ -9,7 +9,9 @@ pools of ``benchmarks/boundary_coverage.py`` (20,000 items, true accuracy 0.9-0.
 or underconfident model probabilities) and evaluates, on the same runs, the gamma interval with
 ``u`` the mean, root-mean-square, 90 % quantile and maximum of the draws' weights
 ``u_j = a_j w_j / Σ a``, and their mean with their mean square as the variance (``moments``, the
-package's): coverage, misses on each side, and mean width.
+package's increment; the package's interval has since also allowed the anticipated variance on
+its far side, which this study leaves out — ``boundary_coverage.py`` measures it): coverage,
+misses on each side, and mean width.
 
 Usage: python benchmarks/gamma_event_weight.py [--reps 400] [--workers 2]
 Writes benchmarks/results/gamma_event_weight.{json,md}.
@@ -121,7 +123,8 @@ def render(rows: list[dict]) -> str:
         "where no error has been labeled). Each cell: coverage (misses with the "
         "interval entirely above the truth / entirely below; mean width). "
         f"Monte Carlo s.e. of a coverage of 0.95: {mc:.3f}. `package`: the increment "
-        "`Estimate.event_weight` / `event_weight_rms` carry now. `bias`: mean estimate minus the "
+        "`Estimate.event_weight` / `event_weight_rms` carry now (the package's interval has since "
+        "also allowed the anticipated variance on its far side, left out here). `bias`: mean estimate minus the "
         "truth; `sd / rms SE`: the estimates' standard deviation against the root-mean-square "
         "standard error.",
         "",

@@ -253,11 +253,11 @@ class ActiveEvaluator(EvaluatorState):
         self._d_m: list[np.ndarray] = []
         self._d_M: list[np.ndarray] = []
         self._d_V: list[np.ndarray] = []
-        # the anticipated variance's cache (_guard): the measure under the models' own
-        # probabilities, the draws it was computed for and their expected loss under them
-        self._guard_value: np.ndarray | None = None
-        self._guard_idx = np.empty(0, dtype=np.int64)
-        self._guard_mean = np.zeros((0, self.measure.dim))
+        # the anticipated variance's cache (_model_expectations): the measure under the models'
+        # own probabilities, the draws it was computed for and their expected loss under them
+        self._model_value: np.ndarray | None = None
+        self._model_idx = np.empty(0, dtype=np.int64)
+        self._model_mean = np.zeros((0, self.measure.dim))
         self._pending = self._empty_pending()
         self._history: list[dict[str, Any]] = []
         self._epsilon_t = 0.0
@@ -581,37 +581,33 @@ class ActiveEvaluator(EvaluatorState):
                 }
             )
 
-    def _guard(self, idx: np.ndarray):
+    def _model_expectations(self, idx: np.ndarray):
         """The working model of the difference estimate's anticipated variance
-        (``difference_estimate``'s ``guard_expected``, ``guard_value``): each draw's expected loss
-        under the models' own probabilities and the measure under them over the pool;
-        ``(None, None)`` where the measure is not affine and bounded or the pool has no
-        probabilities. Computed once per draw (the draws only grow)."""
+        (``difference_estimate``'s ``model_expected``, ``model_value``): each draw's expected loss
+        under the models' own probabilities (:func:`~bayes_activeeval.beliefs.pool_belief`) and
+        the measure under them over the pool; ``(None, None)`` where the measure is not affine
+        and bounded or the pool has no probabilities. Computed once per draw: the draws only
+        grow, so the cache is extended while it is their prefix."""
         m = self.measure
         lo, hi = m.bounds
         if not (m.affine and np.isfinite(hi - lo) and self.pool.has_probs()):
             return None, None
-        if self.pool.task == "regression":
-            return None, None
         belief = pool_belief(self.pool, self.pool.models_of(m, self.model))
-        if self._guard_value is None:
-            R = intrinsic_risk(self.pool, m, self._views, belief)
+        if self._model_value is None:
             with np.errstate(all="ignore"):
-                self._guard_value = np.asarray(m.g(R), dtype=float)
-        done = self._guard_idx.size
-        if done > idx.size or not np.array_equal(self._guard_idx, idx[:done]):
+                R = intrinsic_risk(self.pool, m, self._views, belief)
+                self._model_value = np.asarray(m.g(R), dtype=float)
+        done = self._model_idx.size
+        if done > idx.size or not np.array_equal(self._model_idx, idx[:done]):
             done = 0
-            self._guard_mean = np.zeros((0, m.dim))
+            self._model_mean = np.zeros((0, m.dim))
         if idx.size > done:
             new = idx[done:]
-            P = belief.probs[new]
             views = self._views(new)
-            mean = np.zeros((new.size, m.dim))
-            for c in range(P.shape[1]):
-                mean += P[:, c, None] * m.loss(np.full(new.size, c, dtype=np.int64), views)
-            self._guard_mean = np.concatenate([self._guard_mean, mean])
-            self._guard_idx = idx.copy()
-        return self._guard_mean[: idx.size], self._guard_value
+            mean = belief.expect(lambda y, _: m.loss(y, views), new)
+            self._model_mean = np.concatenate([self._model_mean, mean])
+            self._model_idx = idx.copy()
+        return self._model_mean[: idx.size], self._model_value
 
     def _ma_arrays(self) -> dict[str, np.ndarray]:
         """The model-assisted control variates of the labeled draws (empty for ``"ipw"``)."""
@@ -710,7 +706,7 @@ class ActiveEvaluator(EvaluatorState):
             if self.estimator == "model_assisted":
                 A = self._ma_arrays()
                 d = L.shape[1]
-                guard_mean, guard_value = self._guard(idx)
+                model_mean, model_value = self._model_expectations(idx)
                 return difference_estimate(
                     L,
                     w,
@@ -719,8 +715,8 @@ class ActiveEvaluator(EvaluatorState):
                     self.measure,
                     draw_cov=A["V"].reshape(-1, d, d),
                     n_labels=self._n_labels,
-                    guard_expected=guard_mean,
-                    guard_value=guard_value,
+                    model_expected=model_mean,
+                    model_value=model_value,
                 )
             est = weighted_estimate(
                 L,
