@@ -647,21 +647,23 @@ def test_calibration_laplace_agrees_with_nuts(calibration_fit):
     assert np.max(np.abs(nuts - lap)) < 0.03
 
 
-def test_calibration_gradient_and_hessian_match_finite_differences():
+@pytest.mark.parametrize("asymptotes", [0.0, 0.5])
+def test_calibration_gradient_and_hessian_match_finite_differences(asymptotes):
     rng = np.random.default_rng(12)
     pool, _x, y, _ = _logistic_pool(3000, -1.0, 1.5, rng)
-    o = CalibrationOracle(n_strata=5)
+    o = CalibrationOracle(n_strata=5, lower_asymptote=asymptotes, upper_asymptote=asymptotes)
     o.initialize(pool)
     idx = rng.choice(pool.n_items, 300, replace=False)
     o.update(idx, y[idx], np.ones(300))
     data = o._data()
+    lam = o.lam if asymptotes else None  # Copas's mixture at the fitted shares
     theta = o.params + rng.normal(scale=0.3, size=o.n_params)
-    f, g, H = o._objective(theta, *data)
-    g_num = optimize.approx_fprime(theta, lambda t: o._objective(t, *data)[0], 1e-6)
+    f, g, H = o._objective(theta, *data, lam)
+    g_num = optimize.approx_fprime(theta, lambda t: o._objective(t, *data, lam)[0], 1e-6)
     assert np.allclose(g, g_num, rtol=1e-4, atol=1e-4)
     H_num = np.array(
         [
-            optimize.approx_fprime(theta, lambda t, j=j: o._objective(t, *data)[1][j], 1e-6)
+            optimize.approx_fprime(theta, lambda t, j=j: o._objective(t, *data, lam)[1][j], 1e-6)
             for j in range(o.n_params)
         ]
     )
@@ -707,4 +709,164 @@ def test_calibration_pymc_density_is_the_inner_loop_objective(deterministic):
         th = o.params + rng.normal(scale=0.2, size=o.n_params)
         point = {"c": th[0], "log_slope": th[1], "sigma": np.exp(th[2]), "z": th[3:]}
         diffs.append(float(logp(point)) + th[2] - o.log_posterior(th))
+    assert np.isclose(diffs[0], diffs[1], atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration with asymptotes (Copas's contaminated logistic model)
+
+
+def _contaminated_pool(n, a, b, lam0, lam1, rng, sd=2.0):
+    x = rng.normal(-1.0, sd, n)
+    truth = lam0 + (1.0 - lam0 - lam1) * special.expit(a + b * x)
+    y = (rng.random(n) < truth).astype(int)
+    pool = bae.Pool(predictions=(x > 0).astype(int), probs=special.expit(x))
+    return pool, x, y, truth
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_calibration_asymptotes_fit_is_the_joint_map(deterministic):
+    """The fit is the joint posterior mode of the map and the shares: the MAP of
+    ``(c, β, λ_0, λ_1)`` found by a general optimizer on the closed-form log posterior (prior
+    Dirichlet(1 + a_0, 1 + a_1, 2) on the shares, the mode of Dirichlet(a_0, a_1, 1) in the softmax
+    parametrization the fit uses)."""
+    rng = np.random.default_rng(5)
+    pool, _x, y, truth = _contaminated_pool(6000, -0.5, 1.5, 0.02, 0.04, rng)
+    idx = rng.choice(pool.n_items, 1200, replace=False)
+    yy = y[idx] if deterministic else (rng.random(idx.size) < truth[idx]).astype(int)
+    w = rng.uniform(0.5, 2.0, idx.size)
+    a0, a1 = 0.5, 0.7
+    o = CalibrationOracle(
+        n_strata=0, deterministic=deterministic, lower_asymptote=a0, upper_asymptote=a1
+    )
+    o.initialize(pool)
+    o.update(idx, yy, w)
+    items, yv, wv = o._data()  # the likelihood's own data and weights
+    xt = o.xt[items]
+
+    def neg_log_post(t):
+        c, beta, l0, l1 = t
+        if l0 <= 0 or l1 <= 0 or l0 + l1 >= 1:
+            return np.inf
+        p1 = l0 + (1 - l0 - l1) * special.expit(c + np.exp(beta) * xt)
+        ll = np.sum(wv * np.where(yv > 0, np.log(p1), np.log1p(-p1)))
+        lp = -0.5 * ((c - o.x_center) / o.intercept_sd) ** 2 - 0.5 * (beta / o.log_slope_sd) ** 2
+        lp += a0 * np.log(l0) + a1 * np.log(l1) + np.log(1 - l0 - l1)
+        return -(ll + lp)
+
+    t0 = np.array([*o.params, *o.lam])
+    shift = np.array([0.05, -0.05, 0.002, -0.002])
+    res = optimize.minimize(
+        neg_log_post,
+        t0 + shift,
+        method="Nelder-Mead",
+        options={"xatol": 1e-9, "fatol": 1e-10, "maxiter": 20000},
+    )
+    assert neg_log_post(t0) <= res.fun + 1e-6  # the fitted point is at least as high
+    assert np.allclose(res.x, t0, rtol=1e-3, atol=1e-5)
+
+
+def test_calibration_asymptotes_recover_the_contamination():
+    """On a pool drawn from the contaminated model, the fitted shares are within 4 binomial
+    standard errors of the truth (the labels that tell ``λ_k`` apart are those where the map is
+    sure of the other class), and the plain map's belief is far more confident than the data
+    allow at both ends."""
+    rng = np.random.default_rng(12)
+    lam0, lam1 = 0.01, 0.05
+    pool, x, y, truth = _contaminated_pool(50_000, -0.5, 2.0, lam0, lam1, rng, sd=3.0)
+    idx = rng.choice(pool.n_items, 6000, replace=False)
+    o = CalibrationOracle(lower_asymptote=0.5, upper_asymptote=0.5)
+    o.initialize(pool)
+    o.update(idx, y[idx], np.ones(idx.size))
+    map_p = special.expit(o.linear_predictor()[0])[idx]
+    for k, lam, sure in ((0, lam0, map_p < 0.01), (1, lam1, map_p > 0.99)):
+        n_sure = int(sure.sum())
+        assert n_sure > 300
+        se = np.sqrt(lam * (1 - lam) / n_sure)
+        assert abs(o.lam[k] - lam) < 4 * se, (k, o.lam[k], lam, se)
+    plain = CalibrationOracle()
+    plain.initialize(pool)
+    plain.update(idx, y[idx], np.ones(idx.size))
+    unl = np.setdiff1d(np.arange(pool.n_items), idx)
+    lo = unl[x[unl] < np.quantile(x, 0.05)]
+    hi = unl[x[unl] > np.quantile(x, 0.95)]
+    p_c, p_p = o.belief().probs[:, 1], plain.belief().probs[:, 1]
+    # the truth at the ends is the asymptote; the plain map misses it by far more
+    assert abs(p_c[lo].mean() - truth[lo].mean()) < 0.3 * abs(p_p[lo].mean() - truth[lo].mean())
+    assert abs(p_c[hi].mean() - truth[hi].mean()) < 0.3 * abs(p_p[hi].mean() - truth[hi].mean())
+
+
+def test_calibration_asymptotes_keep_the_rate_labels_cannot_exclude(svm_pool):
+    """With no labeled surprise the share stays near ``a_k / n`` (never 0); an asymptote with
+    pseudo-count 0 is left out, and without asymptotes the fit is the plain map."""
+    sp = svm_pool
+    d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(300, rng=2)
+    o = CalibrationOracle(upper_asymptote=0.5)
+    o.initialize(sp.pool)
+    o.update(d.indices, sp.labels[d.indices], d.weights)
+    n = o.n_labels
+    assert o.lam[0] == 0.0
+    assert 0.5 / (n + 1.5) <= o.lam[1]
+    assert set(o.coef_) >= {"lambda_0", "lambda_1"}
+    p1 = o.belief().probs[:, 1]
+    unl = ~o.known if hasattr(o, "known") else np.ones(p1.size, bool)
+    unl[o.cache.items] = False
+    assert p1[unl].max() <= 1.0 - o.lam[1] + 1e-12
+    plain = CalibrationOracle()
+    plain.initialize(sp.pool)
+    plain.update(d.indices, sp.labels[d.indices], d.weights)
+    assert "lambda_0" not in plain.coef_
+    assert np.array_equal(plain.lam, np.zeros(2))
+
+
+@pytest.mark.parametrize("predictive", ["map", "mean"])
+def test_calibration_asymptotes_state_round_trip(svm_pool, predictive, json_round_trip):
+    sp = svm_pool
+    d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
+    kw = {"predictive": predictive, "lower_asymptote": 0.5, "upper_asymptote": 0.5}
+    o = CalibrationOracle(**kw)
+    o.initialize(sp.pool)
+    o.update(d.indices, sp.labels[d.indices], d.weights)
+    o2 = CalibrationOracle(**kw)
+    o2.initialize(sp.pool)
+    o2.set_state(json_round_trip(o.get_state()))
+    assert np.array_equal(o2.belief().probs, o.belief().probs)
+    o3 = CalibrationOracle(predictive=predictive)
+    o3.initialize(sp.pool)
+    with pytest.raises(ValueError, match="asymptotes"):
+        o3.set_state(json_round_trip(o.get_state()))
+
+
+@pytest.mark.parametrize(
+    ("kw", "err"),
+    [
+        ({"lower_asymptote": -1.0}, ValueError),
+        ({"upper_asymptote": np.inf}, ValueError),
+        ({"upper_asymptote": True}, TypeError),
+        ({"lower_asymptote": "0.5"}, TypeError),
+    ],
+)
+def test_calibration_asymptotes_reject_bad_input(kw, err):
+    with pytest.raises(err, match=next(iter(kw))):
+        CalibrationOracle(**kw)
+
+
+def test_calibration_asymptotes_pymc_density_is_the_inner_loop_objective():
+    """The NUTS model's log density, at the fitted shares, moves with the map's parameters as
+    the inner loop's conditional log posterior does."""
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    rng = np.random.default_rng(4)
+    pool, _x, y, _truth = _contaminated_pool(3000, -0.5, 1.5, 0.02, 0.04, rng)
+    idx = rng.choice(pool.n_items, 300, replace=False)
+    o = CalibrationOracle(n_strata=0, lower_asymptote=0.5, upper_asymptote=0.5)
+    o.initialize(pool)
+    o.update(idx, y[idx], np.ones(idx.size))
+    logp = remove_value_transforms(o.pymc_model()).compile_logp()
+    shares = np.array([o.lam[0], o.lam[1], 1.0 - o.lam.sum()])
+    diffs = []
+    for _ in range(2):
+        th = o.params + rng.normal(scale=0.2, size=o.n_params)
+        point = {"c": th[0], "log_slope": th[1], "asymptote_shares": shares}
+        diffs.append(float(logp(point)) - o.log_posterior(th))
     assert np.isclose(diffs[0], diffs[1], atol=1e-6)

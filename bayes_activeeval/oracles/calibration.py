@@ -13,6 +13,14 @@ with random effects for score strata::
 identity map ``η = x``, i.e. on the model's own probabilities). This is Platt scaling
 (Platt 1999) made Bayesian, with a stratum-wise correction for curvature the logistic map misses.
 
+Optionally the map has asymptotes (Copas (1988), the contaminated logistic model): a share
+``λ_0`` of the labels are positive and a share ``λ_1`` negative whatever the score, so that
+``P(y = 1 | x) = λ_0 + (1 − λ_0 − λ_1) expit(η(x))``, with a Dirichlet prior on
+``(λ_0, λ_1, 1 − λ_0 − λ_1)``. A logistic map alone goes to 0 and 1 exponentially in the score
+and is therefore certain — probabilities of ``1e-9`` — about labels that noise, typos or a
+plateau of the classifier's precision below 1 make merely rare; the asymptotes keep the belief
+as uncertain there as the labels allow (``lower_asymptote``, ``upper_asymptote``).
+
 How the importance-weighted labels enter the likelihood
 -------------------------------------------------------
 *Deterministic oracle* (each item has one label): the labeled items are a sample of the pool
@@ -99,11 +107,22 @@ class CalibrationOracle(OracleModel):
         function of the state).
     grid_size : int
         Feature grid per stratum on which the posterior predictive is tabulated (default 128).
+    lower_asymptote, upper_asymptote : float
+        Dirichlet pseudo-counts ``a_0``, ``a_1`` of the asymptotes ``λ_0`` (positives at any
+        score) and ``λ_1`` (negatives at any score) of Copas's (1988) contaminated logistic model;
+        the map's own share has pseudo-count 1. ``0`` (the default) leaves that asymptote out.
+        Fitted jointly with the map (the posterior mode, by L-BFGS with the shares a softmax;
+        the mode of a Dirichlet(``a_0``, ``a_1``, 1) prior in that parametrization is that of
+        Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares). With no labeled surprise
+        ``λ_k ≈ a_k / n``: the belief keeps the rate of surprises that ``n`` labels cannot exclude.
+        The Laplace covariance is that of the map at the mode with the shares held there;
+        :meth:`posterior` samples the shares too.
 
     Attributes
     ----------
     coef_ : dict
-        MAP of ``a`` (intercept on the raw feature), ``b`` (slope) and ``sigma`` after an update.
+        MAP of ``a`` (intercept on the raw feature), ``b`` (slope) and ``sigma`` after an update;
+        with asymptotes also ``lambda_0`` and ``lambda_1``.
     cov_ : ndarray
         Laplace covariance of the unconstrained parameters ``(c, β, log σ, z_1..z_H)``.
     """
@@ -125,7 +144,17 @@ class CalibrationOracle(OracleModel):
         n_samples: int = 512,
         seed: int = 0,
         grid_size: int = 128,
+        lower_asymptote: float = 0.0,
+        upper_asymptote: float = 0.0,
     ) -> None:
+        for name, val in (
+            ("lower_asymptote", lower_asymptote),
+            ("upper_asymptote", upper_asymptote),
+        ):
+            if isinstance(val, bool) or not isinstance(val, (int, float, np.number)):
+                raise TypeError(f"{name} must be a number >= 0, got {val!r}")
+            if not (np.isfinite(val) and val >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
         if predictive not in ("mean", "map"):
             raise ValueError(f"predictive must be 'mean' or 'map', got {predictive!r}")
         if feature not in ("auto", "logit", "score"):
@@ -154,6 +183,8 @@ class CalibrationOracle(OracleModel):
         self.n_samples = int(n_samples)
         self.seed = int(seed)
         self.grid_size = int(grid_size)
+        self.asymptote_prior = (float(lower_asymptote), float(upper_asymptote))
+        self.lam = np.zeros(2)  # (λ_0, λ_1), fitted with the map
 
     # -- set-up ---------------------------------------------------------------------------------
     def initialize(self, pool, model: str | None = None) -> None:
@@ -224,6 +255,7 @@ class CalibrationOracle(OracleModel):
         self.n_updates = 0
         self.params = self._prior_mean()
         self.cov_ = None
+        self.lam = np.zeros(2)
         # per-stratum feature ranges: the predictive is tabulated on a grid and interpolated
         G = self.grid_size
         nh = max(self.H, 1)
@@ -284,14 +316,18 @@ class CalibrationOracle(OracleModel):
             return eta, xt, b, sig, h, z
         return eta, xt, b, None, None, None
 
-    def _objective(self, theta, items, y, w):
-        """Negative log posterior, gradient and Hessian in ``(c, β, log σ, z)``."""
+    def _objective(self, theta, items, y, w, lam=None):
+        """Negative log posterior, gradient and Hessian in ``(c, β, log σ, z)``; with ``lam``
+        the likelihood of Copas's mixture ``λ_0 + (1 − λ_0 − λ_1) expit(η)`` at those shares."""
         eta, xt, b, sig, h, z = self._eta_parts(theta, items)
         P = self.n_params
-        ll = np.sum(w * (y * eta - np.logaddexp(0.0, eta)))
-        p = special.expit(eta)
-        r = w * (y - p)  # dℓ/dη
-        Wt = w * p * (1 - p)  # -d²ℓ/dη²
+        if lam is None:
+            ll = np.sum(w * (y * eta - np.logaddexp(0.0, eta)))
+            p = special.expit(eta)
+            r = w * (y - p)  # dℓ/dη
+            Wt = w * p * (1 - p)  # -d²ℓ/dη²
+        else:
+            ll, r, Wt = self._mixture_eta(eta, y, w, lam)[:3]
         # dη/dθ has three dense columns (c, β, log σ) and one non-zero stratum column per item
         # (σ at column 3 + h): the gradient and the Fisher part J'WJ by sums and bincounts,
         # O(n P) instead of the dense O(n P²)
@@ -338,17 +374,94 @@ class CalibrationOracle(OracleModel):
 
     def log_posterior(self, theta=None) -> float:
         """Log posterior density of the unconstrained parameters ``(c, β, log σ, z)`` (with the
-        Jacobian of ``log σ``), up to a constant."""
+        Jacobian of ``log σ``), up to a constant; with asymptotes, conditional on the fitted
+        ``λ``."""
         self.check_ready()
         th = self.params if theta is None else np.asarray(theta, dtype=float)
+        if self.has_asymptotes:
+            return float(self._log_post_many(th[None, :], *self._data())[0])
         return -self._objective(th, *self._data())[0]
+
+    @staticmethod
+    def _mixture_eta(eta, y, w, lam):
+        """Log-likelihood of Copas's mixture ``P_1 = λ_0 + k expit(η)``, ``k = 1 − λ_0 − λ_1``,
+        its first and negative second derivatives in ``η`` per item, ``dℓ/dP_1`` and ``expit(η)``."""
+        s = special.expit(eta)
+        k = 1.0 - lam[0] - lam[1]
+        p1 = np.clip(lam[0] + k * s, 1e-300, 1.0 - 1e-16)
+        d1 = k * s * (1.0 - s)  # dP_1/dη
+        d2 = d1 * (1.0 - 2.0 * s)  # d²P_1/dη²
+        g = w * np.where(y > 0, 1.0 / p1, -1.0 / (1.0 - p1))  # dℓ/dP_1
+        curv = w * np.where(y > 0, 1.0 / p1**2, 1.0 / (1.0 - p1) ** 2)  # -d²ℓ/dP_1²
+        ll = float(np.sum(w * np.where(y > 0, np.log(p1), np.log1p(-p1))))
+        return ll, g * d1, curv * d1 * d1 - g * d2, g, s
+
+    @property
+    def has_asymptotes(self) -> bool:
+        """Whether the map has a lower or an upper asymptote (a pseudo-count above 0)."""
+        return any(a > 0 for a in self.asymptote_prior)
 
     def _fit(self) -> None:
         items, y, w = self._data()
         if items.size == 0:
             self.params, self.cov_ = self._prior_mean(), None
+            self.lam = np.zeros(2)
             self._grid_logit = None
             return
+        if self.has_asymptotes:
+            self._fit_joint(items, y, w)
+        else:
+            self._fit_map(items, y, w)
+        # the posterior predictive table is built when a belief needs it (predictive="mean"):
+        # the default MAP belief never does, and the table costs more than the fit
+        self._grid_logit = None
+        if self.predictive_kind == "mean":
+            self._tabulate()
+
+    def _fit_joint(self, items, y, w) -> None:
+        """Joint posterior mode of the map and the shares (see ``lower_asymptote``): L-BFGS on
+        ``(θ, u)`` with the shares a softmax of ``u`` over the asymptotes in use and the map,
+        whose Dirichlet(``a_0``, ``a_1``, 1) density in ``u`` is ``Σ_k a_k log λ_k + log λ_map``;
+        then the Laplace covariance of ``θ`` at the mode with the shares held there."""
+        a = np.asarray(self.asymptote_prior)
+        comps = np.flatnonzero(a > 0)
+        alpha = np.r_[a[comps], 1.0]
+        den = w.sum() + alpha.sum()
+        start = np.maximum(self.lam[comps], a[comps] / den)
+        u0 = np.log(start) - np.log1p(-start.sum())
+        n_th = self.n_params
+
+        def shares(u):
+            sm = special.softmax(np.r_[u, 0.0])
+            lam = np.zeros(2)
+            lam[comps] = sm[:-1]
+            return sm, lam
+
+        def f(x):
+            th, u = x[:n_th], x[n_th:]
+            sm, lam = shares(u)
+            val, grad = self._objective(th, items, y, w, lam)[:2]
+            _, _, _, g, s_ = self._mixture_eta(self._eta_parts(th, items)[0], y, w, lam)
+            # dℓ/d(share): the lower asymptote adds 1 to P_1, the upper 0, the map expit(η)
+            dl = np.r_[[g.sum() if c == 0 else 0.0 for c in comps], g @ s_]
+            dl_du = sm[:-1] * (dl[:-1] - sm @ dl)
+            dprior_du = alpha[:-1] - sm[:-1] * alpha.sum()
+            val -= float(alpha @ np.log(sm))
+            return val, np.r_[grad, -(dl_du + dprior_du)]
+
+        res = optimize.minimize(
+            f,
+            np.r_[self.params, u0],
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 2000, "gtol": 1e-9, "ftol": 1e-15},
+        )
+        theta = res.x[:n_th]
+        self.lam = shares(res.x[n_th:])[1]
+        self._set_laplace(theta, self._objective(theta, items, y, w, self.lam)[2], res.success)
+
+    def _fit_map(self, items, y, w) -> None:
+        """MAP and Laplace covariance of the map's parameters (trust-region Newton)."""
         x0 = self.params.copy()
         memo: dict[bytes, tuple] = {}  # trust-exact asks for (f, g) and H at the same θ
 
@@ -367,8 +480,11 @@ class CalibrationOracle(OracleModel):
             method="trust-exact",
             options={"gtol": 1e-8, "maxiter": 500},
         )
-        theta = res.x
-        H = self._objective(theta, items, y, w)[2]
+        self._set_laplace(res.x, self._objective(res.x, items, y, w)[2], res.success)
+
+    def _set_laplace(self, theta, H, converged) -> None:
+        """The mode and the Laplace covariance ``H⁻¹`` (``H`` the negative log posterior's
+        Hessian; a pseudo-inverse where it is not positive definite)."""
         try:
             cov = np.linalg.inv(H)
             cov = 0.5 * (cov + cov.T)
@@ -376,13 +492,8 @@ class CalibrationOracle(OracleModel):
                 raise np.linalg.LinAlgError
         except np.linalg.LinAlgError:
             cov = np.linalg.pinv(H + 1e-8 * np.eye(H.shape[0]))
-        self.params, self.cov_ = theta, cov
-        self.converged_ = bool(res.success)
-        # the posterior predictive table is built when a belief needs it (predictive="mean"):
-        # the default MAP belief never does, and the table costs more than the fit
-        self._grid_logit = None
-        if self.predictive_kind == "mean":
-            self._tabulate()
+        self.params, self.cov_ = np.asarray(theta, dtype=float), cov
+        self.converged_ = bool(converged)
 
     # -- the OracleModel interface ------------------------------------------------------------------
     def update(self, indices, labels, weights=None) -> None:
@@ -424,6 +535,11 @@ class CalibrationOracle(OracleModel):
             z = thetas[:, 3:]
             eta = eta + np.exp(ls)[:, None] * z[:, self.strata[items]]
             lp = lp - 0.5 * np.exp(2 * ls) / ss**2 + ls - 0.5 * np.sum(z**2, axis=1)
+        if self.has_asymptotes:  # Copas's mixture: λ_0 + (1 − λ_0 − λ_1) expit(η)
+            p1 = self.lam[0] + (1.0 - self.lam.sum()) * special.expit(eta)
+            with np.errstate(divide="ignore"):
+                ll = (w[None, :] * np.where(y[None, :] > 0, np.log(p1), np.log1p(-p1))).sum(axis=1)
+            return ll + lp
         ll = (w[None, :] * (y[None, :] * eta - np.logaddexp(0.0, eta))).sum(axis=1)
         return ll + lp
 
@@ -531,7 +647,7 @@ class CalibrationOracle(OracleModel):
             flat, t = self._interp
             g = self._grid_logit.ravel()
             p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
-        return self._binary_belief(p1)
+        return self._binary_belief(self.lam[0] + (1.0 - self.lam.sum()) * p1)
 
     def _binary_belief(self, p1: np.ndarray) -> CategoricalBelief:
         """The two-class belief with ``P(y = pos) = p1``; labeled items of a deterministic oracle
@@ -551,6 +667,8 @@ class CalibrationOracle(OracleModel):
         out = {"a": float(self.params[0] - b * self.x_center), "b": b}
         if self.H:
             out["sigma"] = float(np.exp(self.params[2]))
+        if self.has_asymptotes:
+            out["lambda_0"], out["lambda_1"] = (float(v) for v in self.lam)
         return out
 
     def coef_stderr(self) -> dict[str, float]:
@@ -574,6 +692,7 @@ class CalibrationOracle(OracleModel):
             "n_strata": self.n_strata,
             "n_items": self.n_items,
             "n_effects": self.H,
+            "asymptotes": list(self.asymptote_prior),
         }
 
     def get_state(self) -> dict[str, Any]:
@@ -581,6 +700,7 @@ class CalibrationOracle(OracleModel):
         state = common_state(self)
         state["params"] = self.params.copy()
         state["cov"] = None if self.cov_ is None else self.cov_.copy()
+        state["asymptotes"] = self.lam.copy()
         if not self.deterministic:
             state["draw_items"] = self._draw_idx.copy()
             state["draw_labels"] = self._draw_y.copy()
@@ -589,12 +709,15 @@ class CalibrationOracle(OracleModel):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
-        restore_common_state(self, state, ("n_items", "n_effects", "deterministic", "feature"))
+        restore_common_state(
+            self, state, ("n_items", "n_effects", "deterministic", "feature", "asymptotes")
+        )
         if not self.deterministic:
             self._draw_idx = np.asarray(state["draw_items"], dtype=np.int64).copy()
             self._draw_y = np.asarray(state["draw_labels"], dtype=np.int64).copy()
             self._draw_w = np.asarray(state["draw_weights"], dtype=float).copy()
         self.params = np.asarray(state["params"], dtype=float).copy()
+        self.lam = np.asarray(state.get("asymptotes", np.zeros(2)), dtype=float).copy()
         cov = state.get("cov")
         self.cov_ = None if cov is None else np.asarray(cov, dtype=float).copy()
         self._grid_logit = None
@@ -626,7 +749,22 @@ class CalibrationOracle(OracleModel):
                 z = pm.Normal("z", 0.0, 1.0, dims="stratum")
                 u = pm.Deterministic("stratum_effect", sigma * z, dims="stratum")
                 eta = eta + u[self.strata[items]]
-            if self.deterministic:
+            if self.has_asymptotes:
+                a0, a1 = self.asymptote_prior
+                conc = [a for a in (a0, a1) if a > 0] + [1.0]
+                share = pm.Dirichlet("asymptote_shares", a=np.asarray(conc))
+                lam0 = share[0] if a0 > 0 else pt.as_tensor(0.0)
+                lam1 = share[int(a0 > 0)] if a1 > 0 else pt.as_tensor(0.0)
+                pm.Deterministic("lambda_0", lam0)
+                pm.Deterministic("lambda_1", lam1)
+                p1 = lam0 + (1.0 - lam0 - lam1) * pm.math.sigmoid(eta)
+                if self.deterministic:
+                    pm.Bernoulli("y", p=p1, observed=y.astype(np.int64), dims="label")
+                else:
+                    pm.Potential(
+                        "weighted_loglik", pt.sum(w * (y * pt.log(p1) + (1 - y) * pt.log1p(-p1)))
+                    )
+            elif self.deterministic:
                 pm.Bernoulli("y", logit_p=eta, observed=y.astype(np.int64), dims="label")
             else:
                 pm.Potential("weighted_loglik", pt.sum(w * (y * eta - pt.log1pexp(eta))))
@@ -636,8 +774,9 @@ class CalibrationOracle(OracleModel):
         self, draws: int = 1000, rng: Any = None, *, tune: int | None = None, chains: int = 2
     ):
         """NUTS posterior of the calibration model (:meth:`pymc_model`) as an ``xarray.DataTree``
-        with variables ``a``, ``b``, ``c``, ``log_slope`` and, with strata, ``sigma``, ``z`` and
-        ``stratum_effect`` (dim ``stratum``)."""
+        with variables ``a``, ``b``, ``c``, ``log_slope``, with strata ``sigma``, ``z`` and
+        ``stratum_effect`` (dim ``stratum``), and with asymptotes ``lambda_0`` and
+        ``lambda_1``."""
         self.check_ready()
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
             raise ValueError(f"draws must be a positive integer, got {draws!r}")
@@ -670,13 +809,18 @@ class CalibrationOracle(OracleModel):
         u = None
         if self.H:
             u = np.asarray(post["stratum_effect"]).reshape(S, self.H)[sel]
+        lam0 = lam1 = np.zeros(sel.size)
+        if self.has_asymptotes:
+            lam0 = np.asarray(post["lambda_0"]).reshape(-1)[sel]
+            lam1 = np.asarray(post["lambda_1"]).reshape(-1)[sel]
         p1 = np.empty(self.n_items)
         for start in range(0, self.n_items, chunk):
             sl = slice(start, min(start + chunk, self.n_items))
             eta = c[:, None] + b[:, None] * self.xt[None, sl]
             if u is not None:
                 eta = eta + u[:, self.strata[sl]]
-            p1[sl] = special.expit(eta).mean(axis=0)
+            p = lam0[:, None] + (1.0 - lam0 - lam1)[:, None] * special.expit(eta)
+            p1[sl] = p.mean(axis=0)
         return self._binary_belief(p1)
 
     def __repr__(self) -> str:
