@@ -766,6 +766,35 @@ def test_calibration_asymptotes_fit_is_the_joint_map(deterministic):
     assert np.allclose(res.x, t0, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.parametrize("sides", [(0.5, 0.5), (0.0, 0.7), (0.4, 0.0)])
+def test_calibration_asymptotes_joint_gradient_and_hessian_match_finite_differences(sides):
+    rng = np.random.default_rng(9)
+    pool, _x, y, _ = _contaminated_pool(3000, -0.5, 1.5, 0.02, 0.04, rng)
+    o = CalibrationOracle(n_strata=4, lower_asymptote=sides[0], upper_asymptote=sides[1])
+    o.initialize(pool)
+    idx = rng.choice(pool.n_items, 400, replace=False)
+    o.update(idx, y[idx], np.ones(idx.size))
+    a = np.asarray(o.asymptote_prior)
+    comps = np.flatnonzero(a > 0)
+    alpha = np.r_[a[comps], 1.0]
+    data = o._data()
+    x = np.r_[o.params, rng.normal(-3.0, 0.5, comps.size)] + rng.normal(
+        0, 0.2, o.n_params + comps.size
+    )
+
+    def fun(t):
+        return o._joint_objective(t, *data, comps, alpha)
+
+    _, g, H = fun(x)
+    assert np.allclose(
+        g, optimize.approx_fprime(x, lambda t: fun(t)[0], 1e-6), rtol=1e-4, atol=1e-4
+    )
+    H_num = np.array(
+        [optimize.approx_fprime(x, lambda t, j=j: fun(t)[1][j], 1e-6) for j in range(x.size)]
+    )
+    assert np.allclose(H, H_num, rtol=1e-4, atol=1e-3)
+
+
 def test_calibration_asymptotes_recover_the_contamination():
     """On a pool drawn from the contaminated model, the fitted shares are within 4 binomial
     standard errors of the truth (the labels that tell ``λ_k`` apart are those where the map is

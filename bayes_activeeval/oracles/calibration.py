@@ -111,7 +111,8 @@ class CalibrationOracle(OracleModel):
         Dirichlet pseudo-counts ``a_0``, ``a_1`` of the asymptotes ``λ_0`` (positives at any
         score) and ``λ_1`` (negatives at any score) of Copas's (1988) contaminated logistic model;
         the map's own share has pseudo-count 1. ``0`` (the default) leaves that asymptote out.
-        Fitted jointly with the map (the posterior mode, by L-BFGS with the shares a softmax;
+        Fitted jointly with the map (the posterior mode, by trust-region Newton with the shares a
+        softmax;
         the mode of a Dirichlet(``a_0``, ``a_1``, 1) prior in that parametrization is that of
         Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares). With no labeled surprise
         ``λ_k ≈ a_k / n``: the belief keeps the rate of surprises that ``n`` labels cannot exclude.
@@ -337,9 +338,9 @@ class CalibrationOracle(OracleModel):
         if self.H:
             D[:, 2] = sig * z[h]
         grad = np.zeros(P)
-        hess = np.zeros((P, P))
         k = D.shape[1]
         grad[:k] = D.T @ r
+        hess = np.zeros((P, P))
         hess[:k, :k] = -(D.T * Wt) @ D
         hess[1, 1] += np.sum(r * b * xt)
         if self.H:
@@ -418,46 +419,83 @@ class CalibrationOracle(OracleModel):
         if self.predictive_kind == "mean":
             self._tabulate()
 
+    def _shares(self, u, comps):
+        """The shares ``(λ_k for k in comps, λ_map)`` as a softmax of ``(u, 0)``, and ``λ``."""
+        sm = special.softmax(np.r_[u, 0.0])
+        lam = np.zeros(2)
+        lam[comps] = sm[:-1]
+        return sm, lam
+
+    def _joint_objective(self, x, items, y, w, comps, alpha):
+        """Negative joint log posterior of the map ``θ`` and the shares' softmax coordinates
+        ``u``, its gradient and Hessian (``θ`` block from :meth:`_objective` with Copas's
+        mixture; the ``u`` block and the cross terms from ``P_1 = λ_0 + λ_map expit(η)``)."""
+        n_th = self.n_params
+        th, u = x[:n_th], x[n_th:]
+        sm, lam = self._shares(u, comps)
+        f, g_th, H_th = self._objective(th, items, y, w, lam)
+        eta, xt, b, sig, h, z = self._eta_parts(th, items)
+        _, _, _, G, s_ = self._mixture_eta(eta, y, w, lam)
+        p1 = lam[0] + sm[-1] * s_
+        C = w * np.where(y > 0, 1.0 / p1**2, 1.0 / (1.0 - p1) ** 2)  # -d²ℓ/dP_1²
+        ds = s_ * (1.0 - s_)
+        # dP_1/d(share): 1 for the lower asymptote, 0 for the upper, expit(η) for the map
+        v = np.column_stack([np.full(s_.size, 1.0 if c == 0 else 0.0) for c in comps] + [s_])
+        e = sm[:-1] * (v[:, :-1] - p1[:, None])  # dP_1/du_j
+        m = comps.size
+        A = alpha.sum()
+        grad_u = G @ e + alpha[:-1] - sm[:-1] * A
+        d2 = np.empty((m, m))
+        for j in range(m):
+            for k in range(m):
+                dd = sm[j] * ((float(j == k) - sm[k]) * (v[:, j] - p1) - sm[k] * (v[:, k] - p1))
+                d2[j, k] = G @ dd - (C * e[:, j]) @ e[:, k]
+        d2 -= A * (np.diag(sm[:-1]) - np.outer(sm[:-1], sm[:-1]))
+        # cross terms: d²ℓ/dη du_j per item, times dη/dθ
+        X = (G * ds * sm[-1])[:, None] * (-sm[:-1])[None, :] - (C * sm[-1] * ds)[:, None] * e
+        cross = np.zeros((n_th, m))
+        cross[0] = X.sum(axis=0)
+        cross[1] = (b * xt) @ X
+        if self.H:
+            cross[2] = (sig * z[h]) @ X
+            for j in range(m):
+                cross[3:, j] = sig * np.bincount(h, weights=X[:, j], minlength=self.H)
+        f -= float(alpha @ np.log(sm))
+        grad = np.r_[g_th, -grad_u]
+        H = np.block([[H_th, -cross], [-cross.T, -d2]])
+        return f, grad, H
+
     def _fit_joint(self, items, y, w) -> None:
-        """Joint posterior mode of the map and the shares (see ``lower_asymptote``): L-BFGS on
-        ``(θ, u)`` with the shares a softmax of ``u`` over the asymptotes in use and the map,
-        whose Dirichlet(``a_0``, ``a_1``, 1) density in ``u`` is ``Σ_k a_k log λ_k + log λ_map``;
-        then the Laplace covariance of ``θ`` at the mode with the shares held there."""
+        """Joint posterior mode of the map and the shares (see ``lower_asymptote``): trust-region
+        Newton on ``(θ, u)`` with the shares a softmax of ``u`` over the asymptotes in use and the
+        map, whose Dirichlet(``a_0``, ``a_1``, 1) density in ``u`` is
+        ``Σ_k a_k log λ_k + log λ_map``; then the Laplace covariance of ``θ`` at the mode with
+        the shares held there."""
         a = np.asarray(self.asymptote_prior)
         comps = np.flatnonzero(a > 0)
         alpha = np.r_[a[comps], 1.0]
-        den = w.sum() + alpha.sum()
-        start = np.maximum(self.lam[comps], a[comps] / den)
+        start = np.maximum(self.lam[comps], a[comps] / (w.sum() + alpha.sum()))
         u0 = np.log(start) - np.log1p(-start.sum())
         n_th = self.n_params
+        memo: dict[bytes, tuple] = {}
 
-        def shares(u):
-            sm = special.softmax(np.r_[u, 0.0])
-            lam = np.zeros(2)
-            lam[comps] = sm[:-1]
-            return sm, lam
-
-        def f(x):
-            th, u = x[:n_th], x[n_th:]
-            sm, lam = shares(u)
-            val, grad = self._objective(th, items, y, w, lam)[:2]
-            _, _, _, g, s_ = self._mixture_eta(self._eta_parts(th, items)[0], y, w, lam)
-            # dℓ/d(share): the lower asymptote adds 1 to P_1, the upper 0, the map expit(η)
-            dl = np.r_[[g.sum() if c == 0 else 0.0 for c in comps], g @ s_]
-            dl_du = sm[:-1] * (dl[:-1] - sm @ dl)
-            dprior_du = alpha[:-1] - sm[:-1] * alpha.sum()
-            val -= float(alpha @ np.log(sm))
-            return val, np.r_[grad, -(dl_du + dprior_du)]
+        def obj(x):
+            key = np.asarray(x, dtype=float).tobytes()
+            if key not in memo:
+                memo.clear()
+                memo[key] = self._joint_objective(x, items, y, w, comps, alpha)
+            return memo[key]
 
         res = optimize.minimize(
-            f,
+            lambda x: obj(x)[:2],
             np.r_[self.params, u0],
             jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": 2000, "gtol": 1e-9, "ftol": 1e-15},
+            hess=lambda x: obj(x)[2],
+            method="trust-exact",
+            options={"gtol": 1e-8, "maxiter": 500},
         )
         theta = res.x[:n_th]
-        self.lam = shares(res.x[n_th:])[1]
+        self.lam = self._shares(res.x[n_th:], comps)[1]
         self._set_laplace(theta, self._objective(theta, items, y, w, self.lam)[2], res.success)
 
     def _fit_map(self, items, y, w) -> None:
