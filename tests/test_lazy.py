@@ -281,6 +281,11 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
         ("recall", {"model": "b", "mix": 0.1}, {"weights": "w"}),
         ("precision", {"model": "a", "oracle_options": {"n_strata": 0}}, {"costs": "cost"}),
         (bae.difference("f1", "a", "b"), {}, {}),
+        (
+            "f1",
+            {"model": "a", "oracle_options": {"upper_asymptote": 0.5, "lower_asymptote": 0.5}},
+            {},
+        ),
     ],
 )
 def test_calibration_evaluator_matches_in_memory(
@@ -304,6 +309,9 @@ def test_calibration_evaluator_matches_in_memory(
         ev_m.update(im, labels[im])
         assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
     np.testing.assert_allclose(ev_l.oracle.params, ev_m.oracle.params, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ev_l.oracle.lam, ev_m.oracle.lam, rtol=1e-9, atol=1e-12)
+    if ev_m.oracle.has_asymptotes:  # the asymptotes reach the lazy belief
+        assert ev_m.oracle.lam.min() > 0
     assert rel(ev_l.proposal.info["risk"], ev_m.proposal.info["risk"]) < 1e-10
     budget = ev_m.cost + (120.0 if "costs" in pool_kw else 60)
     el = ev_l.run(lambda i: labels[i], budget=budget, progress=False)

@@ -362,7 +362,9 @@ class LazyActiveEvaluator(ActiveEvaluator):
         feat = np.array([self._rec[i][1] for i in self._labeled])
         y = np.array([self._known[i] for i in self._labeled], dtype=np.int64)
         params = self.oracle.refit(self._belief, feat[:, 0], feat[:, 1].astype(np.int64), y)
-        self._belief = replace(self._belief, params=params)
+        self._belief = replace(
+            self._belief, params=params, asymptotes=tuple(float(v) for v in self.oracle.lam)
+        )
         known_idx = np.array(sorted(self._known), dtype=np.int64)
         known_y = np.array([self._known[i] for i in known_idx.tolist()], dtype=np.int64)
         stats = self.pool.map_chunks(

@@ -113,6 +113,9 @@ class CalibrationBelief:
     params : ndarray or None
         ``θ`` at the posterior mode.
     floor : float
+    asymptotes : tuple of float
+        ``(λ_0, λ_1)``, the fitted asymptotes (``lower_asymptote``, ``upper_asymptote``; zeros
+        without them): ``P(y = pos | x) = λ_0 + (1 − λ_0 − λ_1) expit(η(x))``.
     """
 
     model: str
@@ -125,6 +128,7 @@ class CalibrationBelief:
     n_effects: int
     params: np.ndarray | None
     floor: float
+    asymptotes: tuple[float, float] = (0.0, 0.0)
 
     def features(self, cp) -> np.ndarray:
         """``(x, h, prior P(y = pos))`` of the chunk's items, shape ``(n, 3)``."""
@@ -154,7 +158,8 @@ class CalibrationBelief:
             if self.n_effects:
                 h = features[:, 1].astype(np.int64)
                 m = m + np.exp(th[2]) * th[3:][h]
-            p1 = special.expit(m)
+            lam0, lam1 = self.asymptotes
+            p1 = lam0 + (1.0 - lam0 - lam1) * special.expit(m)
         probs = np.empty((features.shape[0], 2))
         probs[:, self.pos] = p1
         probs[:, 1 - self.pos] = 1.0 - p1
@@ -249,12 +254,14 @@ class LabeledCalibration(CalibrationOracle):
         Returns
         -------
         ndarray
-            ``θ`` at the posterior mode.
+            ``θ`` at the posterior mode (the asymptotes are in :attr:`lam`).
         """
         warm = self.params if getattr(self, "fitted_", False) else None
+        warm_lam = self.lam.copy() if warm is not None else np.zeros(2)
         prior = np.zeros((x.size, 2))
         prior[:, stats.pos] = 1.0
         self.initialize_feature(x, prior, stats.pos, feature=stats.feature)
+        self.lam = warm_lam  # the asymptotes warm-start too, as in memory
         # the pool's pivot and strata, not the labeled items' own
         self.x_center = stats.x_center
         self.xt = self.x - self.x_center
