@@ -27,6 +27,31 @@ import os
 import sys
 import time
 
+import numpy as np
+
+
+def _extend(recs: dict, base: dict, pools: set, keep) -> None:
+    """Add the base's repetitions of every method of ``pools`` to ``recs`` (a seed already in
+    ``recs`` wins). The base keeps no per-repetition wall time or draws: each repetition gets the
+    method's mean (so the merged mean is exact and the merged standard deviation counts them as
+    equal)."""
+    for pool in pools:
+        for measure, by_method in base["results"].get(pool, {}).items():
+            for method, summary in by_method.items():
+                if keep is not None and method not in keep:
+                    continue
+                got = recs.setdefault((pool, measure, method), {})
+                for seed, est in zip(
+                    summary.get("seeds", []), summary.get("estimates", []), strict=True
+                ):
+                    if seed in got:
+                        continue
+                    rec = {"seed": seed, "est": [np.nan if v is None else v for v in est]}
+                    rec["wall_s"] = summary.get("wall_s_mean", np.nan)
+                    if "draws_mean" in summary:
+                        rec["draws"] = summary["draws_mean"]
+                    got[seed] = rec
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -37,6 +62,12 @@ def main(argv=None):
         "--base",
         default=None,
         help="an earlier merged JSON whose pools are kept (a pool in the checkpoints replaces it)",
+    )
+    ap.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --base: a pool in the checkpoints keeps the base's repetitions of every method "
+        "and adds the checkpoints' (a checkpoint's seed replaces the base's)",
     )
     ap.add_argument("--budgets", default="500,1000,2000,5000")
     ap.add_argument("--methods", default=None, help="keep only these (comma-separated)")
@@ -65,15 +96,21 @@ def main(argv=None):
                     d = json.loads(line)
                 except ValueError:
                     continue
-                if d.get("budgets") != budgets:
+                have = d.get("budgets") or []
+                if not set(budgets) <= set(have):
                     continue
+                cols = [have.index(b) for b in budgets]  # a run records every budget it passes
                 pool, measure, method, _ = d["key"].split("|")
                 if keep is not None and method not in keep:
                     continue
                 for r in d["recs"]:
                     if method in cap and r["seed"] >= cap[method]:
                         continue
+                    if "est" in r and r["est"] is not None:
+                        r = {**r, "est": [r["est"][c] for c in cols]}
                     recs.setdefault((pool, measure, method), {})[r["seed"]] = r
+    if args.extend and not args.base:
+        raise SystemExit("--extend needs --base")
     pools_info, results, reps = {}, {}, {}
     base_from = []
     if args.base:
@@ -82,6 +119,8 @@ def main(argv=None):
         if base["meta"]["budgets"] != budgets:
             raise SystemExit(f"--base has budgets {base['meta']['budgets']}, not {budgets}")
         new_pools = {k[0] for k in recs}
+        if args.extend:
+            _extend(recs, base, new_pools, keep)
         for pool, info in base["pools"].items():
             if pool in new_pools:
                 continue
