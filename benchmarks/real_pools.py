@@ -67,6 +67,8 @@ DEFAULT_CONFIGS = (
     "calibration",
     "calibration-run",
     "auto:prior=0.01-run",
+    "calibration:upper_asymptote=0.5-run",
+    "calibration:lower_asymptote=0.5;upper_asymptote=0.5-run",
     "auto@estimator=model_assisted;mix=0",
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
