@@ -111,10 +111,9 @@ class CalibrationOracle(OracleModel):
         Dirichlet pseudo-counts ``a_0``, ``a_1`` of the asymptotes ``λ_0`` (positives at any
         score) and ``λ_1`` (negatives at any score) of Copas's (1988) contaminated logistic model;
         the map's own share has pseudo-count 1. ``0`` (the default) leaves that asymptote out.
-        Fitted jointly with the map (the posterior mode, by trust-region Newton with the shares a
-        softmax;
-        the mode of a Dirichlet(``a_0``, ``a_1``, 1) prior in that parametrization is that of
-        Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares). With no labeled surprise
+        Fitted jointly with the map: the posterior mode by trust-region Newton with the shares a
+        softmax, in which parametrization the mode of a Dirichlet(``a_0``, ``a_1``, 1) prior is
+        that of Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares. With no labeled surprise
         ``λ_k ≈ a_k / n``: the belief keeps the rate of surprises that ``n`` labels cannot exclude.
         The Laplace covariance is that of the map at the mode with the shares held there;
         :meth:`posterior` samples the shares too.
@@ -436,7 +435,7 @@ class CalibrationOracle(OracleModel):
         f, g_th, H_th = self._objective(th, items, y, w, lam)
         eta, xt, b, sig, h, z = self._eta_parts(th, items)
         _, _, _, G, s_ = self._mixture_eta(eta, y, w, lam)
-        p1 = lam[0] + sm[-1] * s_
+        p1 = np.clip(lam[0] + sm[-1] * s_, 1e-300, 1.0 - 1e-16)  # as in _mixture_eta
         C = w * np.where(y > 0, 1.0 / p1**2, 1.0 / (1.0 - p1) ** 2)  # -d²ℓ/dP_1²
         ds = s_ * (1.0 - s_)
         # dP_1/d(share): 1 for the lower asymptote, 0 for the upper, expit(η) for the map
