@@ -899,3 +899,60 @@ def test_calibration_asymptotes_pymc_density_is_the_inner_loop_objective():
         point = {"c": th[0], "log_slope": th[1], "asymptote_shares": shares}
         diffs.append(float(logp(point)) - o.log_posterior(th))
     assert np.isclose(diffs[0], diffs[1], atol=1e-6)
+    # and with the shares moving: the likelihood of the mixture plus the Dirichlet(a_0, a_1, 1)
+    # prior of the docstring (the map's parameters, and so their prior, held fixed)
+    from scipy import stats
+
+    items, yv, wv = o._data()
+    eta = o._eta_parts(o.params, items)[0]
+    diffs = []
+    for sh in ([0.01, 0.03, 0.96], [0.05, 0.002, 0.948], [0.2, 0.1, 0.7]):
+        point = {"c": o.params[0], "log_slope": o.params[1], "asymptote_shares": np.array(sh)}
+        ll = o._mixture_eta(eta, yv, wv, np.array(sh[:2]))[0]
+        diffs.append(float(logp(point)) - ll - stats.dirichlet([0.5, 0.5, 1.0]).logpdf(sh))
+    assert np.allclose(diffs, diffs[0], atol=1e-6)
+
+
+def test_calibration_asymptotes_predictive_averages_the_mixture_over_draws(svm_pool):
+    """``predictive`` from posterior draws (here made up) is the mean over draws of
+    ``λ_0 + (1 − λ_0 − λ_1) expit(c + b x̃ + u_h)``."""
+    import xarray as xr
+
+    sp = svm_pool
+    d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(200, rng=1)
+    o = CalibrationOracle(n_strata=3, lower_asymptote=0.5, upper_asymptote=0.5)
+    o.initialize(sp.pool)
+    o.update(d.indices, sp.labels[d.indices], d.weights)
+    rng = np.random.default_rng(0)
+    S = 6
+    c, b = rng.normal(0, 1, S), np.exp(rng.normal(0, 0.3, S))
+    u = rng.normal(0, 0.5, (S, o.H))
+    l0, l1 = rng.uniform(0, 0.1, S), rng.uniform(0, 0.1, S)
+    post = xr.Dataset(
+        {
+            "c": (("chain", "draw"), c[None]),
+            "b": (("chain", "draw"), b[None]),
+            "stratum_effect": (("chain", "draw", "stratum"), u[None]),
+            "lambda_0": (("chain", "draw"), l0[None]),
+            "lambda_1": (("chain", "draw"), l1[None]),
+        }
+    )
+    got = o.predictive(xr.DataTree.from_dict({"posterior": post})).probs[:, 1]
+    eta = c[:, None] + b[:, None] * o.xt[None, :] + u[:, o.strata]
+    want = (l0[:, None] + (1 - l0 - l1)[:, None] * special.expit(eta)).mean(axis=0)
+    unl = np.ones(o.n_items, bool)
+    unl[o.cache.items] = False
+    np.testing.assert_allclose(got[unl], want[unl], rtol=1e-12)
+
+
+def test_calibration_asymptotes_are_stable_far_in_the_tails():
+    """``1 − P_1`` is ``λ_1 + k expit(−η)``, not ``1 − P_1`` by subtraction: a negative label at
+    ``η = 40`` with only a lower asymptote has ``dℓ/dη = −1`` and ``ℓ = log k − 40``."""
+    lam = np.array([0.01, 0.0])
+    eta = np.array([40.0, -40.0])
+    y = np.array([0, 1])
+    ll, r, Wt = CalibrationOracle._mixture_eta(eta, y, np.ones(2), lam)[:3]
+    k = 0.99
+    assert np.isclose(r[0], -1.0, rtol=1e-9)
+    assert np.isclose(ll, np.log(k) - 40.0 + np.log(0.01 + k * special.expit(-40.0)), rtol=1e-12)
+    assert np.all(np.isfinite(Wt))

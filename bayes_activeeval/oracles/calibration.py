@@ -113,10 +113,12 @@ class CalibrationOracle(OracleModel):
         the map's own share has pseudo-count 1. ``0`` (the default) leaves that asymptote out.
         Fitted jointly with the map: the posterior mode by trust-region Newton with the shares a
         softmax, in which parametrization the mode of a Dirichlet(``a_0``, ``a_1``, 1) prior is
-        that of Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares. With no labeled surprise
-        ``λ_k ≈ a_k / n``: the belief keeps the rate of surprises that ``n`` labels cannot exclude.
-        The Laplace covariance is that of the map at the mode with the shares held there;
-        :meth:`posterior` samples the shares too.
+        that of Dirichlet(``1 + a_0``, ``1 + a_1``, 2) on the shares (the mode of
+        Dirichlet(``a_0``, ``a_1``, 1) itself is at 0 for ``a_k < 1``). With no labeled surprise
+        ``λ_k ≈ a_k / n``, set by the prior's pseudo-count (the rule of three would say
+        ``3 / n``). The belief plugs in the shares at the mode; the Laplace covariance is that of
+        the map with the shares held there (their own uncertainty, as large as ``λ_k`` when no
+        surprise was labeled, is left out); :meth:`posterior` samples the shares too.
 
     Attributes
     ----------
@@ -383,18 +385,29 @@ class CalibrationOracle(OracleModel):
         return -self._objective(th, *self._data())[0]
 
     @staticmethod
-    def _mixture_eta(eta, y, w, lam):
-        """Log-likelihood of Copas's mixture ``P_1 = λ_0 + k expit(η)``, ``k = 1 − λ_0 − λ_1``,
-        its first and negative second derivatives in ``η`` per item, ``dℓ/dP_1`` and ``expit(η)``."""
-        s = special.expit(eta)
+    def _mixture_logs(eta, lam):
+        """``log P_1`` and ``log(1 − P_1)`` of Copas's mixture ``P_1 = λ_0 + k expit(η)``,
+        ``k = 1 − λ_0 − λ_1``, without subtracting from 1: ``1 − P_1 = λ_1 + k expit(−η)``."""
         k = 1.0 - lam[0] - lam[1]
-        p1 = np.clip(lam[0] + k * s, 1e-300, 1.0 - 1e-16)
-        d1 = k * s * (1.0 - s)  # dP_1/dη
-        d2 = d1 * (1.0 - 2.0 * s)  # d²P_1/dη²
-        g = w * np.where(y > 0, 1.0 / p1, -1.0 / (1.0 - p1))  # dℓ/dP_1
-        curv = w * np.where(y > 0, 1.0 / p1**2, 1.0 / (1.0 - p1) ** 2)  # -d²ℓ/dP_1²
-        ll = float(np.sum(w * np.where(y > 0, np.log(p1), np.log1p(-p1))))
-        return ll, g * d1, curv * d1 * d1 - g * d2, g, s
+        with np.errstate(divide="ignore"):
+            lp1 = np.logaddexp(np.log(lam[0]), np.log(k) + special.log_expit(eta))
+            lq1 = np.logaddexp(np.log(lam[1]), np.log(k) + special.log_expit(-eta))
+        return lp1, lq1
+
+    @classmethod
+    def _mixture_eta(cls, eta, y, w, lam):
+        """Copas's mixture per labeled item: the log-likelihood, ``dℓ/dη``, ``−d²ℓ/dη²``,
+        ``dℓ/dP_1``, ``−d²ℓ/dP_1²``, ``expit(η)``, ``expit(−η)``, ``P_1`` and ``1 − P_1``."""
+        s, sc = special.expit(eta), special.expit(-eta)
+        k = 1.0 - lam[0] - lam[1]
+        lp1, lq1 = cls._mixture_logs(eta, lam)
+        p1, q1 = np.maximum(np.exp(lp1), 1e-300), np.maximum(np.exp(lq1), 1e-300)
+        d1 = k * s * sc  # dP_1/dη
+        d2 = d1 * (sc - s)  # d²P_1/dη²
+        g = w * np.where(y > 0, 1.0 / p1, -1.0 / q1)  # dℓ/dP_1
+        curv = w * np.where(y > 0, 1.0 / p1**2, 1.0 / q1**2)  # -d²ℓ/dP_1²
+        ll = float(np.sum(w * np.where(y > 0, lp1, lq1)))
+        return ll, g * d1, curv * d1 * d1 - g * d2, g, curv, s, sc, p1, q1
 
     @property
     def has_asymptotes(self) -> bool:
@@ -434,20 +447,19 @@ class CalibrationOracle(OracleModel):
         sm, lam = self._shares(u, comps)
         f, g_th, H_th = self._objective(th, items, y, w, lam)
         eta, xt, b, sig, h, z = self._eta_parts(th, items)
-        _, _, _, G, s_ = self._mixture_eta(eta, y, w, lam)
-        p1 = np.clip(lam[0] + sm[-1] * s_, 1e-300, 1.0 - 1e-16)  # as in _mixture_eta
-        C = w * np.where(y > 0, 1.0 / p1**2, 1.0 / (1.0 - p1) ** 2)  # -d²ℓ/dP_1²
-        ds = s_ * (1.0 - s_)
-        # dP_1/d(share): 1 for the lower asymptote, 0 for the upper, expit(η) for the map
-        v = np.column_stack([np.full(s_.size, 1.0 if c == 0 else 0.0) for c in comps] + [s_])
-        e = sm[:-1] * (v[:, :-1] - p1[:, None])  # dP_1/du_j
+        _, _, _, G, C, s_, sc, p1, q1 = self._mixture_eta(eta, y, w, lam)
+        ds = s_ * sc
+        # dP_1/d(share) − P_1, without cancellation: 1 − P_1 for the lower asymptote, −P_1 for the
+        # upper, expit(η) − P_1 = λ_1 expit(η) − λ_0 expit(−η) for the map
+        v = np.column_stack([q1 if c == 0 else -p1 for c in comps] + [lam[1] * s_ - lam[0] * sc])
+        e = sm[:-1] * v[:, :-1]  # dP_1/du_j
         m = comps.size
         A = alpha.sum()
         grad_u = G @ e + alpha[:-1] - sm[:-1] * A
         d2 = np.empty((m, m))
         for j in range(m):
             for k in range(m):
-                dd = sm[j] * ((float(j == k) - sm[k]) * (v[:, j] - p1) - sm[k] * (v[:, k] - p1))
+                dd = sm[j] * ((float(j == k) - sm[k]) * v[:, j] - sm[k] * v[:, k])
                 d2[j, k] = G @ dd - (C * e[:, j]) @ e[:, k]
         d2 -= A * (np.diag(sm[:-1]) - np.outer(sm[:-1], sm[:-1]))
         # cross terms: d²ℓ/dη du_j per item, times dη/dθ
@@ -573,9 +585,8 @@ class CalibrationOracle(OracleModel):
             eta = eta + np.exp(ls)[:, None] * z[:, self.strata[items]]
             lp = lp - 0.5 * np.exp(2 * ls) / ss**2 + ls - 0.5 * np.sum(z**2, axis=1)
         if self.has_asymptotes:  # Copas's mixture: λ_0 + (1 − λ_0 − λ_1) expit(η)
-            p1 = self.lam[0] + (1.0 - self.lam.sum()) * special.expit(eta)
-            with np.errstate(divide="ignore"):
-                ll = (w[None, :] * np.where(y[None, :] > 0, np.log(p1), np.log1p(-p1))).sum(axis=1)
+            lp1, lq1 = self._mixture_logs(eta, self.lam)
+            ll = (w[None, :] * np.where(y[None, :] > 0, lp1, lq1)).sum(axis=1)
             return ll + lp
         ll = (w[None, :] * (y[None, :] * eta - np.logaddexp(0.0, eta))).sum(axis=1)
         return ll + lp
@@ -737,7 +748,7 @@ class CalibrationOracle(OracleModel):
         state = common_state(self)
         state["params"] = self.params.copy()
         state["cov"] = None if self.cov_ is None else self.cov_.copy()
-        state["asymptotes"] = self.lam.copy()
+        state["lam"] = self.lam.copy()
         if not self.deterministic:
             state["draw_items"] = self._draw_idx.copy()
             state["draw_labels"] = self._draw_y.copy()
@@ -754,7 +765,7 @@ class CalibrationOracle(OracleModel):
             self._draw_y = np.asarray(state["draw_labels"], dtype=np.int64).copy()
             self._draw_w = np.asarray(state["draw_weights"], dtype=float).copy()
         self.params = np.asarray(state["params"], dtype=float).copy()
-        self.lam = np.asarray(state.get("asymptotes", np.zeros(2)), dtype=float).copy()
+        self.lam = np.asarray(state.get("lam", np.zeros(2)), dtype=float).copy()
         cov = state.get("cov")
         self.cov_ = None if cov is None else np.asarray(cov, dtype=float).copy()
         self._grid_logit = None
