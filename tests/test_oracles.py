@@ -825,9 +825,10 @@ def test_calibration_asymptotes_recover_the_contamination():
     assert abs(p_c[hi].mean() - truth[hi].mean()) < 0.3 * abs(p_p[hi].mean() - truth[hi].mean())
 
 
-def test_calibration_asymptotes_keep_the_rate_labels_cannot_exclude(svm_pool):
-    """With no labeled surprise the share stays near ``a_k / n`` (never 0); an asymptote with
-    pseudo-count 0 is left out, and without asymptotes the fit is the plain map."""
+def test_calibration_asymptotes_keep_a_rate_set_by_the_prior(svm_pool):
+    """A share is at least ``a_k / (n + a_0 + a_1 + 1)`` (its value with no labeled surprise,
+    never 0) and bounds the belief; an asymptote with pseudo-count 0 is left out, and without
+    asymptotes the fit is the plain map."""
     sp = svm_pool
     d = bae.stratified_proposal(sp.pool, strata=10, method="csf").draw(300, rng=2)
     o = CalibrationOracle(upper_asymptote=0.5)
@@ -838,7 +839,7 @@ def test_calibration_asymptotes_keep_the_rate_labels_cannot_exclude(svm_pool):
     assert 0.5 / (n + 1.5) <= o.lam[1]
     assert set(o.coef_) >= {"lambda_0", "lambda_1"}
     p1 = o.belief().probs[:, 1]
-    unl = ~o.known if hasattr(o, "known") else np.ones(p1.size, bool)
+    unl = np.ones(p1.size, bool)
     unl[o.cache.items] = False
     assert p1[unl].max() <= 1.0 - o.lam[1] + 1e-12
     plain = CalibrationOracle()

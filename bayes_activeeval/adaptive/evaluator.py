@@ -592,15 +592,16 @@ class ActiveEvaluator(EvaluatorState):
         lo, hi = m.bounds
         if not (m.affine and np.isfinite(hi - lo) and self.pool.has_probs()):
             return None, None
-        belief = pool_belief(self.pool, self.pool.models_of(m, self.model))
-        if self._model_value is None:
-            with np.errstate(all="ignore"):
-                R = intrinsic_risk(self.pool, m, self._views, belief)
-                self._model_value = np.asarray(m.g(R), dtype=float)
         done = self._model_idx.size
         if done > idx.size or not np.array_equal(self._model_idx, idx[:done]):
             done = 0
             self._model_mean = np.zeros((0, m.dim))
+        if self._model_value is None or idx.size > done:  # the pool's belief only when needed
+            belief = pool_belief(self.pool, self.pool.models_of(m, self.model))
+        if self._model_value is None:
+            with np.errstate(all="ignore"):
+                R = intrinsic_risk(self.pool, m, self._views, belief)
+                self._model_value = np.asarray(m.g(R), dtype=float)
         if idx.size > done:
             new = idx[done:]
             views = self._views(new)

@@ -158,8 +158,7 @@ class CalibrationBelief:
             if self.n_effects:
                 h = features[:, 1].astype(np.int64)
                 m = m + np.exp(th[2]) * th[3:][h]
-            lam0, lam1 = self.asymptotes
-            p1 = lam0 + (1.0 - lam0 - lam1) * special.expit(m)
+            p1 = CalibrationOracle.with_asymptotes(special.expit(m), *self.asymptotes)
         probs = np.empty((features.shape[0], 2))
         probs[:, self.pos] = p1
         probs[:, 1 - self.pos] = 1.0 - p1

@@ -380,9 +380,7 @@ class CalibrationOracle(OracleModel):
         ``λ``."""
         self.check_ready()
         th = self.params if theta is None else np.asarray(theta, dtype=float)
-        if self.has_asymptotes:
-            return float(self._log_post_many(th[None, :], *self._data())[0])
-        return -self._objective(th, *self._data())[0]
+        return -self._objective(th, *self._data(), self.lam if self.has_asymptotes else None)[0]
 
     @staticmethod
     def _mixture_logs(eta, lam):
@@ -408,6 +406,12 @@ class CalibrationOracle(OracleModel):
         curv = w * np.where(y > 0, 1.0 / p1**2, 1.0 / q1**2)  # -d²ℓ/dP_1²
         ll = float(np.sum(w * np.where(y > 0, lp1, lq1)))
         return ll, g * d1, curv * d1 * d1 - g * d2, g, curv, s, sc, p1, q1
+
+    @staticmethod
+    def with_asymptotes(p, lam0, lam1):
+        """``λ_0 + (1 − λ_0 − λ_1) p``: the map's probability ``p = expit(η)`` with the
+        asymptotes (broadcasting; ``λ = 0`` leaves ``p`` unchanged)."""
+        return lam0 + (1.0 - lam0 - lam1) * p
 
     @property
     def has_asymptotes(self) -> bool:
@@ -488,22 +492,8 @@ class CalibrationOracle(OracleModel):
         start = np.maximum(self.lam[comps], a[comps] / (w.sum() + alpha.sum()))
         u0 = np.log(start) - np.log1p(-start.sum())
         n_th = self.n_params
-        memo: dict[bytes, tuple] = {}
-
-        def obj(x):
-            key = np.asarray(x, dtype=float).tobytes()
-            if key not in memo:
-                memo.clear()
-                memo[key] = self._joint_objective(x, items, y, w, comps, alpha)
-            return memo[key]
-
-        res = optimize.minimize(
-            lambda x: obj(x)[:2],
-            np.r_[self.params, u0],
-            jac=True,
-            hess=lambda x: obj(x)[2],
-            method="trust-exact",
-            options={"gtol": 1e-8, "maxiter": 500},
+        res = _trust_newton(
+            lambda x: self._joint_objective(x, items, y, w, comps, alpha), np.r_[self.params, u0]
         )
         theta = res.x[:n_th]
         self.lam = self._shares(res.x[n_th:], comps)[1]
@@ -511,24 +501,7 @@ class CalibrationOracle(OracleModel):
 
     def _fit_map(self, items, y, w) -> None:
         """MAP and Laplace covariance of the map's parameters (trust-region Newton)."""
-        x0 = self.params.copy()
-        memo: dict[bytes, tuple] = {}  # trust-exact asks for (f, g) and H at the same θ
-
-        def obj(t):
-            key = np.asarray(t, dtype=float).tobytes()
-            if key not in memo:
-                memo.clear()
-                memo[key] = self._objective(t, items, y, w)
-            return memo[key]
-
-        res = optimize.minimize(
-            lambda t: obj(t)[:2],
-            x0,
-            jac=True,
-            hess=lambda t: obj(t)[2],
-            method="trust-exact",
-            options={"gtol": 1e-8, "maxiter": 500},
-        )
+        res = _trust_newton(lambda t: self._objective(t, items, y, w), self.params.copy())
         self._set_laplace(res.x, self._objective(res.x, items, y, w)[2], res.success)
 
     def _set_laplace(self, theta, H, converged) -> None:
@@ -695,7 +668,7 @@ class CalibrationOracle(OracleModel):
             flat, t = self._interp
             g = self._grid_logit.ravel()
             p1 = special.expit((1.0 - t) * g[flat] + t * g[flat + 1])
-        return self._binary_belief(self.lam[0] + (1.0 - self.lam.sum()) * p1)
+        return self._binary_belief(self.with_asymptotes(p1, *self.lam))
 
     def _binary_belief(self, p1: np.ndarray) -> CategoricalBelief:
         """The two-class belief with ``P(y = pos) = p1``; labeled items of a deterministic oracle
@@ -867,7 +840,7 @@ class CalibrationOracle(OracleModel):
             eta = c[:, None] + b[:, None] * self.xt[None, sl]
             if u is not None:
                 eta = eta + u[:, self.strata[sl]]
-            p = lam0[:, None] + (1.0 - lam0 - lam1)[:, None] * special.expit(eta)
+            p = self.with_asymptotes(special.expit(eta), lam0[:, None], lam1[:, None])
             p1[sl] = p.mean(axis=0)
         return self._binary_belief(p1)
 
@@ -875,6 +848,29 @@ class CalibrationOracle(OracleModel):
         kind = "deterministic" if self.deterministic else "stochastic"
         extra = f", n_labels={self.n_labels}" if self._ready else ""
         return f"CalibrationOracle({kind}, n_strata={self.n_strata}{extra})"
+
+
+def _trust_newton(objective, x0):
+    """Minimize ``objective(x) -> (f, gradient, Hessian)`` by trust-region Newton
+    (``scipy.optimize.minimize(method="trust-exact")``), evaluating it once per point: the
+    method asks for ``(f, g)`` and ``H`` at the same ``x``."""
+    memo: dict[bytes, tuple] = {}
+
+    def obj(x):
+        key = np.asarray(x, dtype=float).tobytes()
+        if key not in memo:
+            memo.clear()
+            memo[key] = objective(x)
+        return memo[key]
+
+    return optimize.minimize(
+        lambda x: obj(x)[:2],
+        x0,
+        jac=True,
+        hess=lambda x: obj(x)[2],
+        method="trust-exact",
+        options={"gtol": 1e-8, "maxiter": 500},
+    )
 
 
 register_oracle("calibration", CalibrationOracle)
