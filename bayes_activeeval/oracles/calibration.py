@@ -410,7 +410,20 @@ class CalibrationOracle(OracleModel):
     @staticmethod
     def with_asymptotes(p, lam0, lam1):
         """``λ_0 + (1 − λ_0 − λ_1) p``: the map's probability ``p = expit(η)`` with the
-        asymptotes (broadcasting; ``λ = 0`` leaves ``p`` unchanged)."""
+        asymptotes of Copas's (1988) contaminated logistic model (broadcasting; ``λ = 0`` leaves
+        ``p`` unchanged).
+
+        Parameters
+        ----------
+        p : array-like
+            The map's probabilities.
+        lam0, lam1 : float or array-like
+            The lower and upper asymptotes' shares.
+
+        Returns
+        -------
+        ndarray
+        """
         return lam0 + (1.0 - lam0 - lam1) * p
 
     @property
