@@ -683,11 +683,11 @@ def status(session, level, as_json, pool_path):
             return
         click.echo(format_status(s, st))
         if post is not None:
-            from .report import POSTERIOR_NOTE, posterior_conflicts
+            from .report import posterior_conflicts, posterior_note
 
-            click.echo("\nposterior of the measure (contingency-table model; ArviZ summary):")
+            click.echo(f"\nposterior of the measure ({post.attrs['model']}; ArviZ summary):")
             click.echo(post.to_string())
-            click.echo(POSTERIOR_NOTE)
+            click.echo(posterior_note(post.attrs["method"]))
             for line in posterior_conflicts(st["estimates"], post, st["measure"]):
                 click.echo(line)
 

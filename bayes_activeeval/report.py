@@ -38,6 +38,7 @@ __all__ = [
     "comparison_table",
     "estimate_path",
     "posterior_conflicts",
+    "posterior_note",
     "posterior_summary",
     "render_html",
     "write_report",
@@ -76,7 +77,19 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 
     names = list(posterior["posterior"].data_vars)
     var_names = ["measure"] if "measure" in names else None
-    return pd.DataFrame(summary(posterior, var_names=var_names))
+    out = pd.DataFrame(summary(posterior, var_names=var_names))
+    method = str(posterior.attrs.get("method", "conjugate"))
+    out.attrs["method"] = method
+    out.attrs["model"] = _POSTERIOR_MODELS.get(method, method)
+    return out
+
+
+#: How ``bae status`` and the report name each posterior's model.
+_POSTERIOR_MODELS = {
+    "conjugate": "contingency-table model",
+    "pymc": "contingency-table model, PyMC",
+    "calibration": "item-level calibration model",
+}
 
 
 #: What ``bae status`` and the report say about the posterior beside the confidence interval.
@@ -85,6 +98,21 @@ POSTERIOR_NOTE = (
     "(the prior of its contingency cells), so its credible interval is only as calibrated as "
     "they are; the confidence interval is design-based and does not depend on them."
 )
+
+
+#: The same for the item-level calibration posterior (the threshold-free measures' posterior).
+CALIBRATION_NOTE = (
+    "The posterior is model-based: the unlabeled items' labels are drawn from a logistic "
+    "calibration of the model's scores fitted to the labels, so its credible interval is only as "
+    "calibrated as that label model is (positives where the scores do not predict them are "
+    "missed); the confidence interval is design-based and does not depend on it."
+)
+
+
+def posterior_note(method: str) -> str:
+    """What to say beside a posterior of ``method`` (:data:`POSTERIOR_NOTE` for the cell
+    models, :data:`CALIBRATION_NOTE` for ``"calibration"``)."""
+    return CALIBRATION_NOTE if method == "calibration" else POSTERIOR_NOTE
 
 
 def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure: str) -> list[str]:
@@ -489,12 +517,22 @@ def render_html(session, level: float = 0.95) -> str:
     )
     if post_sum is not None:
         shown = post_sum[[c for c in post_sum.columns if not str(c).startswith("mcse")]]
+        if post_sum.attrs.get("method") == "calibration":
+            model = (
+                "Item-level calibration model (a logistic calibration of the scores fitted to the "
+                "labeled items; every unlabeled item's label drawn from its posterior predictive)"
+            )
+        else:
+            model = (
+                "Contingency-table model (score stratum × prediction × label, design-weighted "
+                "pseudo-counts), conjugate Dirichlet posterior"
+            )
+        note = posterior_note(post_sum.attrs.get("method", "conjugate"))
         bayes = (
             _table(shown, "{:.4g}")
-            + "<p class='note'>Contingency-table model (score stratum × prediction × label, "
-            "design-weighted pseudo-counts), conjugate Dirichlet posterior; arviz.summary with "
-            "its 89% equal-tailed interval. r_hat near 1 and large ess_bulk/ess_tail mean the "
-            f"draws can be trusted. {html.escape(POSTERIOR_NOTE)}</p>"
+            + f"<p class='note'>{model}; arviz.summary with its 89% equal-tailed interval. "
+            "r_hat near 1 and large ess_bulk/ess_tail mean the draws can be trusted. "
+            f"{html.escape(note)}</p>"
         )
     else:
         bayes = "<p class='note'>No posterior yet (no completed stage, or a regression pool).</p>"

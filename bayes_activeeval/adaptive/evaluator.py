@@ -581,6 +581,23 @@ class ActiveEvaluator(EvaluatorState):
                 }
             )
 
+    def _guard_probs(self, idx: np.ndarray) -> np.ndarray | None:
+        """``π(y = pos | x)`` at the draws for the guarded variance of a threshold-free measure:
+        the Bayesian calibration of the scores (:func:`~bayes_activeeval.posterior.
+        calibration_map`, the posterior's label model) fitted to the distinct labeled items, at
+        its posterior mode and without point masses — refitted from all labels at every estimate,
+        so a loaded evaluator gives the same interval. A stochastic oracle keeps the models' own
+        probabilities; ``None`` without probabilities."""
+        from ..posterior.calibration import calibration_map
+
+        models = measure_models(self.pool, self.measure, self.model)
+        known = np.flatnonzero(self._label >= 0)
+        if self.deterministic and known.size:
+            return calibration_map(self.pool, models[0], known, self._label[known])[idx]
+        if self.pool.has_probs():
+            return positive_probs(self.pool, None, models, 0.0)[idx]
+        return None
+
     def _model_expectations(self, idx: np.ndarray):
         """The working model of the difference estimate's anticipated variance
         (``difference_estimate``'s ``model_expected``, ``model_value``): each draw's expected loss
@@ -692,9 +709,6 @@ class ActiveEvaluator(EvaluatorState):
                 # the ranking of all draws, not per-draw losses: L holds 1(y = pos)
                 models = measure_models(self.pool, self.measure, self.model)
                 scores = np.stack([model_scores(self.pool, m)[idx] for m in models], axis=1)
-                pi = None
-                if self.pool.has_probs():
-                    pi = positive_probs(self.pool, None, models, 0.0)[idx]
                 return rank_estimate_arrays(
                     self.measure,
                     scores,
@@ -702,7 +716,7 @@ class ActiveEvaluator(EvaluatorState):
                     w,
                     variance_weights=winf,
                     n_labels=self._n_labels,
-                    belief=pi,
+                    belief=self._guard_probs(idx),
                 )
             if self.estimator == "model_assisted":
                 A = self._ma_arrays()
@@ -834,7 +848,9 @@ class ActiveEvaluator(EvaluatorState):
             deterministic oracle, where the adaptive selection is ignorable given the score
             (Rubin 1976); otherwise ``"conjugate"`` with design-weighted cell counts (Marchant &
             Rubinstein (2021), App. H). See ``docs/adaptive.md`` and
-            ``benchmarks/results/contingency_coverage.md`` for the coverage of each.
+            ``benchmarks/results/contingency_coverage.md`` for the coverage of each. A
+            threshold-free measure (ROC AUC, average precision, recall at a false-positive rate)
+            has only ``"calibration"`` (``docs/threshold-free.md``).
         **kwargs
             Passed to ``contingency_posterior`` (``draws``, ``chains``, ``rng``, ``weighting``, …).
 
@@ -844,11 +860,8 @@ class ActiveEvaluator(EvaluatorState):
         """
         from ..posterior import contingency_posterior
 
-        if isinstance(self.measure, RankMeasure):
-            raise ValueError(
-                f"no posterior for the threshold-free measure {self.measure.name!r} yet; use "
-                "estimate() (influence-function variance)"
-            )
+        if isinstance(self.measure, RankMeasure) and method is None:
+            method = "calibration"  # the only posterior of a threshold-free measure
         if method is None:
             binary = self.pool.task == "binary" and self.pool.pos is not None
             has_x = self.pool.has_probs() or self.pool.scores is not None

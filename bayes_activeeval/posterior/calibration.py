@@ -21,7 +21,7 @@ from .._validation import check_count, check_rng
 from ..measures import Measure
 from .common import apply_g, check_labeled, key_names, prediction_key, unlabeled_loss_sums
 
-__all__ = ["CalibrationOptions", "calibration_posterior"]
+__all__ = ["CalibrationOptions", "calibration_map", "calibration_posterior"]
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,30 @@ def calibration_posterior(
 
     Parameters are those of :func:`~bayes_activeeval.posterior.contingency_posterior` (binary
     pools, deterministic oracle; the labeled items enter unweighted), with the method's own
-    ``options``.
+    ``options``. ``measure`` may also be a threshold-free measure (``"roc_auc"``,
+    ``"average_precision"``, ``"recall@fpr=α"``, bound to one model, a difference or a stack): every
+    unlabeled item then draws its own label from the label model's posterior predictive and the
+    measure is evaluated on the whole pool per draw (Marchant & Rubinstein (2021), Def. 1, with
+    the ranking functional for ``g``).
 
     Returns
     -------
     xarray.DataTree
         ``risk``, ``measure``, ``a``, ``b``, ``stratum_effect`` and ``unlabeled_positives``
         (prediction) in ``posterior``; the labeled counts per prediction × class in
-        ``observed_data``.
+        ``observed_data``. For a threshold-free measure: ``measure``, ``a``, ``b``,
+        ``stratum_effect`` and ``unlabeled_positives`` (one total per draw), and the labeled
+        counts per class.
+
+    Examples
+    --------
+    >>> import bayes_activeeval as bae
+    >>> demo = bae.datasets.make_classification_pool(20_000, prevalence=0.01, rng=0)
+    >>> d = bae.optimal_proposal(demo.pool, "roc_auc").draw(500, rng=1)
+    >>> post = bae.posterior.calibration_posterior(
+    ...     demo.pool, "roc_auc", d.indices, demo.labels[d.indices], draws=200, rng=2)
+    >>> float(post["posterior"]["measure"].mean()) > 0.5
+    True
     """
     opts = CalibrationOptions() if options is None else options
     draws = check_count(draws, "draws")
@@ -103,23 +119,7 @@ def calibration_posterior(
     )
 
 
-def _calibration_posterior(
-    pool,
-    measure,
-    indices,
-    labels,
-    *,
-    model,
-    deterministic,
-    encoded,
-    draws,
-    chains,
-    tune,
-    fit,
-    bin_width,
-    calibration_options,
-    rng,
-):
+def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin_width, rng):
     """Item-level finite-population posterior (``method="calibration"``; see
     :func:`calibration_posterior`).
 
@@ -138,45 +138,10 @@ def _calibration_posterior(
     """
     from scipy import special
 
-    from ..oracles.calibration import CalibrationOracle, log_odds
-
-    if not deterministic:
-        raise ValueError(
-            "method='calibration' needs a deterministic oracle (deterministic=True); for a "
-            "stochastic oracle use method='conjugate' with weighting='design'"
-        )
     bw = float(bin_width)
-    m, views = pool.resolve(measure, model)
-    models = pool.models_of(m, model)
-    if pool.task != "binary" or pool.pos is None:
-        raise ValueError(
-            "method='calibration' needs a binary pool with a positive class "
-            f"(got task={pool.task!r}); use method='conjugate' or 'pymc'"
-        )
-    M, C, pos = pool.n_items, 2, int(pool.pos)
-    idx, y = check_labeled(pool, indices, labels, encoded)
-    if y.shape != idx.shape:
-        raise ValueError(
-            f"indices and labels must have the same length, got {idx.size} and {y.size}"
-        )
-    if y.size and (y.min() < 0 or y.max() >= C):
-        raise ValueError("labels must be class indices 0..1 when encoded=True")
-    ui, first = np.unique(idx, return_index=True)
-    if ui.size == 0:
-        raise ValueError("method='calibration' needs at least one labeled item")
-    yu = y[first]
-    opts = dict(calibration_options or {})
-    S = chains * draws
-    opts.setdefault("n_samples", max(512, 2 * S))
-    oracle = CalibrationOracle(deterministic=True, model=models[0], **opts)
-    oracle.initialize(pool, models[0])
-    if oracle.used_feature == "logit" and "clip" not in opts:
-        # the oracle clips probabilities at 1e-6 before the logit; rare-positive pools have most
-        # of their items below that, and a label model that sees them all at logit(1e-6)
-        # predicts phantom positives in the bulk: use the log-odds at full precision here
-        x = log_odds(pool.view(models[0]).prob, pos)
-        oracle.initialize_feature(x, oracle.prior_belief, pos, feature="logit")
-    oracle.update(ui, yu)
+    M, C = pool.n_items, 2
+    oracle, ui, yu, cc, b, u_h, extra = fitted
+    S, pos = chains * draws, int(pool.pos)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
     y_known = np.zeros(M, dtype=np.int64)
@@ -201,28 +166,6 @@ def _calibration_posterior(
     Lsum, R_known = unlabeled_loss_sums(m, views, p, item_bin, nb, known, y_known, C)
     base = R_known + Lsum[:, 1 - pos].sum(axis=0)
     D = Lsum[:, pos] - Lsum[:, 1 - pos]  # (bin, d)
-    # parameter draws of the label model
-    extra: dict[str, np.ndarray] = {}
-    if fit == "laplace":
-        thetas, w = oracle.posterior_samples()
-        pick = rng.choice(thetas.shape[0], size=S, p=w)
-        th = thetas[pick]
-        cc, b = th[:, 0], np.exp(th[:, 1])
-        u_h = np.exp(th[:, 2])[:, None] * th[:, 3:] if oracle.H else np.zeros((S, 1))
-    else:
-        idata = oracle.posterior(draws, rng=rng, tune=tune, chains=chains)
-        post = idata["posterior"]
-        cc = np.asarray(post["c"]).reshape(-1)
-        b = np.asarray(post["b"]).reshape(-1)
-        u_h = (
-            np.asarray(post["stratum_effect"]).reshape(S, oracle.H)
-            if oracle.H
-            else np.zeros((S, 1))
-        )
-    extra["a"] = (cc - b * oracle.x_center).reshape(chains, draws)
-    extra["b"] = b.reshape(chains, draws)
-    if oracle.H:
-        extra["stratum_effect"] = u_h.reshape(chains, draws, oracle.H)
     R = np.empty((S, d))
     n_pos = np.zeros((S, int(bin_key.max()) + 1 if nb else 1))
     block = max(1, (1 << 22) // max(nb, 1))
@@ -246,42 +189,314 @@ def _calibration_posterior(
     return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), extra, m, info
 
 
-def _calibration_tree(pool, measure, indices, labels, **kw):
-    """Wrap :func:`_calibration_posterior` as an ``xarray.DataTree``."""
+def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
+    """Item-level finite-population posterior of a threshold-free measure (ROC AUC, average
+    precision, recall at a false-positive rate; one model, a difference or a stack).
+
+    Step 1 is :func:`_calibration_posterior`'s label model. Step 2 draws every unlabeled item's
+    label in every posterior draw ``t``, ``y ∼ Bernoulli(expit(η_t(x)))``, exactly but without
+    touching every (item, draw) pair: items are grouped by an upper bound ``e ≥ max_t η_t(x)``
+    (quarter-octave levels), each level draws its candidate (item, draw) pairs as the successes
+    of Bernoulli(``e``) trials (a binomial count, then a uniform subset), and a candidate is kept
+    with probability
+    ``expit(η_t(x))/e`` (thinning; items with ``e > 0.05`` are drawn directly). Step 3 evaluates
+    the measure on the whole pool per draw, labeled items at their labels, with the pool's masses
+    ``p`` (:func:`~bayes_activeeval.threshold_free.values_from_positives`); no binning: the
+    ranking needs each item's own score.
+    """
+    from ..threshold_free.estimates import model_scores
+    from ..threshold_free.kernels import tie_groups, values_from_positives
+
+    oracle, ui, yu, cc, b, u_h, extra = fitted
+    M, S, pos = pool.n_items, chains * draws, int(pool.pos)
+    p = np.asarray(pool.p, dtype=float)
+    known = np.zeros(M, dtype=bool)
+    known[ui] = True
+    unl = np.flatnonzero(~known)
+    lin = (cc - b * oracle.x_center)[:, None] + u_h  # η_t = lin[t, h] + b_t x
+    t_new, i_new = _draw_positives(rng, oracle.x[unl], oracle.strata[unl], lin, b)
+    kp = ui[yu == pos]  # the labeled positives, in every draw
+    item = np.concatenate([np.repeat(kp, S), unl[i_new]])
+    draw = np.concatenate([np.tile(np.arange(S), kp.size), t_new])
+    vals = np.empty((S, len(models)))
+    for j, k in enumerate(models):
+        inv, G = tie_groups(model_scores(pool, k))
+        tot = np.bincount(inv, p, G)
+        vals[:, j] = values_from_positives(m, draw, inv[item], p[item], S, tot)
+    G_out = vals[:, :1] - vals[:, 1:2] if m.difference else vals
+    extra["unlabeled_positives"] = np.bincount(t_new, minlength=S).reshape(chains, draws)
+    info = {"oracle": oracle, "models": models, "labeled": np.bincount(yu, minlength=2)}
+    return G_out.reshape(chains, draws, m.n_outputs), extra, info
+
+
+def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 512):
+    """All ``(draw, item)`` pairs with a positive label when item ``i`` is positive in draw ``t``
+    with probability ``expit(lin[t, h_i] + b_t x_i)``, independently (see :func:`_rank_posterior`).
+
+    Returns
+    -------
+    t, i : ndarray of int
+    """
+    from scipy import special
+
+    S, n = b.size, x.size
+    if n == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    # an upper bound of η over the draws: η is linear in x, so on a bin of x its maximum over
+    # the draws is at one of the bin's edges
+    lo, hi = float(x.min()), float(x.max())
+    width = max(hi - lo, 1e-12) / n_bins
+    k = np.minimum(((x - lo) / width).astype(np.int64), n_bins - 1)
+    edges = lo + width * np.arange(n_bins + 1)
+    up = np.empty(n)
+    for hh in np.unique(h):
+        at = h == hh
+        e_max = (lin[:, hh][:, None] + b[:, None] * edges[None, :]).max(axis=0)
+        up[at] = np.maximum(e_max[k[at]], e_max[k[at] + 1])
+    bound = special.expit(up)
+    level = np.ceil(4.0 * np.log2(np.maximum(bound, 1e-300)))
+    e = np.minimum(2.0 ** (level / 4.0), 1.0)
+    ts, its = [], []
+    dense = np.flatnonzero(e > dense_above)
+    block = max(1, (1 << 22) // max(dense.size, 1))
+    for t0 in range(0, S, block):
+        t1 = min(t0 + block, S)
+        eta = lin[t0:t1][:, h[dense]] + b[t0:t1, None] * x[dense][None, :]
+        tt, ii = np.nonzero(rng.random(eta.shape) < special.expit(eta))
+        ts.append(tt + t0)
+        its.append(dense[ii])
+    sparse_items = np.flatnonzero(e <= dense_above)
+    for lv in np.unique(level[sparse_items]):
+        items = sparse_items[level[sparse_items] == lv]
+        e_lv = 2.0 ** (lv / 4.0)
+        flat = _bernoulli_positions(rng, items.size * S, e_lv)
+        c = flat.size
+        ii, tt = items[flat // S], flat % S
+        eta = lin[tt, h[ii]] + b[tt] * x[ii]
+        keep = rng.random(c) * e_lv < special.expit(eta)
+        ts.append(tt[keep])
+        its.append(ii[keep])
+    return np.concatenate(ts).astype(np.int64), np.concatenate(its).astype(np.int64)
+
+
+def _fitted_oracle(pool, model: str, items: np.ndarray, labels: np.ndarray, opts: dict):
+    """The Bayesian calibration of ``model``'s scores (:class:`~bayes_activeeval.oracles.
+    calibration.CalibrationOracle`, deterministic, options ``opts``) fitted to distinct labeled
+    ``items`` with encoded ``labels``."""
+    from ..oracles.calibration import CalibrationOracle, log_odds
+
+    pos = int(pool.pos)
+    oracle = CalibrationOracle(deterministic=True, model=model, **opts)
+    oracle.initialize(pool, model)
+    if oracle.used_feature == "logit" and "clip" not in opts:
+        # the oracle clips probabilities at 1e-6 before the logit; rare-positive pools have most
+        # of their items below that, and a label model that sees them all at logit(1e-6)
+        # predicts phantom positives in the bulk: use the log-odds at full precision here
+        x = log_odds(pool.view(model).prob, pos)
+        oracle.initialize_feature(x, oracle.prior_belief, pos, feature="logit")
+    oracle.update(items, labels)
+    return oracle
+
+
+def calibration_map(pool, model: str, items: Any, labels: Any) -> np.ndarray:
+    """``P(y = pos | x)`` of every item under the label model of the calibration posterior at its
+    posterior mode: the Bayesian calibration ``logit P = c + b (s(x) − s̄) + σ z_{h(x)}`` of the
+    model's log-odds (or scores) fitted to the distinct labeled ``items`` (labels as class
+    indices), unweighted (ignorable selection given the score; Rubin 1976) — and without the
+    point masses an oracle model puts on labeled items.
+
+    The adaptive evaluator's guarded variance of a threshold-free measure averages each draw's
+    squared influence over it (``docs/threshold-free.md``).
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    model : str
+    items, labels : array-like of int
+        Distinct labeled items and their encoded labels.
+
+    Returns
+    -------
+    ndarray (n_items,)
+    """
+    from scipy import special
+
+    items = np.asarray(items, dtype=np.int64)
+    oracle = _fitted_oracle(pool, model, items, np.asarray(labels, dtype=np.int64), {})
+    return special.expit(oracle.linear_predictor()[0])
+
+
+def _bernoulli_positions(rng, n: int, e: float) -> np.ndarray:
+    """The successes among ``n`` independent Bernoulli(``e``) trials, as sorted positions, in
+    ``O(e n)``: their number is ``Binomial(n, e)`` and, given it, they are a uniform subset,
+    drawn as uniform positions with repeats redrawn (``numpy``'s ``choice`` without replacement
+    would shuffle all ``n`` positions once ``e`` exceeds about 1 %). Used for ``e ≤ 0.05``, where
+    repeats are rare."""
+    c = int(rng.binomial(n, e))
+    pos = np.unique(rng.integers(0, n, size=c))
+    while pos.size < c:  # a uniform c-subset: the procedure is symmetric in the positions
+        pos = np.unique(np.concatenate([pos, rng.integers(0, n, size=c - pos.size)]))
+    return pos
+
+
+def _label_model(
+    pool, models, indices, labels, *, encoded, draws, chains, tune, fit, calibration_options, rng
+):
+    """Step 1 of :func:`_calibration_posterior`: the Bayesian calibration of ``models[0]``'s
+    scores fitted to the distinct labeled items (unweighted), and ``chains × draws`` draws of its
+    parameters.
+
+    Returns
+    -------
+    tuple
+        ``(oracle, ui, yu, c, b, u_h, extra)``: the fitted oracle, the distinct labeled items and
+        their (encoded) labels, the intercept at ``x_center``, slope and stratum effects per draw
+        (``u_h`` of shape ``(S, max(H, 1))``), and the parameter arrays for the posterior group.
+    """
+    if pool.task != "binary" or pool.pos is None:
+        raise ValueError(
+            "method='calibration' needs a binary pool with a positive class "
+            f"(got task={pool.task!r}); use method='conjugate' or 'pymc'"
+        )
+    idx, y = check_labeled(pool, indices, labels, encoded)
+    if y.shape != idx.shape:
+        raise ValueError(
+            f"indices and labels must have the same length, got {idx.size} and {y.size}"
+        )
+    if y.size and (y.min() < 0 or y.max() >= 2):
+        raise ValueError("labels must be class indices 0..1 when encoded=True")
+    ui, first = np.unique(idx, return_index=True)
+    if ui.size == 0:
+        raise ValueError("method='calibration' needs at least one labeled item")
+    yu = y[first]
+    opts = dict(calibration_options or {})
+    S = chains * draws
+    opts.setdefault("n_samples", max(512, 2 * S))
+    oracle = _fitted_oracle(pool, models[0], ui, yu, opts)
+    extra: dict[str, np.ndarray] = {}
+    if fit == "laplace":
+        thetas, w = oracle.posterior_samples()
+        pick = rng.choice(thetas.shape[0], size=S, p=w)
+        th = thetas[pick]
+        cc, b = th[:, 0], np.exp(th[:, 1])
+        u_h = np.exp(th[:, 2])[:, None] * th[:, 3:] if oracle.H else np.zeros((S, 1))
+    else:
+        idata = oracle.posterior(draws, rng=rng, tune=tune, chains=chains)
+        post = idata["posterior"]
+        cc = np.asarray(post["c"]).reshape(-1)
+        b = np.asarray(post["b"]).reshape(-1)
+        u_h = (
+            np.asarray(post["stratum_effect"]).reshape(S, oracle.H)
+            if oracle.H
+            else np.zeros((S, 1))
+        )
+    extra["a"] = (cc - b * oracle.x_center).reshape(chains, draws)
+    extra["b"] = b.reshape(chains, draws)
+    if oracle.H:
+        extra["stratum_effect"] = u_h.reshape(chains, draws, oracle.H)
+    return oracle, ui, yu, cc, b, u_h, extra
+
+
+def _calibration_tree(
+    pool,
+    measure,
+    indices,
+    labels,
+    *,
+    model,
+    deterministic,
+    encoded,
+    draws,
+    chains,
+    tune,
+    fit,
+    bin_width,
+    calibration_options,
+    rng,
+):
+    """Fit the label model once (:func:`_label_model`) and wrap :func:`_calibration_posterior`
+    (or, for a threshold-free measure, :func:`_rank_posterior`) as an ``xarray.DataTree``."""
     import arviz_base as azb
 
-    R, G, extra, m, info = _calibration_posterior(pool, measure, indices, labels, **kw)
-    oracle = info["oracle"]
-    keys = key_names(pool, info["keys"], info["models"])
-    post = {"risk": R, "measure": G, **extra}
-    chains, draws = R.shape[:2]
-    post["unlabeled_positives"] = info["n_pos"].reshape(chains, draws, -1)
-    dims = {
-        "risk": ["component"],
-        "measure": ["output"],
-        "stratum_effect": ["stratum"],
-        "unlabeled_positives": ["prediction"],
-        "labeled_counts": ["prediction", "class"],
-    }
-    coords = {
-        "component": list(m.components),
-        "output": list(m.outputs),
-        "prediction": keys,
-        "class": [str(c) for c in pool.classes],
-    }
-    if oracle.H:
-        coords["stratum"] = list(range(oracle.H))
+    from ..threshold_free import measure_models, rank_measure
+
+    rank = rank_measure(measure)
+    if not deterministic:
+        other = (
+            ""
+            if rank
+            else "; for a stochastic oracle use method='conjugate' with weighting='design'"
+        )
+        raise ValueError(
+            f"method='calibration' needs a deterministic oracle (deterministic=True){other}"
+        )
+    if rank is not None:
+        models = measure_models(pool, rank, model)
+    else:
+        m, views = pool.resolve(measure, model)
+        models = pool.models_of(m, model)
+    fitted = _label_model(
+        pool,
+        models,
+        indices,
+        labels,
+        encoded=encoded,
+        draws=draws,
+        chains=chains,
+        tune=tune,
+        fit=fit,
+        calibration_options=calibration_options,
+        rng=rng,
+    )
+    common = {"chains": chains, "draws": draws, "rng": rng}
     attrs = {
         "method": "calibration",
-        "measure": m.name,
         "weighting": "none",
-        "fit": kw["fit"],
-        "bin_width": float(kw["bin_width"]),
+        "fit": fit,
         "finite_population": 1,
         "deterministic": 1,
     }
+    if rank is not None:
+        G, post, info = _rank_posterior(pool, rank, models, fitted, **common)
+        post = {"measure": G, **post}
+        dims = {"measure": ["output"], "stratum_effect": ["stratum"], "labeled_counts": ["class"]}
+        coords = {"output": list(rank.outputs), "class": [str(c) for c in pool.classes]}
+        observed = {"labeled_counts": info["labeled"]}
+        attrs["measure"] = rank.name
+    else:
+        R, G, extra, m, info = _calibration_posterior(
+            pool, m, views, models, fitted, bin_width=bin_width, **common
+        )
+        keys = key_names(pool, info["keys"], info["models"])
+        chains, draws = R.shape[:2]
+        post = {
+            "risk": R,
+            "measure": G,
+            **extra,
+            "unlabeled_positives": info["n_pos"].reshape(chains, draws, -1),
+        }
+        dims = {
+            "risk": ["component"],
+            "measure": ["output"],
+            "stratum_effect": ["stratum"],
+            "unlabeled_positives": ["prediction"],
+            "labeled_counts": ["prediction", "class"],
+        }
+        coords = {
+            "component": list(m.components),
+            "output": list(m.outputs),
+            "prediction": keys,
+            "class": [str(c) for c in pool.classes],
+        }
+        observed = {"labeled_counts": info["labeled"]}
+        attrs["measure"] = m.name
+        attrs["bin_width"] = float(bin_width)
+    oracle = info["oracle"]
+    if oracle.H:
+        coords["stratum"] = list(range(oracle.H))
     dt = azb.from_dict(
-        {"posterior": post, "observed_data": {"labeled_counts": info["labeled"]}},
+        {"posterior": post, "observed_data": observed},
         dims=dims,
         coords=coords,
         attrs={"posterior": attrs},

@@ -62,6 +62,7 @@ from ..beliefs import pool_belief
 from ..measures import Measure
 from ..proposals import CHUNK
 from ..strata import score_strata
+from ..threshold_free.kernels import rank_measure
 from .calibration import CalibrationOptions, calibration_posterior
 from .common import apply_g, check_labeled, key_names, prediction_key, unlabeled_loss_sums
 
@@ -364,6 +365,12 @@ def contingency_posterior(
     if unknown:
         raise TypeError(f"contingency_posterior() got unexpected keyword arguments {unknown}")
     cell_opts = CellOptions(**{k: v for k, v in options.items() if k in _CELL_KEYS})
+    if method != "calibration" and rank_measure(measure) is not None:
+        raise ValueError(
+            f"the threshold-free measure {rank_measure(measure).name!r} has no contingency-table "
+            f"posterior (method={method!r}): its value depends on the whole ranking, not on cell "
+            "counts; use method='calibration'"
+        )
     common = {
         "model": model,
         "deterministic": deterministic,

@@ -617,12 +617,14 @@ class Session(SessionRecords):
         done, _ = self.stage_progress()
         return self._design.current_q(self, len(done))
 
-    def posterior(self, method: str = "conjugate", draws: int = 1000, **kwargs: Any):
+    def posterior(self, method: str | None = None, draws: int = 1000, **kwargs: Any):
         """The posterior of the measure on the pool (an :class:`xarray.DataTree`), from the
         contingency-table model fitted to the labeled draws of the completed stages with their
-        design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`);
-        ``None`` before any stage completes, for regression pools, for lazy pools and for the
-        threshold-free measures (ROC AUC, average precision: no cell posterior yet).
+        design weights (:func:`~bayes_activeeval.posterior.contingency_posterior`,
+        ``method="conjugate"`` by default) or, for the threshold-free measures (ROC AUC, average
+        precision, recall at a false-positive rate), the item-level calibration posterior
+        (``method="calibration"``, the only one they have); ``None`` before any stage completes,
+        for regression pools and for lazy pools.
 
         Several models: the stacked measure, one output per model.
         """
@@ -631,8 +633,9 @@ class Session(SessionRecords):
             return None
         if getattr(self.pool, "is_lazy", False):  # the cell model reads every item's prediction
             return None
-        if isinstance(get_measure(self.design.measure), RankMeasure):
-            return None
+        if method is None:
+            rank = isinstance(get_measure(self.design.measure), RankMeasure)
+            method = "calibration" if rank else "conjugate"
         from ..posterior import contingency_posterior
 
         models = self.design.models

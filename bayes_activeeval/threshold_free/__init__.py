@@ -52,6 +52,7 @@ from .kernels import (
     RankMeasure,
     influence,
     rank_measure,
+    values_from_positives,
     weighted_average_precision,
     weighted_roc_auc,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "rank_proposal",
     "scaled_rank_floor",
     "stacked_estimate",
+    "values_from_positives",
     "weighted_average_precision",
     "weighted_roc_auc",
 ]
