@@ -195,11 +195,11 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
 
     Step 1 is :func:`_calibration_posterior`'s label model. Step 2 draws every unlabeled item's
     label in every posterior draw ``t``, ``y ∼ Bernoulli(expit(η_t(x)))``, exactly but without
-    touching every (item, draw) pair: items are grouped by an upper bound ``e ≥ max_t η_t(x)``
-    (quarter-octave levels), each level draws its candidate (item, draw) pairs as the successes
-    of Bernoulli(``e``) trials (a binomial count, then a uniform subset), and a candidate is kept
-    with probability
-    ``expit(η_t(x))/e`` (thinning; items with ``e > 0.05`` are drawn directly). Step 3 evaluates
+    touching every (item, draw) pair: items are grouped by an upper bound
+    ``e ≥ max_t expit(η_t(x))`` (quarter-octave levels), each level draws its candidate (item,
+    draw) pairs as the successes of Bernoulli(``e``) trials (a binomial count, then a uniform
+    subset), and a candidate is kept with probability ``expit(η_t(x))/e`` (thinning; items with
+    ``e > 0.05`` are drawn directly). Step 3 evaluates
     the measure on the whole pool per draw, labeled items at their labels, with the pool's masses
     ``p`` (:func:`~bayes_activeeval.threshold_free.values_from_positives`); no binning: the
     ranking needs each item's own score.

@@ -340,7 +340,7 @@ def values_from_positives(
 
     Recall at a false-positive rate is evaluated on the dense group masses in blocks of
     configurations. Equal to :func:`influence`'s value on each configuration (tested); ``nan``
-    where a configuration has no positive or no negative mass.
+    where a configuration has no positive mass or a negative mass below ``1e-12`` of the pool's.
 
     Parameters
     ----------
@@ -390,8 +390,9 @@ def values_from_positives(
         num = mk * (B[gk] - below + 0.5 * (tot[gk] - mk))
         val = np.bincount(tk, num, T) / (W1s * W0s)
     else:
-        A = tot.sum() - (np.cumsum(tot) - tot)
-        val = np.bincount(tk, mk * (W1[tk] - below) / A[gk], T) / W1s
+        A = np.cumsum(tot[::-1])[::-1][gk]  # the pool's mass at or above the group
+        prec = np.divide(W1[tk] - below, A, out=np.zeros_like(A), where=A > 0)  # as the kernel
+        val = np.bincount(tk, mk * prec, T) / W1s
     return np.where(ok, val, np.nan)
 
 
