@@ -80,15 +80,27 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
     out = pd.DataFrame(summary(posterior, var_names=var_names))
     method = str(posterior.attrs.get("method", "conjugate"))
     out.attrs["method"] = method
-    out.attrs["model"] = _POSTERIOR_MODELS.get(method, method)
+    out.attrs["model"] = _POSTERIOR_MODELS.get(method, (method, method))[0]
     return out
 
 
-#: How ``bae status`` and the report name each posterior's model.
+#: Each posterior's model: the short name ``bae status`` prints and the report's description.
 _POSTERIOR_MODELS = {
-    "conjugate": "contingency-table model",
-    "pymc": "contingency-table model, PyMC",
-    "calibration": "item-level calibration model",
+    "conjugate": (
+        "contingency-table model",
+        "Contingency-table model (score stratum × prediction × label, design-weighted "
+        "pseudo-counts), conjugate Dirichlet posterior",
+    ),
+    "pymc": (
+        "contingency-table model, PyMC",
+        "Contingency-table model (score stratum × prediction × label) with a hierarchical "
+        "recalibration across cells, NUTS",
+    ),
+    "calibration": (
+        "item-level calibration model",
+        "Item-level calibration model (a logistic calibration of the scores fitted to the "
+        "labeled items; every unlabeled item's label drawn from its posterior predictive)",
+    ),
 }
 
 
@@ -517,17 +529,9 @@ def render_html(session, level: float = 0.95) -> str:
     )
     if post_sum is not None:
         shown = post_sum[[c for c in post_sum.columns if not str(c).startswith("mcse")]]
-        if post_sum.attrs.get("method") == "calibration":
-            model = (
-                "Item-level calibration model (a logistic calibration of the scores fitted to the "
-                "labeled items; every unlabeled item's label drawn from its posterior predictive)"
-            )
-        else:
-            model = (
-                "Contingency-table model (score stratum × prediction × label, design-weighted "
-                "pseudo-counts), conjugate Dirichlet posterior"
-            )
-        note = posterior_note(post_sum.attrs.get("method", "conjugate"))
+        method = post_sum.attrs.get("method", "conjugate")
+        model = _POSTERIOR_MODELS.get(method, (method, method))[1]
+        note = posterior_note(method)
         bayes = (
             _table(shown, "{:.4g}")
             + f"<p class='note'>{model}; arviz.summary with its 89% equal-tailed interval. "

@@ -256,6 +256,9 @@ class ActiveEvaluator(EvaluatorState):
         # the anticipated variance's cache (_model_expectations): the measure under the models'
         # own probabilities, the draws it was computed for and their expected loss under them
         self._model_value: np.ndarray | None = None
+        # the rank guard's belief on the pool and how many labeled items it was fitted to (labels
+        # only accumulate, so the count names the set)
+        self._guard: tuple[int, np.ndarray] | None = None
         self._model_idx = np.empty(0, dtype=np.int64)
         self._model_mean = np.zeros((0, self.measure.dim))
         self._pending = self._empty_pending()
@@ -581,20 +584,23 @@ class ActiveEvaluator(EvaluatorState):
                 }
             )
 
-    def _guard_probs(self, idx: np.ndarray) -> np.ndarray | None:
+    def _guard_probs(self, idx: np.ndarray, model: str) -> np.ndarray | None:
         """``π(y = pos | x)`` at the draws for the guarded variance of a threshold-free measure:
-        the Bayesian calibration of the scores (:func:`~bayes_activeeval.posterior.
+        the Bayesian calibration of ``model``'s scores (:func:`~bayes_activeeval.posterior.
         calibration_map`, the posterior's label model) fitted to the distinct labeled items, at
-        its posterior mode and without point masses — refitted from all labels at every estimate,
+        its posterior mode and without point masses — refitted from all labels when they change,
         so a loaded evaluator gives the same interval. A stochastic oracle keeps the models' own
         probabilities; ``None`` without probabilities."""
         from ..posterior.calibration import calibration_map
 
-        models = measure_models(self.pool, self.measure, self.model)
         known = np.flatnonzero(self._label >= 0)
         if self.deterministic and known.size:
-            return calibration_map(self.pool, models[0], known, self._label[known])[idx]
+            if self._guard is None or self._guard[0] != known.size:
+                pi = calibration_map(self.pool, model, known, self._label[known])
+                self._guard = (known.size, pi)
+            return self._guard[1][idx]
         if self.pool.has_probs():
+            models = measure_models(self.pool, self.measure, self.model)
             return positive_probs(self.pool, None, models, 0.0)[idx]
         return None
 
@@ -716,7 +722,7 @@ class ActiveEvaluator(EvaluatorState):
                     w,
                     variance_weights=winf,
                     n_labels=self._n_labels,
-                    belief=self._guard_probs(idx),
+                    belief=self._guard_probs(idx, models[0]),
                 )
             if self.estimator == "model_assisted":
                 A = self._ma_arrays()
