@@ -61,15 +61,19 @@ DEFAULT_PEERS = RESULTS / "peers.json"
 #: machine loaded differently). ``peers_timing.json`` is the same with 50-label stages.
 DEFAULT_TIMING = RESULTS / "peers_timing_run.json"
 DEFAULT_BUDGETS = (500, 1000, 2000, 5000)
+#: Configurations of the model-assisted estimate run before the relative floor existed carry
+#: ``relative_floor=0`` (what they ran; the default is 0.01 since).
 DEFAULT_CONFIGS = (
     "default",
     "default-run",
-    "calibration",
-    "calibration-run",
-    "auto:prior=0.01-run",
-    "calibration:upper_asymptote=0.5-run",
-    "calibration:lower_asymptote=0.5;upper_asymptote=0.5-run",
-    "auto@estimator=model_assisted;mix=0",
+    "default@relative_floor=0",
+    "default-run@relative_floor=0",
+    "calibration@relative_floor=0",
+    "calibration-run@relative_floor=0",
+    "auto:prior=0.01-run@relative_floor=0",
+    "calibration:upper_asymptote=0.5-run@relative_floor=0",
+    "calibration:lower_asymptote=0.5;upper_asymptote=0.5-run@relative_floor=0",
+    "auto@estimator=model_assisted;mix=0;relative_floor=0",
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
     "calibration@estimator=ipw",
@@ -286,8 +290,8 @@ def headline(res: dict, budget: int = 2000) -> str:
     lines = [
         f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
         "default, 50-label stages: MSE, × best peer, coverage (n) | default, `ev.run`: MSE, × "
-        "best peer, coverage (n) | `calibration` belief, `ev.run`: MSE, × best peer, "
-        "coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × "
+        "best peer, coverage (n) | `calibration` belief, `ev.run`, no relative floor: MSE, × "
+        "best peer, coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × "
         "best peer (n) | static default / Sawade closed form: MSE ratio, coverage (n) | s / run: "
         "default (`ev.run`) vs Ours-8 in peers.py (ratio) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -317,7 +321,8 @@ def headline(res: dict, budget: int = 2000) -> str:
             r = f", {d['mse'] / bp[1]:.2f}x" if bp else ""
             return f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
 
-        ds, dr, dc = dflt("default"), dflt("default-run"), dflt("calibration-run")
+        ds, dr = dflt("default"), dflt("default-run")
+        dc = dflt("calibration-run@relative_floor=0")
         st, sw = cell(name, "static"), cell(name, "sawade")
         ss = "—"
         if st and sw and st.get("mse") is not None and sw.get("mse"):

@@ -165,7 +165,7 @@ def test_a_perfect_belief_gives_the_exact_value_with_no_variance():
     pool = bae.Pool(predictions=pred, probs=np.eye(2)[y], classes=[0, 1])
     truth = true_value(pool, y, "f1")
     kw = dict(oracle="model", rng=0, belief_floor=0.0, epsilon=0.0, batch_size=50)
-    ma = bae.ActiveEvaluator(pool, "f1", estimator="model_assisted", **kw)
+    ma = bae.ActiveEvaluator(pool, "f1", estimator="model_assisted", relative_floor=0.0, **kw)
     est = ma.run(data.labeler, budget=200, progress=False)
     assert est.value == pytest.approx(truth, rel=1e-12) and est.stderr < 1e-12
     ipw = bae.ActiveEvaluator(pool, "f1", estimator="ipw", mix=0.05, **kw)
@@ -192,3 +192,79 @@ def test_state_round_trip(small, tmp_path, suffix):
 def test_bad_estimator(small):
     with pytest.raises(ValueError, match="estimator must be 'ipw' or 'model_assisted', got 'x'"):
         bae.ActiveEvaluator(small.pool, "f1", estimator="x")
+
+
+@pytest.mark.parametrize("low, high", [(0.2, 0.8), (0.001, 0.05)])
+def test_relative_floor_is_a_share_of_the_rarer_class_rate(small, low, high):
+    """``relative_floor=r``: every unlabeled item's class probabilities are at least
+    ``r × min_c Σ_x p(x) π(c|x)`` with the pool's item weights ``p`` (renormalized), labeled
+    items keep their point mass, and the proposal is computed under that belief (accuracy,
+    deterministic oracle, no ε, no mix: ``q ∝ p 2π(1 − π)``; items of weight 0 get none)."""
+    rng = np.random.default_rng(5)
+    n = small.pool.n_items
+    weights = rng.uniform(0.2, 5.0, n)
+    weights[700:800] = 0.0
+    pool = bae.Pool(predictions=small.pool.view().pred, weights=weights, classes=[0, 1])
+    pi = rng.uniform(low, high, n)
+    pi[100:600] = 1e-9  # sure of class 0
+    pi[600:700] = 1 - 1e-9  # sure of class 1
+    belief = np.column_stack([1 - pi, pi])
+    known = np.zeros(n, dtype=bool)
+    known[:50] = True
+    belief[:50] = np.eye(2)[small.labels[:50]]
+    r = 0.02
+    prop = model_assisted_proposal(
+        pool, "accuracy", belief, known=known, belief_floor=0.0, relative_floor=r
+    )
+    rate = pool.p @ belief / pool.p.sum()
+    # the rate is weighted by p: unweighted, the floor would differ
+    assert not np.isclose(rate.min(), belief.mean(axis=0).min(), rtol=1e-3)
+    floored = np.maximum(belief, r * rate.min())
+    floored /= floored.sum(axis=1, keepdims=True)
+    floored[:50] = belief[:50]
+    s = pool.p * floored[:, 0] * floored[:, 1]
+    np.testing.assert_allclose(prop.q, s / s.sum(), rtol=1e-10)
+    assert np.all(prop.q[:50] == 0) and np.all(prop.q[700:800] == 0)
+    # the sure items now get the share their base rate allows, where they had almost none
+    plain = model_assisted_proposal(pool, "accuracy", belief, known=known, belief_floor=0.0)
+    assert prop.q[100:700].sum() > 50 * plain.q[100:700].sum()
+
+
+def test_relative_floor_default_validation_and_old_states(small):
+    from bayes_activeeval.adaptive import RELATIVE_FLOOR
+
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=0, batch_size=25)
+    assert ev.estimator == "model_assisted" and ev.relative_floor == RELATIVE_FLOOR == 0.01
+    assert bae.ActiveEvaluator(small.pool, "f1", estimator="ipw").relative_floor == 0.0
+    with pytest.raises(
+        ValueError, match=r"relative_floor=0\.1 applies to estimator='model_assisted'"
+    ):
+        bae.ActiveEvaluator(small.pool, "f1", estimator="ipw", relative_floor=0.1)
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"relative_floor must be in \[0, 1\)"):
+            bae.ActiveEvaluator(small.pool, "f1", relative_floor=bad)
+    with pytest.raises(TypeError, match="relative_floor must be a number, got 'x'"):
+        bae.ActiveEvaluator(small.pool, "f1", relative_floor="x")
+    ev.run(small.labeler, budget=100, progress=False)
+    state = ev.get_state()
+    assert state["relative_floor"] == RELATIVE_FLOOR
+    del state["relative_floor"]  # an evaluator saved before the option existed
+    assert bae.ActiveEvaluator.from_state(small.pool, state).relative_floor == 0.0
+
+
+def test_the_evaluator_builds_its_proposal_with_the_relative_floor(small):
+    """``ActiveEvaluator``'s proposal is ``model_assisted_proposal`` with its relative floor (the
+    default), not without it: the plug-in belief of a model sure of most negatives."""
+    from bayes_activeeval.adaptive import RELATIVE_FLOOR
+
+    view = small.pool.view()
+    probs = np.where(view.pred == 1, 0.9, 1e-9)
+    pool = bae.Pool(predictions=view.pred, probs=probs)
+    ev = bae.ActiveEvaluator(pool, "f1", oracle="model", rng=3, batch_size=25)
+    ev.run(small.labeler, budget=100, progress=False)
+    kw = dict(epsilon=ev.epsilon, known=ev.known, belief_floor=ev.belief_floor, mix=ev.mix)
+    belief = ev.oracle.belief()
+    want = model_assisted_proposal(pool, "f1", belief, relative_floor=RELATIVE_FLOOR, **kw)
+    np.testing.assert_allclose(ev.proposal.q, want.q, rtol=1e-12)
+    plain = model_assisted_proposal(pool, "f1", belief, **kw)
+    assert np.abs(plain.q - want.q).sum() > 0.05

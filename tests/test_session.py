@@ -19,6 +19,7 @@ import bayes_activeeval as bae
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.io import PoolSpec, read_labels, read_pool
 from bayes_activeeval.session import DELAY_ENV, Design, Session, SessionError, stage_rng
+from bayes_activeeval.session.designs import make_design
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = PoolSpec(pred="pred", prob="p", score="score", id_col="id", text_cols=("text",))
@@ -341,6 +342,26 @@ def test_adaptive_session_across_processes_equals_active_evaluator(small, tmp_pa
     ref = ev.estimate(variance="martingale")  # the session's default standard error
     np.testing.assert_array_equal(stored["item"].to_numpy(), ev.draws()["item"].to_numpy())
     assert (got.value, got.stderr, got.n_draws) == (ref.value, ref.stderr, ref.n_draws)
+
+
+def test_adaptive_session_stores_its_relative_floor(small, tmp_path):
+    """A new adaptive session stores the resolved relative floor (the evaluator's default with the
+    model-assisted estimate); a session written before the option existed replays with 0."""
+    from bayes_activeeval.adaptive import RELATIVE_FLOOR
+
+    path, _, _ = small
+    f = tmp_path / "a.bae"
+    Session.create(f, path, SPEC, Design("f1", kind="adaptive", seed=1)).close()
+    with Session.open(f) as s:
+        assert s.design.options["estimator"] == "model_assisted"
+        assert s.design.options["relative_floor"] == RELATIVE_FLOOR
+    f_ipw = tmp_path / "b.bae"
+    opts = {"estimator": "ipw"}
+    Session.create(f_ipw, path, SPEC, Design("f1", kind="adaptive", seed=1, options=opts)).close()
+    with Session.open(f_ipw) as s:
+        assert s.design.options["relative_floor"] == 0.0
+    old = Design("f1", kind="adaptive", seed=1, options={"estimator": "model_assisted"})
+    assert make_design(small[1].pool, old)._fresh().relative_floor == 0.0
 
 
 def test_two_labelers_recording_at_once(small, tmp_path):

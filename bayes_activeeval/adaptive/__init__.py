@@ -33,6 +33,7 @@ from .evaluator import (
 )
 from .proposal import (
     DEFAULT_EPSILON,
+    RELATIVE_FLOOR,
     adaptive_proposal,
     epsilon_schedule,
     model_assisted_proposal,
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_ORACLE",
     "DEFAULT_STAGE_GROWTH",
     "MAX_DRAWS_PER_QUERY",
+    "RELATIVE_FLOOR",
     "STATE_VERSION",
     "ActiveEvaluator",
     "adaptive_proposal",

@@ -24,7 +24,7 @@ from ..threshold_free import (
     positive_probs,
     rank_estimate_arrays,
 )
-from .proposal import DEFAULT_EPSILON, adaptive_proposal, epsilon_schedule
+from .proposal import DEFAULT_EPSILON, RELATIVE_FLOOR, adaptive_proposal, epsilon_schedule
 from .state import EvaluatorState
 
 #: Default oracle model of ``ActiveEvaluator`` (and of the sessions' adaptive designs) on an
@@ -116,6 +116,15 @@ class ActiveEvaluator(EvaluatorState):
         AUC, AP and recall@FPR the cap of the scaled floor the static proposal uses
         (:func:`~bayes_activeeval.threshold_free.scaled_rank_floor`; each stage's value is in
         ``proposal.info["belief_floor"]``).
+    relative_floor : float, optional
+        With the model-assisted estimate, each unlabeled item's class probabilities are also
+        floored at this fraction of the belief's own pool rate of the rarer class before the
+        proposal and the control variate are computed (default
+        :data:`~bayes_activeeval.adaptive.RELATIVE_FLOOR` = 0.01; 0 with ``"ipw"``, which does
+        not take it): a fitted belief that is sure the lowest scores hold no positive still
+        sends them draws in proportion to the base rate
+        (:func:`~bayes_activeeval.adaptive.model_assisted_proposal`). A restored evaluator keeps
+        its own (0 for one saved before the option existed).
     estimator : {None, "model_assisted", "ipw"}
         ``"model_assisted"`` (the default for every measure but the threshold-free ones): the
         difference estimate that uses each stage's belief as a control variate
@@ -168,6 +177,7 @@ class ActiveEvaluator(EvaluatorState):
         belief_floor: float = DEFAULT_BELIEF_FLOOR,
         stage_growth: float = DEFAULT_STAGE_GROWTH,
         estimator: str | None = None,
+        relative_floor: float | None = None,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         if pool.task == "regression":
@@ -205,6 +215,13 @@ class ActiveEvaluator(EvaluatorState):
                 "use estimator='ipw'"
             )
         self.estimator = estimator
+        if relative_floor is None:
+            relative_floor = RELATIVE_FLOOR if estimator == "model_assisted" else 0.0
+        self.relative_floor = check_fraction(relative_floor, "relative_floor")
+        if self.relative_floor and estimator != "model_assisted":
+            raise ValueError(
+                f"relative_floor={relative_floor!r} applies to estimator='model_assisted' only"
+            )
         self.rng = check_rng(rng)
         if oracle_options is not None and not isinstance(oracle_options, dict):
             raise TypeError(f"oracle_options must be a dict, got {type(oracle_options).__name__}")
@@ -353,6 +370,7 @@ class ActiveEvaluator(EvaluatorState):
             belief_floor=self.belief_floor,
             mix=self.mix,
             estimator=self.estimator,
+            relative_floor=self.relative_floor,
         )
 
     # -- the loop ----------------------------------------------------------------------------------

@@ -235,6 +235,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         draws: str | None = None,
         reservoir: int = 1 << 14,
         estimator: str | None = None,
+        relative_floor: float | None = None,
     ) -> None:
         if estimator not in (None, "ipw"):
             raise NotImplementedError(
@@ -242,6 +243,12 @@ class LazyActiveEvaluator(ActiveEvaluator):
                 f"estimator={estimator!r}"
             )
         self.estimator = "ipw"
+        if relative_floor is not None and check_fraction(relative_floor, "relative_floor"):
+            raise ValueError(
+                f"relative_floor={relative_floor!r} applies to estimator='model_assisted' only, "
+                "which a lazy pool does not use"
+            )
+        self.relative_floor = 0.0
         if draws not in (None, "reservoir", "exact"):
             raise ValueError(f"draws must be 'reservoir' or 'exact', got {draws!r}")
         self.reservoir_size = check_count(reservoir, "reservoir")

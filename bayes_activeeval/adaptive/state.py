@@ -107,6 +107,7 @@ class EvaluatorState:
             "stage_growth": self.stage_growth,
             "estimator": self.estimator,
             "belief_floor": self.belief_floor,
+            "relative_floor": self.relative_floor,
             "rng": self.rng.bit_generator.state,
             "stage": self._stage,
             "n_labels": self._n_labels,
@@ -178,6 +179,7 @@ class EvaluatorState:
             belief_floor=state["belief_floor"],
             stage_growth=state.get("stage_growth", 0.0),
             estimator=state.get("estimator", "ipw"),
+            relative_floor=state.get("relative_floor", 0.0),
             _restore=state,
         )
 

@@ -137,6 +137,12 @@ class Session(SessionRecords):
             lazy = getattr(pool, "is_lazy", False)
             meas = pool.resolve(design.measure, models[0])[0]
             options["estimator"] = "ipw" if lazy else default_estimator(meas)
+        if design.kind == "adaptive" and "relative_floor" not in options:
+            # resolved and stored likewise: sessions written before it replay with 0
+            from ..adaptive import RELATIVE_FLOOR
+
+            ma = options.get("estimator") == "model_assisted"
+            options["relative_floor"] = RELATIVE_FLOOR if ma else 0.0
         design = Design(
             **{**design.to_dict(), "models": tuple(models), "oracle": oracle, "options": options}
         )

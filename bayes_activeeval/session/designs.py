@@ -204,6 +204,7 @@ class AdaptiveDesign:
 
         opts = {k: v for k, v in self.design.options.items() if k != "variance"}
         opts.setdefault("estimator", "ipw")  # a session written before the option existed
+        opts.setdefault("relative_floor", 0.0)  # likewise
         return ActiveEvaluator(
             self.pool,
             _target_measure(self.design),
