@@ -322,6 +322,12 @@ def test_calibration_evaluator_matches_in_memory(
     assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
     with pytest.raises(ValueError, match="draws='reservoir' needs the plug-in oracle"):
         bae.ActiveEvaluator(lazy, measure, draws="reservoir", **kw)
+    # the relative floor belongs to the model-assisted estimate, which a lazy pool does not use
+    assert ev_l.relative_floor == 0.0
+    with pytest.raises(ValueError, match=r"relative_floor=0\.01 applies to estimator='model_as"):
+        bae.ActiveEvaluator(lazy, measure, relative_floor=0.01, **kw)
+    with pytest.raises(TypeError, match="relative_floor must be a number, got 'x'"):
+        bae.ActiveEvaluator(lazy, measure, relative_floor="x", **kw)
 
 
 @pytest.mark.parametrize("method", ["quantile", "csf"])
