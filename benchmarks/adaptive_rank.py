@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -35,6 +36,9 @@ import numpy as np
 import bayes_activeeval as bae
 from bayes_activeeval import threshold_free as tf
 from bayes_activeeval.datasets import make_classification_pool
+
+sys.path.insert(0, str(Path(__file__).parent))
+from threshold_free import error_stats, interval_stats
 
 OUT = Path(__file__).parent / "results"
 SYNTHETIC = {"calibrated": {}, "svm": {"calibration": "svm"}}
@@ -85,8 +89,6 @@ def run(name, pool, y, measure, budget, reps, seed):
             lo, hi = e.confidence_interval(0.95)
             cover[k][r] = lo <= truth <= hi
             width[k][r] = hi - lo
-    ok = np.isfinite(vals)
-    err = vals[ok] - truth
     row = {
         "pool": name,
         "prevalence": float(y.mean()),
@@ -95,14 +97,10 @@ def run(name, pool, y, measure, budget, reps, seed):
         "truth": truth,
         "budget": budget,
         "reps": reps,
-        "undefined": float(1 - ok.mean()),
-        "bias": float(err.mean()),
-        "mse": float(np.mean(err**2)),
+        **error_stats(vals, truth),
         "seconds_per_run": float(np.mean(secs)),
+        **interval_stats(cover, width, np.isfinite(vals)),
     }
-    for k in VARIANTS:
-        row[f"coverage_{k}"] = float(cover[k][ok].mean())
-        row[f"width_{k}"] = float(np.nanmean(width[k][ok]))
     print(json.dumps(row), flush=True)
     return row
 

@@ -71,6 +71,32 @@ MEASURES = ("roc_auc", "average_precision")
 VARIANCES = ("guarded", "empirical", "belief", "mean", "calibrated", "max-calibrated", "df100")
 
 
+def error_stats(vals, truth) -> dict:
+    """Over the repetitions: the share whose estimate is undefined, and the defined estimates'
+    bias, standard deviation, MSE and its Monte Carlo standard error."""
+    vals = np.asarray(vals, dtype=float)
+    ok = np.isfinite(vals)
+    err = vals[ok] - truth
+    m = err.size
+    return {
+        "undefined": float(1 - ok.mean()),
+        "bias": float(err.mean()) if m else np.nan,
+        "sd": float(err.std(ddof=1)) if m > 1 else np.nan,
+        "mse": float(np.mean(err**2)) if m else np.nan,
+        "mse_se": float(np.std(err**2, ddof=1) / np.sqrt(m)) if m > 1 else np.nan,
+    }
+
+
+def interval_stats(cover, width, ok) -> dict:
+    """Coverage and mean width of each interval (``cover[k]``, ``width[k]`` per repetition) over
+    the repetitions ``ok`` whose estimate is defined."""
+    out = {}
+    for k in cover:
+        out[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
+        out[f"width_{k}"] = float(np.nanmean(width[k][ok])) if ok.any() else np.nan
+    return out
+
+
 def synthetic_pools(prevalences, models):
     for prev in prevalences:
         for mname in models:
@@ -243,8 +269,6 @@ def run_static(reps, budgets, pools, rng):
                             for k, (lo, hi) in cis.items():
                                 cover[k][r] = lo <= truth <= hi
                                 width[k][r] = hi - lo
-                    ok = np.isfinite(vals)
-                    err = vals[ok] - truth
                     row = {
                         "prevalence": prev,
                         "model": mname,
@@ -255,21 +279,13 @@ def run_static(reps, budgets, pools, rng):
                         "design": design,
                         "n": n,
                         "reps": reps,
-                        "undefined": float(1 - ok.mean()),
                         "mean_positives": float(npos.mean()),
-                        "bias": float(err.mean()) if ok.any() else np.nan,
-                        "sd": float(err.std(ddof=1)) if ok.sum() > 1 else np.nan,
-                        "mse": float(np.mean(err**2)) if ok.any() else np.nan,
-                        "mse_se": float(np.std(err**2, ddof=1) / np.sqrt(ok.sum()))
-                        if ok.sum() > 1
-                        else np.nan,
+                        **error_stats(vals, truth),
                         "needle": needle,
                         "label_ratio_true_eta": ratios.get(design, np.nan),
                         "seconds": time.perf_counter() - t0,
+                        **interval_stats(cover, width, np.isfinite(vals)),
                     }
-                    for k in VARIANCES:
-                        row[f"coverage_{k}"] = float(cover[k][ok].mean()) if ok.any() else np.nan
-                        row[f"width_{k}"] = float(np.nanmean(width[k][ok])) if ok.any() else np.nan
                     rows.append(row)
                     print(
                         f"1:{round(1 / prev)} {mname[:12]:12s} {measure:17s} {design:10s} n={n:5d} "

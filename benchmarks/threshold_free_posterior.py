@@ -39,7 +39,15 @@ import bayes_activeeval as bae
 from bayes_activeeval import threshold_free as tf
 
 sys.path.insert(0, str(Path(__file__).parent))
-from threshold_free import MEASURES, MODELS, POOLS, real_pools, synthetic_pools
+from threshold_free import (
+    MEASURES,
+    MODELS,
+    POOLS,
+    error_stats,
+    interval_stats,
+    real_pools,
+    synthetic_pools,
+)
 
 OUT = Path(__file__).parent / "results"
 DESIGNS = ("optimal", "passive")
@@ -95,16 +103,12 @@ def run(pools, measures, budgets, reps, draws, rng):
                         "n": n,
                         "reps": reps,
                         "undefined": float(1 - ok.mean()),
-                        "coverage_design": float(cov[ok, 0].mean()) if ok.any() else np.nan,
-                        "coverage_credible": float(cov[:, 1].mean()),
-                        "width_design": float(np.nanmean(wid[ok, 0])) if ok.any() else np.nan,
-                        "width_credible": float(np.mean(wid[:, 1])),
-                        "bias_design": float(np.mean(est[ok] - truth)) if ok.any() else np.nan,
-                        "bias_posterior": float(np.mean(pm - truth)),
-                        "mse_design": float(np.mean((est[ok] - truth) ** 2))
-                        if ok.any()
-                        else np.nan,
-                        "mse_posterior": float(np.mean((pm - truth) ** 2)),
+                        **interval_stats({"design": cov[:, 0]}, {"design": wid[:, 0]}, ok),
+                        **interval_stats(
+                            {"credible": cov[:, 1]}, {"credible": wid[:, 1]}, np.isfinite(pm)
+                        ),
+                        **{f"{k}_design": v for k, v in error_stats(est, truth).items()},
+                        **{f"{k}_posterior": v for k, v in error_stats(pm, truth).items()},
                         "seconds_posterior": float(np.mean(secs)),
                     }
                     rows.append(row)
