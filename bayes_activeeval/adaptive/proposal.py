@@ -369,10 +369,10 @@ def model_assisted_proposal(
     and the predicted covariance): each unlabeled item's class probabilities at
     ``belief_floor`` and, with ``relative_floor > 0``, at ``relative_floor`` times the belief's
     own pool rate of the rarer class (renormalized). A fitted belief extrapolates: a logistic map
-    of the scores can be ``1e-6``-sure that the lowest scores hold no positive where one pair in
-    600 does (``febrl3_given_name_lr``: 14 matches among 8,278 pairs tied at the minimum score),
-    so the proposal reaches them only through the defensive mixture, with weights near ``1/δ``,
-    and the few draws that find one carry most of the error. The relative floor keeps such items
+    of the scores puts almost no probability on the lowest scores, where one pair in 600 is a
+    match (``febrl3_given_name_lr``: 14 matches among 8,278 pairs tied at the minimum score), so
+    the proposal reaches them only through the defensive mixture, with weights near ``1/δ``, and
+    a draw that finds one moves the estimate far. The relative floor keeps such items
     at a share of the proposal their base rate allows; it is the same statement on a pool with
     one positive in ten and one in six thousand, where a fixed floor is not. It changes the
     control variate and ``q`` only, so each stage's term keeps conditional mean ``R`` whatever the
