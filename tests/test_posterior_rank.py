@@ -149,43 +149,44 @@ def test_posterior_through_the_evaluator_and_the_dispatcher(rare_pool):
         contingency_posterior(pool, "roc_auc", d["item"], d["label"], method="conjugate")
 
 
-def test_difference_and_stack():
+def test_several_models_are_refused():
+    """The label model calibrates one model's scores: a stack or a difference of two models'
+    AP would judge the second model against labels drawn from the first's ranking (its sign
+    followed the order of the models), so it is refused; each model alone is the single-model
+    posterior."""
     two = bae.datasets.make_classification_pool(4000, 0.05, n_models=2, rng=5)
     pool, y = two.pool, two.labels
     idx = np.random.default_rng(0).choice(pool.n_items, 800, replace=False)
-    diff = bae.difference("average_precision", "m0", "m1")
-    both = bae.stack("average_precision", ("m0", "m1"))
-    pd_ = calibration_posterior(pool, diff, idx, y[idx], draws=100, rng=2)
-    ps = calibration_posterior(pool, both, idx, y[idx], draws=100, rng=2)
-    gs = ps.posterior["measure"].values
-    assert gs.shape == (2, 100, 2)
-    # same label draws for both models: the difference is the difference of the stack's outputs
-    np.testing.assert_allclose(pd_.posterior["measure"].values[..., 0], gs[..., 0] - gs[..., 1])
-    assert list(ps.posterior["measure"].coords["output"].values) == list(both.outputs)
+    for measure in (
+        bae.difference("average_precision", "m0", "m1"),
+        bae.stack("average_precision", ("m0", "m1")),
+    ):
+        with pytest.raises(ValueError, match=r"takes one model, got \['m0', 'm1'\]"):
+            calibration_posterior(pool, measure, idx, y[idx], draws=100, rng=2)
+    one = calibration_posterior(pool, "average_precision", idx, y[idx], model="m1", draws=50)
+    assert one.posterior["measure"].values.shape == (2, 50, 1)
     with pytest.raises(ValueError, match="deterministic"):
         calibration_posterior(pool, "roc_auc", idx, y[idx], deterministic=False)
 
 
 def test_bernoulli_positions_are_bernoulli_trials():
     """The sampler gives the successes of independent Bernoulli(e) trials: each position's
-    frequency is ``e`` and the count's variance ``n e (1 − e)`` (``n = 7``, ``e = 0.45``: many
-    repeats redrawn); and it stays in range where ``1/e`` overflows an integer."""
+    frequency is ``e`` and each pair's joint frequency ``e²`` (``n = 7``, ``e = 0.45``: many
+    repeats redrawn); positions stay sorted, distinct and in range on ``4·10⁹`` trials."""
     from bayes_activeeval.posterior.calibration import _bernoulli_positions
 
     rng = np.random.default_rng(6)
-    R, n, e = 40_000, 7, 0.45
-    hits = np.zeros(n)
-    counts = np.empty(R)
+    R, n, e = 20_000, 7, 0.45
+    hit = np.zeros((R, n), dtype=bool)
     for r in range(R):
         pos = _bernoulli_positions(rng, n, e)
         assert np.all(np.diff(pos) > 0) and (pos.size == 0 or (pos[0] >= 0 and pos[-1] < n))
-        hits[pos] += 1
-        counts[r] = pos.size
+        hit[r, pos] = True
     se = np.sqrt(e * (1 - e) / R)
-    assert np.all(np.abs(hits / R - e) < 4.5 * se), hits / R
-    assert abs(counts.var() / (n * e * (1 - e)) - 1) < 0.05
-    big = _bernoulli_positions(rng, 4 * 10**9, 1e-300)
-    assert big.size == 0
+    assert np.all(np.abs(hit.mean(axis=0) - e) < 4.5 * se), hit.mean(axis=0)
+    pair = (hit[:, :, None] & hit[:, None, :]).mean(axis=0)[np.triu_indices(n, 1)]
+    se2 = np.sqrt(e**2 * (1 - e**2) / R)
+    assert np.all(np.abs(pair - e**2) < 4.5 * se2), pair
     some = _bernoulli_positions(rng, 4 * 10**9, 1e-6)
     assert 0 <= some.min() and some.max() < 4 * 10**9 and np.all(np.diff(some) > 0)
     assert abs(some.size - 4000) < 5 * np.sqrt(4000)

@@ -602,9 +602,9 @@ class ActiveEvaluator(EvaluatorState):
                 }
             )
 
-    def _guard_probs(self, idx: np.ndarray, model: str) -> np.ndarray | None:
+    def _guard_probs(self, idx: np.ndarray, models: tuple[str, ...]) -> np.ndarray | None:
         """``π(y = pos | x)`` at the draws for the guarded variance of a threshold-free measure:
-        the Bayesian calibration of ``model``'s scores (:func:`~bayes_activeeval.posterior.
+        the Bayesian calibration of ``models[0]``'s scores (:func:`~bayes_activeeval.posterior.
         calibration_map`, the posterior's label model) fitted to the distinct labeled items, at
         its posterior mode and without point masses — refitted from all labels when they change,
         so a loaded evaluator gives the same interval. A stochastic oracle keeps the models' own
@@ -614,11 +614,10 @@ class ActiveEvaluator(EvaluatorState):
         known = np.flatnonzero(self._label >= 0)
         if self.deterministic and known.size:
             if self._guard is None or self._guard[0] != known.size:
-                pi = calibration_map(self.pool, model, known, self._label[known])
+                pi = calibration_map(self.pool, models[0], known, self._label[known])
                 self._guard = (known.size, pi)
             return self._guard[1][idx]
         if self.pool.has_probs():
-            models = measure_models(self.pool, self.measure, self.model)
             return positive_probs(self.pool, None, models, 0.0)[idx]
         return None
 
@@ -740,7 +739,7 @@ class ActiveEvaluator(EvaluatorState):
                     w,
                     variance_weights=winf,
                     n_labels=self._n_labels,
-                    belief=self._guard_probs(idx, models[0]),
+                    belief=self._guard_probs(idx, models),
                 )
             if self.estimator == "model_assisted":
                 A = self._ma_arrays()

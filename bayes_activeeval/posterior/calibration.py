@@ -73,7 +73,8 @@ def calibration_posterior(
     Parameters are those of :func:`~bayes_activeeval.posterior.contingency_posterior` (binary
     pools, deterministic oracle; the labeled items enter unweighted), with the method's own
     ``options``. ``measure`` may also be a threshold-free measure (``"roc_auc"``,
-    ``"average_precision"``, ``"recall@fpr=α"``, bound to one model, a difference or a stack): every
+    ``"average_precision"``, ``"recall@fpr=α"``, of one model; a stack or a difference is refused,
+    since the label model calibrates one model's scores and would favour that model): every
     unlabeled item then draws its own label from the label model's posterior predictive and the
     measure is evaluated on the whole pool per draw (Marchant & Rubinstein (2021), Def. 1, with
     the ranking functional for ``g``).
@@ -191,7 +192,7 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
 
 def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     """Item-level finite-population posterior of a threshold-free measure (ROC AUC, average
-    precision, recall at a false-positive rate; one model, a difference or a stack).
+    precision, recall at a false-positive rate; one model).
 
     Step 1 is :func:`_calibration_posterior`'s label model. Step 2 draws every unlabeled item's
     label in every posterior draw ``t``, ``y ∼ Bernoulli(expit(η_t(x)))``, exactly but without
@@ -218,12 +219,10 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     kp = ui[yu == pos]  # the labeled positives, in every draw
     item = np.concatenate([np.repeat(kp, S), unl[i_new]])
     draw = np.concatenate([np.tile(np.arange(S), kp.size), t_new])
-    vals = np.empty((S, len(models)))
-    for j, k in enumerate(models):
-        inv, G = tie_groups(model_scores(pool, k))
-        tot = np.bincount(inv, p, G)
-        vals[:, j] = values_from_positives(m, draw, inv[item], p[item], S, tot)
-    G_out = vals[:, :1] - vals[:, 1:2] if m.difference else vals
+    (k,) = models  # one model (see _calibration_tree)
+    inv, G = tie_groups(model_scores(pool, k))
+    tot = np.bincount(inv, p, G)
+    G_out = values_from_positives(m, draw, inv[item], p[item], S, tot)[:, None]
     extra["unlabeled_positives"] = np.bincount(t_new, minlength=S).reshape(chains, draws)
     info = {"oracle": oracle, "models": models, "labeled": np.bincount(yu, minlength=2)}
     return G_out.reshape(chains, draws, m.n_outputs), extra, info
@@ -433,6 +432,15 @@ def _calibration_tree(
         )
     if rank is not None:
         models = measure_models(pool, rank, model)
+        if len(models) > 1:
+            # the label model calibrates one model's scores: another model's ranking would be
+            # judged against labels drawn from the first model's ranking, which favours the first
+            raise ValueError(
+                f"the calibration posterior of {rank.name!r} takes one model, got "
+                f"{list(models)}: its label model calibrates that model's scores, and a second "
+                "model's ranking would be judged against labels drawn from the first's; ask for "
+                "each model's posterior separately (model=...)"
+            )
     else:
         m, views = pool.resolve(measure, model)
         models = pool.models_of(m, model)

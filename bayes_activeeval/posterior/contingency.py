@@ -365,9 +365,10 @@ def contingency_posterior(
     if unknown:
         raise TypeError(f"contingency_posterior() got unexpected keyword arguments {unknown}")
     cell_opts = CellOptions(**{k: v for k, v in options.items() if k in _CELL_KEYS})
-    if method != "calibration" and rank_measure(measure) is not None:
+    rank = rank_measure(measure)
+    if method != "calibration" and rank is not None:
         raise ValueError(
-            f"the threshold-free measure {rank_measure(measure).name!r} has no contingency-table "
+            f"the threshold-free measure {rank.name!r} has no contingency-table "
             f"posterior (method={method!r}): its value depends on the whole ranking, not on cell "
             "counts; use method='calibration'"
         )

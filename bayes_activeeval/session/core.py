@@ -630,7 +630,8 @@ class Session(SessionRecords):
         ``method="conjugate"`` by default) or, for the threshold-free measures (ROC AUC, average
         precision, recall at a false-positive rate), the item-level calibration posterior
         (``method="calibration"``, the only one they have); ``None`` before any stage completes,
-        for regression pools and for lazy pools.
+        for regression pools, for lazy pools and for a threshold-free measure of several models
+        (its label model calibrates one model's scores, which would favour that model).
 
         Several models: the stacked measure, one output per model.
         """
@@ -639,12 +640,14 @@ class Session(SessionRecords):
             return None
         if getattr(self.pool, "is_lazy", False):  # the cell model reads every item's prediction
             return None
+        rank = isinstance(get_measure(self.design.measure), RankMeasure)
+        models = self.design.models
+        if rank and len(models) > 1:  # its label model calibrates one model's scores
+            return None
         if method is None:
-            rank = isinstance(get_measure(self.design.measure), RankMeasure)
             method = "calibration" if rank else "conjugate"
         from ..posterior import contingency_posterior
 
-        models = self.design.models
         measure = self.design.measure if len(models) == 1 else stack(self.design.measure, models)
         return contingency_posterior(
             self.pool,

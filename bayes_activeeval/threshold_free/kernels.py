@@ -376,7 +376,7 @@ def values_from_positives(
         block = max(1, (1 << 22) // max(K, 1))
         for t0 in range(0, T, block):
             t1 = min(t0 + block, T)
-            sel = (tk >= t0) & (tk < t1)
+            sel = slice(*np.searchsorted(tk, [t0, t1]))  # tk is sorted
             g1 = np.bincount((tk[sel] - t0) * K + gk[sel], mk[sel], (t1 - t0) * K)
             g1 = g1.reshape(t1 - t0, K)
             out[t0:t1] = _recall_values(float(m.fpr), g1, tot[None, :] - g1)
