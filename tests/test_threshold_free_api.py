@@ -228,3 +228,53 @@ def test_calibration_map_is_the_label_models_mode():
     pi = bae.posterior.calibration_map(pool, "model", items, y[items])
     assert np.mean(np.abs(pi - eta)) < 0.03
     np.testing.assert_array_equal(pi[items], pi[items + 1])
+
+
+def test_cli_session_of_two_models_has_no_calibration_posterior(tmp_path):
+    """A threshold-free session of several models: ``status`` (text and JSON) and ``report``
+    show both models' estimates and no posterior (the calibration posterior, the only one these
+    measures have, takes one model); the session is not written by them."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+
+    data = bae.datasets.make_classification_pool(3000, 0.05, n_models=2, rng=3)
+    probs = {m: data.pool.view(m).prob[:, 1] for m in ("m0", "m1")}
+    ids = [f"i{k}" for k in range(data.pool.n_items)]
+    frame = pd.DataFrame({"id": ids, **{f"p{m}": probs[m] for m in probs}})
+    for m in probs:
+        frame[f"y{m}"] = (probs[m] > 0.5).astype(int)
+    pool_csv = tmp_path / "pool.csv"
+    frame.to_csv(pool_csv, index=False)
+    truth = dict(zip(ids, data.labels.tolist(), strict=True))
+
+    def ok(*args):
+        res = CliRunner().invoke(main, [str(a) for a in args])
+        assert res.exit_code == 0, (res.output, res.stderr)
+        return res
+
+    session = tmp_path / "s.bae"
+    ok("init", pool_csv, "--measure", "roc_auc", "--session", session, "--id-col", "id",
+       "--pred", "m0=ym0", "--pred", "m1=ym1", "--prob", "m0=pm0", "--prob", "m1=pm1",
+       "--seed", 2)  # fmt: skip
+    batch = tmp_path / "b.csv"
+    ok("next", session, "--n", 150, "--out", batch)
+    b = pd.read_csv(batch, dtype=str)
+    lab = tmp_path / "l.csv"
+    pd.DataFrame({"id": b["id"], "label": [truth[i] for i in b["id"]]}).to_csv(lab, index=False)
+    ok("record", session, lab)
+    before = session.read_bytes()  # the session is one SQLite file
+    st = json.loads(ok("status", session, "--json").stdout)
+    assert [e["model"] for e in st["estimates"]] == ["m0", "m1"]
+    assert all(0.5 < e["estimate"] <= 1.0 for e in st["estimates"])
+    assert "posterior" not in st
+    text = ok("status", session).stdout
+    assert "m0" in text and "m1" in text and "posterior of the measure" not in text
+    assert session.read_bytes() == before
+    report = tmp_path / "report.html"
+    ok("report", session, "--out", report)
+    html = report.read_text()
+    assert "Item-level calibration model" not in html and "roc_auc" in html

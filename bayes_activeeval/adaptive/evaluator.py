@@ -869,8 +869,9 @@ class ActiveEvaluator(EvaluatorState):
             (Bayesian calibration of the scores fitted to the labeled items, the unlabeled
             items' labels drawn from its posterior predictive) — for a binary pool under a
             deterministic oracle, where the adaptive selection is ignorable given the score
-            (Rubin 1976); otherwise ``"conjugate"`` with design-weighted cell counts (Marchant &
-            Rubinstein (2021), App. H). See ``docs/adaptive.md`` and
+            (Rubin 1976) and a measure of one model; otherwise ``"conjugate"`` with
+            design-weighted cell counts (Marchant & Rubinstein (2021), App. H). The calibration
+            posterior refuses several models: its label model calibrates one model's scores. See ``docs/adaptive.md`` and
             ``benchmarks/results/contingency_coverage.md`` for the coverage of each. A
             threshold-free measure (ROC AUC, average precision, recall at a false-positive rate)
             has only ``"calibration"`` (``docs/threshold-free.md``).
@@ -888,7 +889,8 @@ class ActiveEvaluator(EvaluatorState):
         if method is None:
             binary = self.pool.task == "binary" and self.pool.pos is not None
             has_x = self.pool.has_probs() or self.pool.scores is not None
-            ok = binary and has_x and self.deterministic and self.n_labels > 0
+            one_model = self.measure.models is None or len(self.measure.models) == 1
+            ok = binary and has_x and self.deterministic and self.n_labels > 0 and one_model
             method = (
                 "calibration" if ok and kwargs.get("weighting") in (None, "none") else ("conjugate")
             )
