@@ -16,8 +16,8 @@ from ..kernel import (
     proposal_from_scores,
 )
 from ..proposals import Proposal, ProposalInfo
-from .estimates import measure_models, model_scores, positive_probs
-from .kernels import RankMeasure, influence, rank_measure
+from .estimates import belief_influence, measure_models, positive_probs
+from .kernels import RankMeasure, rank_measure
 
 __all__ = [
     "adaptive_rank_proposal",
@@ -47,30 +47,11 @@ def expected_sq_influence(
     """
     m = rank_measure(measure)
     pi = np.asarray(probs, dtype=float)
-    vals, parts = _belief_influence(pool, m, pi, model)
+    vals, parts = belief_influence(pool, m, pi, model)
     u = np.zeros(pool.n_items)
     for p1, p0 in parts:
         u += pi * p1 * p1 + (1.0 - pi) * p0 * p0
     return u, vals
-
-
-def _belief_influence(pool, m: RankMeasure, pi: np.ndarray, model: str | None):
-    """The measure(s) under the belief and ``(ψ(x, 1), ψ(x, 0))`` of every pool item, one pair
-    per output (``ψ_a − ψ_b`` for a difference)."""
-    models = measure_models(pool, m, model)
-    p = pool.p
-    m1, m0 = p * pi, p * (1.0 - pi)
-    n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
-    vals, p1s, p0s = [], [], []
-    for mod in models:
-        val, p1, p0 = influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0)
-        vals.append(val)
-        p1s.append(p1)
-        p0s.append(p0)
-    if m.difference:
-        p1s, p0s = [p1s[0] - p1s[1]], [p0s[0] - p0s[1]]
-        vals = [vals[0] - vals[1]]
-    return np.array(vals), list(zip(p1s, p0s, strict=True))
 
 
 def scaled_rank_floor(
@@ -101,7 +82,7 @@ def scaled_rank_floor(
     """
     m = rank_measure(measure)
     pi = np.asarray(probs, dtype=float)
-    _, parts = _belief_influence(pool, m, pi, model)
+    _, parts = belief_influence(pool, m, pi, model)
     c = label_costs(pool, costs)
     k = pool.p if c is None else pool.p / np.sqrt(c)
     u = np.zeros(pool.n_items)
@@ -216,7 +197,7 @@ def rank_proposal(
     if estimator == "ipw":
         u, value = expected_sq_influence(pool, m, pi, model=model)
     elif estimator == "model_assisted":
-        value, parts = _belief_influence(pool, m, pi, model)
+        value, parts = belief_influence(pool, m, pi, model)
         u = np.zeros(pool.n_items)
         for p1, p0 in parts:
             u += pi * (1.0 - pi) * (p1 - p0) ** 2
@@ -324,7 +305,7 @@ def adaptive_rank_proposal(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
-    models = measure_models(pool, m, model)
+    measure_models(pool, m, model)  # an unknown model fails before any work
     pi = np.asarray(probs, dtype=float)
     if pi.ndim == 2:
         pi = pi[:, pool.pos]
@@ -339,18 +320,14 @@ def adaptive_rank_proposal(
     if floor > 0:
         floored = np.clip(pi, floor, 1.0 - floor)
         pi = floored if known is None else np.where(known, pi, floored)
-    m1, m0 = p * pi, p * (1.0 - pi)
-    n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
-    parts = [influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0) for mod in models]
-    if not all(np.isfinite(val) for val, _, _ in parts):
+    vals, parts = belief_influence(pool, m, pi, model)
+    if not np.all(np.isfinite(vals)):
         raise ValueError(f"measure {m.name!r} is undefined under the belief")
-    if m.difference:
-        parts = [(parts[0][0] - parts[1][0], parts[0][1] - parts[1][1], parts[0][2] - parts[1][2])]
     power = 1 if deterministic else 2
 
     def integrand(e):
         a = np.zeros(pool.n_items)
-        for _, p1, p0 in parts:
+        for p1, p0 in parts:
             n1 = np.abs(p1) if power == 1 else p1 * p1
             n0 = np.abs(p0) if power == 1 else p0 * p0
             a += pi * np.maximum(n1, e) + (1.0 - pi) * np.maximum(n0, e)
@@ -372,7 +349,7 @@ def adaptive_rank_proposal(
     if lam:
         q = (1.0 - lam) * q + lam * positive_seeking(pool, pi, costs)
     info = {
-        "risk": np.array([val for val, _, _ in parts]),  # the measure(s) under the belief
+        "risk": vals,  # the measure(s) under the belief
         "a": a,
         "epsilon": eps,
         "epsilon_abs": eps_abs,

@@ -219,12 +219,9 @@ def rank_estimate_arrays(
         psis.append(np.where(y == 1, p1, p0))
         psi1s.append(p1)
         psi0s.append(p0)
-    vals_a = np.array(vals)
-    psi = np.stack(psis, axis=1) if n else np.zeros((0, k))
-    if m.difference:
-        vals_a = np.array([vals_a[0] - vals_a[1]])
-        psi = psi[:, :1] - psi[:, 1:]
+    vals_a = np.array(m.combine(vals))
     n_out = vals_a.size
+    psi = np.stack(m.combine(psis), axis=1) if n else np.zeros((0, n_out))
     n_lab = n if n_labels is None else int(n_labels)
     sv = v.sum()
     if not np.all(np.isfinite(vals_a)) or sv <= 0:
@@ -281,9 +278,7 @@ def rank_estimate_arrays(
         pi = np.asarray(belief, dtype=float)
         if pi.shape != (n,):
             raise ValueError(f"belief has shape {pi.shape}; expected ({n},)")
-        f1, f0 = np.stack(psi1s, axis=1), np.stack(psi0s, axis=1)
-        if m.difference:
-            f1, f0 = f1[:, :1] - f1[:, 1:], f0[:, :1] - f0[:, 1:]
+        f1, f0 = np.stack(m.combine(psi1s), axis=1), np.stack(m.combine(psi0s), axis=1)
         f1, f0 = f1 - shift, f0 - shift
         # E_π[ψψᵀ] per draw: π ψ(x, 1)ψ(x, 1)ᵀ + (1 − π) ψ(x, 0)ψ(x, 0)ᵀ
         vb = v2  # a model-based expectation: no small-sample factor of the drawn classes
@@ -343,21 +338,26 @@ def expected_influence(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
-    models = measure_models(pool, m, model)
     pi = np.asarray(probs, dtype=float)
+    vals, parts = belief_influence(pool, m, pi, model)
+    expected = np.stack([pi * p1 + (1.0 - pi) * p0 for p1, p0 in parts], axis=1)
+    return vals, expected, parts
+
+
+def belief_influence(
+    pool, m: RankMeasure, pi: np.ndarray, model: str | None = None
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """The measure(s) under the belief ``π(y = pos | x) = pi`` and ``(ψ(x, 1), ψ(x, 0))`` of
+    every pool item, one pair per output (``ψ_a − ψ_b`` for a difference): the influence
+    function (:func:`influence`) at the pool under the belief (positive mass ``p π``, negative
+    mass ``p (1 − π)``)."""
+    models = measure_models(pool, m, model)
     p = pool.p
     m1, m0 = p * pi, p * (1.0 - pi)
     n_eff0 = float(m0.sum() ** 2 / (m0 @ m0))
-    vals, parts = [], []
-    for mod in models:
-        val, p1, p0 = influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0)
-        vals.append(val)
-        parts.append((p1, p0))
-    if m.difference:
-        vals = [vals[0] - vals[1]]
-        parts = [(parts[0][0] - parts[1][0], parts[0][1] - parts[1][1])]
-    expected = np.stack([pi * p1 + (1.0 - pi) * p0 for p1, p0 in parts], axis=1)
-    return np.array(vals), expected, parts
+    per_model = [influence(m, model_scores(pool, mod), m1, m0, n_eff_neg=n_eff0) for mod in models]
+    combined = m.combine(per_model)
+    return np.array([val for val, _, _ in combined]), [(p1, p0) for _, p1, p0 in combined]
 
 
 def rank_estimate(

@@ -120,6 +120,16 @@ class RankMeasure:
         first = next(iter(view.values())) if isinstance(view, dict) else view
         return (np.asarray(y) == first.pos).astype(float)[:, None]
 
+    def combine(self, per_model: list) -> list:
+        """Per-model parts (arrays, or tuples of arrays) -> one per output: unchanged for a
+        stack, ``[a − b]`` (elementwise for tuples) for a difference ``T_a − T_b``."""
+        if not self.difference:
+            return list(per_model)
+        a, b = per_model
+        if isinstance(a, tuple):
+            return [tuple(x - y for x, y in zip(a, b, strict=True))]
+        return [a - b]
+
     def bind(self, models, difference: bool = False) -> RankMeasure:
         """This measure bound to models (a stack, or with ``difference=True`` ``T_a − T_b``)."""
         if self.models is not None:
