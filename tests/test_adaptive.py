@@ -300,10 +300,13 @@ def test_state_round_trip_difference_measure(tmp_path):
     assert post.posterior["measure"].sizes["output"] == 1
     preds = set(post.constant_data["cell_prediction"].values.tolist())
     assert preds <= {"0,0", "0,1", "1,0", "1,1"} and len(preds) >= 3
-    post = ev.posterior(draws=200, rng=0)  # default: item-level calibration posterior
-    assert post.attrs["method"] == "calibration"
+    # the item-level calibration posterior takes one model; a difference defaults to the cells
+    post = ev.posterior(draws=200, rng=0)
+    assert post.attrs["method"] == "conjugate"
     g = post.posterior["measure"].values.ravel()
     assert abs(g.mean() - truth) < 4 * g.std() + 1e-3
+    with pytest.raises(ValueError, match="takes one model"):
+        ev.posterior(method="calibration", draws=50, rng=0)
 
 
 # -- contingency posterior ------------------------------------------------------------------------

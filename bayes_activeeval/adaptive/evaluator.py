@@ -884,9 +884,7 @@ class ActiveEvaluator(EvaluatorState):
         """
         from ..posterior import contingency_posterior
 
-        if isinstance(self.measure, RankMeasure) and method is None:
-            method = "calibration"  # the only posterior of a threshold-free measure
-        if method is None:
+        if method is None and not isinstance(self.measure, RankMeasure):
             binary = self.pool.task == "binary" and self.pool.pos is not None
             has_x = self.pool.has_probs() or self.pool.scores is not None
             one_model = self.measure.models is None or len(self.measure.models) == 1

@@ -141,7 +141,14 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
 
     bw = float(bin_width)
     M, C = pool.n_items, 2
-    oracle, ui, yu, cc, b, u_h, extra = fitted
+    oracle, ui, yu, cc, b, u_h = (
+        fitted.oracle,
+        fitted.items,
+        fitted.labels,
+        fitted.c,
+        fitted.b,
+        fitted.u_h,
+    )
     S, pos = chains * draws, int(pool.pos)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
@@ -187,7 +194,7 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
             [[np.sum((key[ui] == k) & (yu == c)) for c in range(C)] for k in range(n_pos.shape[1])]
         ),
     }
-    return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), extra, m, info
+    return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), m, info
 
 
 def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
@@ -208,7 +215,14 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     from ..threshold_free.estimates import model_scores
     from ..threshold_free.kernels import tie_groups, values_from_positives
 
-    oracle, ui, yu, cc, b, u_h, extra = fitted
+    oracle, ui, yu, cc, b, u_h = (
+        fitted.oracle,
+        fitted.items,
+        fitted.labels,
+        fitted.c,
+        fitted.b,
+        fitted.u_h,
+    )
     M, S, pos = pool.n_items, chains * draws, int(pool.pos)
     p = np.asarray(pool.p, dtype=float)
     known = np.zeros(M, dtype=bool)
@@ -223,9 +237,9 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     inv, G = tie_groups(model_scores(pool, k))
     tot = np.bincount(inv, p, G)
     G_out = values_from_positives(m, draw, inv[item], p[item], S, tot)[:, None]
-    extra["unlabeled_positives"] = np.bincount(t_new, minlength=S).reshape(chains, draws)
+    hidden = np.bincount(t_new, minlength=S).reshape(chains, draws)
     info = {"oracle": oracle, "models": models, "labeled": np.bincount(yu, minlength=2)}
-    return G_out.reshape(chains, draws, m.n_outputs), extra, info
+    return G_out.reshape(chains, draws, m.n_outputs), hidden, info
 
 
 def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 512):
@@ -339,19 +353,32 @@ def _bernoulli_positions(rng, n: int, e: float) -> np.ndarray:
     return pos
 
 
+@dataclass(frozen=True)
+class _LabelModel:
+    """The fitted label model of :func:`_label_model`: the oracle, the distinct labeled items
+    and their (encoded) labels, per posterior draw the intercept at ``x_center`` (``c``), the
+    slope (``b``) and the stratum effects (``u_h``, shape ``(S, max(H, 1))``), and the parameter
+    arrays of the posterior group (``params``: ``a``, ``b``, ``stratum_effect``)."""
+
+    oracle: Any
+    items: np.ndarray
+    labels: np.ndarray
+    c: np.ndarray
+    b: np.ndarray
+    u_h: np.ndarray
+    params: dict[str, np.ndarray]
+
+
 def _label_model(
     pool, models, indices, labels, *, encoded, draws, chains, tune, fit, calibration_options, rng
-):
+) -> _LabelModel:
     """Step 1 of :func:`_calibration_posterior`: the Bayesian calibration of ``models[0]``'s
     scores fitted to the distinct labeled items (unweighted), and ``chains × draws`` draws of its
     parameters.
 
     Returns
     -------
-    tuple
-        ``(oracle, ui, yu, c, b, u_h, extra)``: the fitted oracle, the distinct labeled items and
-        their (encoded) labels, the intercept at ``x_center``, slope and stratum effects per draw
-        (``u_h`` of shape ``(S, max(H, 1))``), and the parameter arrays for the posterior group.
+    _LabelModel
     """
     if pool.task != "binary" or pool.pos is None:
         raise ValueError(
@@ -394,7 +421,7 @@ def _label_model(
     extra["b"] = b.reshape(chains, draws)
     if oracle.H:
         extra["stratum_effect"] = u_h.reshape(chains, draws, oracle.H)
-    return oracle, ui, yu, cc, b, u_h, extra
+    return _LabelModel(oracle, ui, yu, cc, b, u_h, extra)
 
 
 def _calibration_tree(
@@ -468,14 +495,14 @@ def _calibration_tree(
         "deterministic": 1,
     }
     if rank is not None:
-        G, post, info = _rank_posterior(pool, rank, models, fitted, **common)
-        post = {"measure": G, **post}
+        G, hidden, info = _rank_posterior(pool, rank, models, fitted, **common)
+        post = {"measure": G, **fitted.params, "unlabeled_positives": hidden}
         dims = {"measure": ["output"], "stratum_effect": ["stratum"], "labeled_counts": ["class"]}
         coords = {"output": list(rank.outputs), "class": [str(c) for c in pool.classes]}
         observed = {"labeled_counts": info["labeled"]}
         attrs["measure"] = rank.name
     else:
-        R, G, extra, m, info = _calibration_posterior(
+        R, G, m, info = _calibration_posterior(
             pool, m, views, models, fitted, bin_width=bin_width, **common
         )
         keys = key_names(pool, info["keys"], info["models"])
@@ -483,7 +510,7 @@ def _calibration_tree(
         post = {
             "risk": R,
             "measure": G,
-            **extra,
+            **fitted.params,
             "unlabeled_positives": info["n_pos"].reshape(chains, draws, -1),
         }
         dims = {

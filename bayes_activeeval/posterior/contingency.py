@@ -296,7 +296,7 @@ def contingency_posterior(
     weights: Any = None,
     *,
     model: str | None = None,
-    method: str = "conjugate",
+    method: str | None = None,
     deterministic: bool = True,
     draws: int = 1000,
     chains: int = 2,
@@ -322,9 +322,11 @@ def contingency_posterior(
         (default all ones: a passive sample). The calibration posterior does not use the weights.
     model : str, optional
         Which model, for a pool with several and an unbound measure.
-    method : {"conjugate", "pymc", "calibration"}
+    method : {None, "conjugate", "pymc", "calibration"}
         Independent conjugate Dirichlet rows (exact, NumPy), the hierarchical PyMC cell model, or
-        the item-level calibration posterior (binary pools, deterministic oracle).
+        the item-level calibration posterior (binary pools, deterministic oracle). ``None``
+        (default): ``"calibration"`` for a threshold-free measure (its only posterior),
+        ``"conjugate"`` otherwise.
     deterministic : bool
         Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
         enter the pool risk exactly).
@@ -359,13 +361,15 @@ def contingency_posterior(
     App. H for the weighted pseudo-counts); ``G = g(R)`` per draw (Marchant & Rubinstein (2021),
     Def. 1).
     """
+    rank = rank_measure(measure)
+    if method is None:
+        method = "calibration" if rank is not None else "conjugate"
     if method not in ("conjugate", "pymc", "calibration"):
         raise ValueError(f"method must be 'conjugate', 'pymc' or 'calibration', got {method!r}")
     unknown = sorted(set(options) - set(_CELL_KEYS) - set(_CALIBRATION_KEYS))
     if unknown:
         raise TypeError(f"contingency_posterior() got unexpected keyword arguments {unknown}")
     cell_opts = CellOptions(**{k: v for k, v in options.items() if k in _CELL_KEYS})
-    rank = rank_measure(measure)
     if method != "calibration" and rank is not None:
         raise ValueError(
             f"the threshold-free measure {rank.name!r} has no contingency-table "

@@ -644,8 +644,6 @@ class Session(SessionRecords):
         models = self.design.models
         if rank and len(models) > 1:  # its label model calibrates one model's scores
             return None
-        if method is None:
-            method = "calibration" if rank else "conjugate"
         from ..posterior import contingency_posterior
 
         measure = self.design.measure if len(models) == 1 else stack(self.design.measure, models)
