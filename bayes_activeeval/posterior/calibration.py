@@ -141,14 +141,7 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
 
     bw = float(bin_width)
     M, C = pool.n_items, 2
-    oracle, ui, yu, cc, b, u_h = (
-        fitted.oracle,
-        fitted.items,
-        fitted.labels,
-        fitted.c,
-        fitted.b,
-        fitted.u_h,
-    )
+    oracle, ui, yu, cc, b, u_h = fitted.unpack()
     S, pos = chains * draws, int(pool.pos)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
@@ -215,14 +208,7 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     from ..threshold_free.estimates import model_scores
     from ..threshold_free.kernels import tie_groups, values_from_positives
 
-    oracle, ui, yu, cc, b, u_h = (
-        fitted.oracle,
-        fitted.items,
-        fitted.labels,
-        fitted.c,
-        fitted.b,
-        fitted.u_h,
-    )
+    oracle, ui, yu, cc, b, u_h = fitted.unpack()
     M, S, pos = pool.n_items, chains * draws, int(pool.pos)
     p = np.asarray(pool.p, dtype=float)
     known = np.zeros(M, dtype=bool)
@@ -367,6 +353,10 @@ class _LabelModel:
     b: np.ndarray
     u_h: np.ndarray
     params: dict[str, np.ndarray]
+
+    def unpack(self) -> tuple:
+        """``(oracle, items, labels, c, b, u_h)``."""
+        return self.oracle, self.items, self.labels, self.c, self.b, self.u_h
 
 
 def _label_model(
