@@ -3,17 +3,18 @@
 One run of ``ActiveEvaluator(pool, "f1")`` (no options, 50-label stages, seed 0) on a pool of
 ``real_pools_data.py``; every 400 labels it records the share of the proposal ``q`` on the
 predicted positives, on the 200 predicted negatives with the highest scores (just below the
-threshold) and on the other predicted negatives, next to the belief's expected number of
+threshold), on the next 19,800 and on the rest, next to the belief's expected number of
 positives among the *unlabeled* items of each group and the true number, and, for the
-``"auto"`` belief, the stacking weights of its members.
+``"auto"`` belief, the stacking weights of its members and each member's own expected number
+of positives among the unlabeled items of the rest (the deepest group).
 
 Usage::
 
     python benchmarks/default_allocation.py [--pool febrl4_sub400_initial_svm] [--seed 0]
     python benchmarks/default_allocation.py --oracle calibration   # calibration alone
 
-writes ``results/default_allocation.{json,md}`` (``default_allocation_<oracle>.*`` with
-``--oracle``; seconds).
+writes ``results/default_allocation.{json,md}`` (``default_allocation_<pool>_<oracle>.*`` for
+another pool and with ``--oracle``; seconds).
 """
 
 from __future__ import annotations
@@ -41,18 +42,23 @@ def main() -> None:
     ap.add_argument("--labels", type=int, default=2000)
     ap.add_argument("--oracle", default=None, help="an oracle name (default: the default)")
     args = ap.parse_args()
-    stem = "default_allocation" + (f"_{args.oracle}" if args.oracle else "")
+    stem = (
+        "default_allocation"
+        + (f"_{args.pool}" if args.pool != "febrl4_sub400_initial_svm" else "")
+        + (f"_{args.oracle}" if args.oracle else "")
+    )
     call = f"ActiveEvaluator(pool, 'f1'{f', oracle={args.oracle!r}' if args.oracle else ''})"
     d = load_pool(args.pool)
     y, f, s = d["labels"], d["preds"], d["scores"]
     neg = np.flatnonzero(f == 0)
-    near = np.zeros(y.size, dtype=bool)
-    near[neg[np.argsort(-s[neg])[:200]]] = True
-    groups = {
-        "predicted positive": f == 1,
-        "200 just below": near,
-        "other negatives": (f == 0) & ~near,
-    }
+    order = neg[np.argsort(-s[neg], kind="stable")]
+    groups = {"predicted positive": f == 1}
+    for a, b, label in ((0, 200, "200 just below"), (200, 20_000, "next 19,800"),
+                        (20_000, None, "the rest")):  # fmt: skip
+        g = np.zeros(y.size, dtype=bool)
+        g[order[a:b]] = True
+        groups[label] = g
+    deep = groups["the rest"]
     ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed, oracle=args.oracle)
     rows = []
     with warnings.catch_warnings():
@@ -71,6 +77,16 @@ def main() -> None:
                         },
                         "true_positives_unlabeled": {
                             g: int(y[m & open_].sum()) for g, m in groups.items()
+                        },
+                        # each member's expected positives among the unlabeled items of the
+                        # deepest group (an "auto" belief; none for one oracle model)
+                        "member_positives_rest": {
+                            name: float(m.belief().probs[:, 1][deep & open_].sum())
+                            for name, m in zip(
+                                getattr(ev.oracle, "member_names", []),
+                                getattr(ev.oracle, "_members", []),
+                                strict=True,
+                            )
                         },
                         # the stacking weights of an "auto" belief (none for one oracle model)
                         "weights": dict(
@@ -106,8 +122,8 @@ def main() -> None:
         + " | ".join(f"q: {g}" for g in names)
         + " | "
         + " | ".join(f"belief / true positives: {g}" for g in names)
-        + " | stacking weights (`auto`) |",
-        "| ---: |" + " ---: |" * (2 * len(names)) + " --- |",
+        + " | stacking weights (`auto`) | each member's expected positives in the rest |",
+        "| ---: |" + " ---: |" * (2 * len(names)) + " --- | --- |",
     ]
     for r in rows:
         lines.append(
@@ -120,6 +136,8 @@ def main() -> None:
             )
             + " | "
             + (", ".join(f"{k} {v:.3f}" for k, v in r["weights"].items()) or "—")
+            + " | "
+            + (", ".join(f"{k} {v:.1f}" for k, v in r["member_positives_rest"].items()) or "—")
             + " |"
         )
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")

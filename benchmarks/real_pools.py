@@ -70,6 +70,8 @@ DEFAULT_CONFIGS = (
     "default-run@relative_floor=0",
     "calibration@relative_floor=0",
     "calibration-run@relative_floor=0",
+    "calibration-run",
+    "auto:weighting=bma-run",
     "auto:prior=0.01-run@relative_floor=0",
     "calibration:upper_asymptote=0.5-run@relative_floor=0",
     "calibration:lower_asymptote=0.5;upper_asymptote=0.5-run@relative_floor=0",
@@ -290,7 +292,7 @@ def headline(res: dict, budget: int = 2000) -> str:
     lines = [
         f"| pool ({budget:,} labels) | best peer: MSE (method, n) | Ours-8: MSE (n) | "
         "default, 50-label stages: MSE, × best peer, coverage (n) | default, `ev.run`: MSE, × "
-        "best peer, coverage (n) | `calibration` belief, `ev.run`, no relative floor: MSE, × "
+        "best peer, coverage (n) | `calibration` belief alone, `ev.run`: MSE, × "
         "best peer, coverage (n) | AIS + dirichlet-tree × best peer (n) | AIS + calibration × "
         "best peer (n) | static default / Sawade closed form: MSE ratio, coverage (n) | s / run: "
         "default (`ev.run`) vs Ours-8 in peers.py (ratio) |",
@@ -322,7 +324,7 @@ def headline(res: dict, budget: int = 2000) -> str:
             return f"{_f(d['mse'])}{r}, {d['coverage']:.2f} ({d['n']})"
 
         ds, dr = dflt("default"), dflt("default-run")
-        dc = dflt("calibration-run@relative_floor=0")
+        dc = dflt("calibration-run")
         st, sw = cell(name, "static"), cell(name, "sawade")
         ss = "—"
         if st and sw and st.get("mse") is not None and sw.get("mse"):

