@@ -871,8 +871,9 @@ class ActiveEvaluator(EvaluatorState):
             deterministic oracle, where the adaptive selection is ignorable given the score
             (Rubin 1976) and a measure of one model; otherwise ``"conjugate"`` with
             design-weighted cell counts (Marchant & Rubinstein (2021), App. H). The calibration
-            posterior refuses several models: its label model calibrates one model's scores. See ``docs/adaptive.md`` and
-            ``benchmarks/results/contingency_coverage.md`` for the coverage of each. A
+            posterior refuses several models: its label model calibrates one model's scores.
+            See ``docs/adaptive.md`` and ``benchmarks/results/contingency_coverage.md`` for the
+            coverage of each. A
             threshold-free measure (ROC AUC, average precision, recall at a false-positive rate)
             has only ``"calibration"`` (``docs/threshold-free.md``).
         **kwargs
