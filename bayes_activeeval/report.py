@@ -80,31 +80,12 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
     out = pd.DataFrame(summary(posterior, var_names=var_names))
     method = str(posterior.attrs.get("method", "conjugate"))
     out.attrs["method"] = method
-    out.attrs["model"] = _POSTERIOR_MODELS.get(method, (method, method))[0]
+    out.attrs["model"] = _posterior_model(method)[0]
     return out
 
 
-#: Each posterior's model: the short name ``bae status`` prints and the report's description.
-_POSTERIOR_MODELS = {
-    "conjugate": (
-        "contingency-table model",
-        "Contingency-table model (score stratum × prediction × label, design-weighted "
-        "pseudo-counts), conjugate Dirichlet posterior",
-    ),
-    "pymc": (
-        "contingency-table model, PyMC",
-        "Contingency-table model (score stratum × prediction × label) with a hierarchical "
-        "recalibration across cells, NUTS",
-    ),
-    "calibration": (
-        "item-level calibration model",
-        "Item-level calibration model (a logistic calibration of the scores fitted to the "
-        "labeled items; every unlabeled item's label drawn from its posterior predictive)",
-    ),
-}
-
-
-#: What ``bae status`` and the report say about the posterior beside the confidence interval.
+#: What ``bae status`` and the report say about a cell-model posterior beside the confidence
+#: interval.
 POSTERIOR_NOTE = (
     "The posterior is model-based: where labels are few it follows the model's own probabilities "
     "(the prior of its contingency cells), so its credible interval is only as calibrated as "
@@ -112,7 +93,7 @@ POSTERIOR_NOTE = (
 )
 
 
-#: The same for the item-level calibration posterior (the threshold-free measures' posterior).
+#: The same for the item-level calibration posterior.
 CALIBRATION_NOTE = (
     "The posterior is model-based: the unlabeled items' labels are drawn from a logistic "
     "calibration of the model's scores fitted to the labels, so its credible interval is only as "
@@ -121,10 +102,38 @@ CALIBRATION_NOTE = (
 )
 
 
+#: Each posterior method's label model: the short name ``bae status`` prints, the report's
+#: description, and the note beside the confidence interval.
+_POSTERIOR_MODELS = {
+    "conjugate": (
+        "contingency-table model",
+        "Contingency-table model (score stratum × prediction × label, design-weighted "
+        "pseudo-counts), conjugate Dirichlet posterior",
+        POSTERIOR_NOTE,
+    ),
+    "pymc": (
+        "contingency-table model, PyMC",
+        "Contingency-table model (score stratum × prediction × label) with a hierarchical "
+        "recalibration across cells, NUTS",
+        POSTERIOR_NOTE,
+    ),
+    "calibration": (
+        "item-level calibration model",
+        "Item-level calibration model (a logistic calibration of the scores fitted to the "
+        "labeled items; every unlabeled item's label drawn from its posterior predictive)",
+        CALIBRATION_NOTE,
+    ),
+}
+
+
+def _posterior_model(method: str) -> tuple[str, str, str]:
+    return _POSTERIOR_MODELS.get(method, (method, method, POSTERIOR_NOTE))
+
+
 def posterior_note(method: str) -> str:
     """What to say beside a posterior of ``method`` (:data:`POSTERIOR_NOTE` for the cell
     models, :data:`CALIBRATION_NOTE` for ``"calibration"``)."""
-    return CALIBRATION_NOTE if method == "calibration" else POSTERIOR_NOTE
+    return _posterior_model(method)[2]
 
 
 def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure: str) -> list[str]:
@@ -530,7 +539,7 @@ def render_html(session, level: float = 0.95) -> str:
     if post_sum is not None:
         shown = post_sum[[c for c in post_sum.columns if not str(c).startswith("mcse")]]
         method = post_sum.attrs.get("method", "conjugate")
-        model = _POSTERIOR_MODELS.get(method, (method, method))[1]
+        model = _posterior_model(method)[1]
         note = posterior_note(method)
         bayes = (
             _table(shown, "{:.4g}")
