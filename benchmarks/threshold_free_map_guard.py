@@ -4,16 +4,18 @@
 the belief predicts (``variance="guarded"``), and by default the belief is the model's own
 probabilities. The adaptive evaluator's guard uses instead the calibrated label model at its
 mode, fitted to the labeled items (``bae.posterior.calibration_map``). This script measures both
-on the real pools of ``real_pools_data.py`` for the static optimal design
-(``threshold_free.rank_proposal``): 95 % coverage and mean width of the default interval
-(``RankEstimate.confidence_interval``) over ``--reps`` samples per cell, ROC AUC and average
-precision, 500 and 2,000 labels.
+on the real pools of ``real_pools_data.py`` (or, with ``--synthetic``, the synthetic pools of
+``threshold_free.py``) for the static optimal design (``threshold_free.rank_proposal``): 95 %
+coverage and mean width of the default interval (``RankEstimate.confidence_interval``) over
+``--reps`` samples per cell (those that define the measure), ROC AUC and average precision, 500
+and 2,000 draws (with replacement, as ``threshold_free.py``).
 
 Usage::
 
     python benchmarks/threshold_free_map_guard.py [--reps 400]
+    python benchmarks/threshold_free_map_guard.py --synthetic --reps 200   # threshold_free.py's pools
 
-writes ``results/threshold_free_map_guard.{json,md}``.
+writes ``results/threshold_free_map_guard{,_synthetic}.{json,md}``.
 """
 
 from __future__ import annotations
@@ -35,12 +37,24 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GUARDS = ("model", "calibration_map")
 
 
-def run(reps: int, budgets, seed: int) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    rows = []
+def real(_args):
     for name in pool_names():
         d = load_pool(name)
-        pool, y = make_pool(d), d["labels"]
+        yield name, make_pool(d), d["labels"]
+
+
+def synthetic(args):
+    from threshold_free import synthetic_pools
+
+    prevalences = [float(v) for v in args.prevalences.split(",")]
+    for prev, mname, pool, y, _ in synthetic_pools(prevalences, ("default", "strong")):
+        yield f"1:{round(1 / prev):,} {mname}", pool, y
+
+
+def run(pools, reps: int, budgets, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, pool, y in pools:
         s = tf.model_scores(pool, "model")
         pi = pool.view().positive_prob()
         for measure in ("roc_auc", "average_precision"):
@@ -80,37 +94,51 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--budgets", default="500,2000")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--synthetic", action="store_true", help="the synthetic pools of threshold_free.py instead"
+    )
+    ap.add_argument("--prevalences", default="0.01,0.001", help="with --synthetic")
     args = ap.parse_args(argv)
+    stem = "threshold_free_map_guard" + ("_synthetic" if args.synthetic else "")
     budgets = [int(b) for b in args.budgets.split(",")]
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
-        rows = run(args.reps, budgets, args.seed)
+        rows = run((synthetic if args.synthetic else real)(args), args.reps, budgets, args.seed)
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "reps": args.reps, "seed": args.seed,
            "seconds": time.perf_counter() - t0, "rows": rows}  # fmt: skip
-    (RESULTS / "threshold_free_map_guard.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"{stem}.json").write_text(json.dumps(out, indent=1))
     lines = [
         "# The static threshold-free guard: the model's probabilities or the calibrated label model",
         "",
         f"Generated {out['date']} by `python benchmarks/threshold_free_map_guard.py --reps "
-        f"{args.reps}` ({out['seconds'] / 60:.1f} min, seed {args.seed}): the static optimal "
-        "design (`rank_proposal`) on the real pools; 95 % coverage ± MC s.e. and mean width of "
+        f"{args.reps}"
+        + (f" --synthetic --prevalences {args.prevalences}" if args.synthetic else "")
+        + f"` ({out['seconds'] / 60:.1f} min, seed {args.seed}): the static optimal "
+        "design (`rank_proposal`) on "
+        + (
+            "the synthetic pools of `threshold_free.py` (`make_classification_pool`, seed 17; "
+            "`default`: separation 2.5, noise 0.4; `strong`: separation 6, noise 0.2)"
+            if args.synthetic
+            else "the real pools"
+        )
+        + "; 95 % coverage ± MC s.e. over the samples that define the measure and mean width of "
         "the default interval with the guarded variance, its belief the model's own "
         "probabilities (`model`, the default) or `bae.posterior.calibration_map` fitted to the "
         "sample (`calibration_map`, what the adaptive evaluator's guard uses).",
         "",
-        "| pool | measure | labels | model: coverage | model: width | calibration_map: coverage "
-        "| calibration_map: width |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| pool | measure | draws | defined samples | model: coverage | model: width | "
+        "calibration_map: coverage | calibration_map: width |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         a, b = r["model"], r["calibration_map"]
         lines.append(
-            f"| `{r['pool']}` | {r['measure']} | {r['n']:,} | {a['coverage']:.3f} ± "
+            f"| `{r['pool']}` | {r['measure']} | {r['n']:,} | {a['defined']} | {a['coverage']:.3f} ± "
             f"{a['mc_se']:.3f} | {a['width']:.4f} | {b['coverage']:.3f} ± {b['mc_se']:.3f} | "
             f"{b['width']:.4f} |"
         )
-    (RESULTS / "threshold_free_map_guard.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
