@@ -120,7 +120,7 @@ def calibration_posterior(
     )
 
 
-def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin_width, rng):
+def _calibration_posterior(pool, m, views, model, fitted, *, chains, draws, bin_width, rng):
     """Item-level finite-population posterior (``method="calibration"``; see
     :func:`calibration_posterior`).
 
@@ -147,7 +147,7 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
     known[ui] = True
     y_known = np.zeros(M, dtype=np.int64)
     y_known[ui] = yu
-    key = prediction_key(pool, models)  # for grouping
+    key = prediction_key(pool, (model,))  # for grouping
     x, h = oracle.x, oracle.strata
     xb = np.floor((x - x.min()) / bw).astype(np.int64)
     nxb = int(xb.max()) + 1
@@ -179,8 +179,6 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
             n_pos[sb, k] = n1[:, bin_key == k].sum(axis=1)
     G = apply_g(m, R)
     info = {
-        "oracle": oracle,
-        "models": models,
         "n_pos": n_pos,
         "keys": np.arange(n_pos.shape[1]),
         "labeled": np.array(
@@ -190,7 +188,7 @@ def _calibration_posterior(pool, m, views, models, fitted, *, chains, draws, bin
     return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), m, info
 
 
-def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
+def _rank_posterior(pool, m, model, fitted, *, chains, draws, rng):
     """Item-level finite-population posterior of a threshold-free measure (ROC AUC, average
     precision, recall at a false-positive rate; one model).
 
@@ -219,13 +217,11 @@ def _rank_posterior(pool, m, models, fitted, *, chains, draws, rng):
     kp = ui[yu == pos]  # the labeled positives, in every draw
     item = np.concatenate([np.repeat(kp, S), unl[i_new]])
     draw = np.concatenate([np.tile(np.arange(S), kp.size), t_new])
-    (k,) = models  # one model (see _calibration_tree)
-    inv, G = tie_groups(model_scores(pool, k))
+    inv, G = tie_groups(model_scores(pool, model))
     tot = np.bincount(inv, p, G)
     G_out = values_from_positives(m, draw, inv[item], p[item], S, tot)[:, None]
     hidden = np.bincount(t_new, minlength=S).reshape(chains, draws)
-    info = {"oracle": oracle, "models": models, "labeled": np.bincount(yu, minlength=2)}
-    return G_out.reshape(chains, draws, m.n_outputs), hidden, info
+    return G_out.reshape(chains, draws, m.n_outputs), hidden, np.bincount(yu, minlength=2)
 
 
 def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 512):
@@ -360,7 +356,7 @@ class _LabelModel:
 
 
 def _label_model(
-    pool, models, indices, labels, *, encoded, draws, chains, tune, fit, calibration_options, rng
+    pool, model, indices, labels, *, encoded, draws, chains, tune, fit, calibration_options, rng
 ) -> _LabelModel:
     """Step 1 of :func:`_calibration_posterior`: the Bayesian calibration of the one model's
     scores fitted to the distinct labeled items (unweighted), and ``chains × draws`` draws of its
@@ -389,7 +385,7 @@ def _label_model(
     opts = dict(calibration_options or {})
     S = chains * draws
     opts.setdefault("n_samples", max(512, 2 * S))
-    oracle = _fitted_oracle(pool, models[0], ui, yu, opts)
+    oracle = _fitted_oracle(pool, model, ui, yu, opts)
     extra: dict[str, np.ndarray] = {}
     if fit == "laplace":
         thetas, w = oracle.posterior_samples()
@@ -464,9 +460,10 @@ def _calibration_tree(
             "(model=...)"
             + ("" if rank is not None else ", or use method='conjugate' for the joint posterior")
         )
+    (name,) = models
     fitted = _label_model(
         pool,
-        models,
+        name,
         indices,
         labels,
         encoded=encoded,
@@ -486,17 +483,17 @@ def _calibration_tree(
         "deterministic": 1,
     }
     if rank is not None:
-        G, hidden, info = _rank_posterior(pool, rank, models, fitted, **common)
+        G, hidden, labeled = _rank_posterior(pool, rank, name, fitted, **common)
         post = {"measure": G, **fitted.params, "unlabeled_positives": hidden}
         dims = {"measure": ["output"], "stratum_effect": ["stratum"], "labeled_counts": ["class"]}
         coords = {"output": list(rank.outputs), "class": [str(c) for c in pool.classes]}
-        observed = {"labeled_counts": info["labeled"]}
+        observed = {"labeled_counts": labeled}
         attrs["measure"] = rank.name
     else:
         R, G, m, info = _calibration_posterior(
-            pool, m, views, models, fitted, bin_width=bin_width, **common
+            pool, m, views, name, fitted, bin_width=bin_width, **common
         )
-        keys = key_names(pool, info["keys"], info["models"])
+        keys = key_names(pool, info["keys"], (name,))
         chains, draws = R.shape[:2]
         post = {
             "risk": R,
@@ -520,9 +517,8 @@ def _calibration_tree(
         observed = {"labeled_counts": info["labeled"]}
         attrs["measure"] = m.name
         attrs["bin_width"] = float(bin_width)
-    oracle = info["oracle"]
-    if oracle.H:
-        coords["stratum"] = list(range(oracle.H))
+    if fitted.oracle.H:
+        coords["stratum"] = list(range(fitted.oracle.H))
     dt = azb.from_dict(
         {"posterior": post, "observed_data": observed},
         dims=dims,
