@@ -82,11 +82,7 @@ def main() -> None:
                         # deepest group (an "auto" belief; none for one oracle model)
                         "member_positives_rest": {
                             name: float(m.belief().probs[:, 1][deep & open_].sum())
-                            for name, m in zip(
-                                getattr(ev.oracle, "member_names", []),
-                                getattr(ev.oracle, "_members", []),
-                                strict=True,
-                            )
+                            for name, m in getattr(ev.oracle, "member_oracles", {}).items()
                         },
                         # the stacking weights of an "auto" belief (none for one oracle model)
                         "weights": dict(

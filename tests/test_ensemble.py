@@ -84,6 +84,10 @@ def test_ensemble_belief_is_a_distribution_with_point_masses():
     assert np.allclose(b.sum(axis=1), 1.0) and np.all(b >= 0) and np.all(b <= 1)
     assert np.all(b[idx, y[idx]] == 1.0)
     assert np.isclose(sum(o.member_weights.values()), 1.0)
+    # away from the labeled items the belief is the weighted mixture of the members' beliefs
+    mix = sum(o.member_weights[k] * m.belief().probs for k, m in o.member_oracles.items())
+    unl = np.setdiff1d(np.arange(pool.n_items), idx)
+    np.testing.assert_allclose(b[unl], mix[unl], rtol=1e-12)
 
 
 def test_ensemble_drops_members_that_cannot_handle_the_pool():

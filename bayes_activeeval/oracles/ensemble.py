@@ -428,6 +428,12 @@ class EnsembleOracle(OracleModel):
         """The current weight of each member, by name."""
         return {n: float(w) for n, w in zip(self.member_names, self.weights_, strict=True)}
 
+    @property
+    def member_oracles(self) -> dict[str, OracleModel]:
+        """Each member oracle model, by name, as last fitted (``belief()`` gives its own belief;
+        the ensemble's is their mixture with :attr:`member_weights`)."""
+        return dict(zip(self.member_names, self._members, strict=True))
+
     # -- state --------------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         return {
