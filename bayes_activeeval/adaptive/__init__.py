@@ -30,6 +30,7 @@ from .evaluator import (
     ActiveEvaluator,
     default_estimator,
     default_oracle,
+    default_relative_floor,
 )
 from .proposal import (
     DEFAULT_EPSILON,
@@ -51,6 +52,7 @@ __all__ = [
     "adaptive_proposal",
     "default_estimator",
     "default_oracle",
+    "default_relative_floor",
     "epsilon_schedule",
     "model_assisted_proposal",
 ]

@@ -69,6 +69,13 @@ def default_estimator(measure) -> str:
     return "ipw" if isinstance(measure, RankMeasure) else DEFAULT_ESTIMATOR
 
 
+def default_relative_floor(estimator: str) -> float:
+    """The ``relative_floor`` :class:`ActiveEvaluator` uses by default with ``estimator``:
+    :data:`~bayes_activeeval.adaptive.RELATIVE_FLOOR` for ``"model_assisted"``, 0 for ``"ipw"``
+    (which does not take one)."""
+    return RELATIVE_FLOOR if estimator == "model_assisted" else 0.0
+
+
 class ActiveEvaluator(EvaluatorState):
     """Adaptive importance-sampling evaluation with a Bayesian oracle model.
 
@@ -216,7 +223,7 @@ class ActiveEvaluator(EvaluatorState):
             )
         self.estimator = estimator
         if relative_floor is None:
-            relative_floor = RELATIVE_FLOOR if estimator == "model_assisted" else 0.0
+            relative_floor = default_relative_floor(estimator)
         self.relative_floor = check_fraction(relative_floor, "relative_floor")
         if self.relative_floor and estimator != "model_assisted":
             raise ValueError(

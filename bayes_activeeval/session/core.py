@@ -139,10 +139,9 @@ class Session(SessionRecords):
             options["estimator"] = "ipw" if lazy else default_estimator(meas)
         if design.kind == "adaptive" and "relative_floor" not in options:
             # resolved and stored likewise: sessions written before it replay with 0
-            from ..adaptive import RELATIVE_FLOOR
+            from ..adaptive import default_relative_floor
 
-            ma = options.get("estimator") == "model_assisted"
-            options["relative_floor"] = RELATIVE_FLOOR if ma else 0.0
+            options["relative_floor"] = default_relative_floor(options.get("estimator"))
         design = Design(
             **{**design.to_dict(), "models": tuple(models), "oracle": oracle, "options": options}
         )
