@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from peer_adapter import make_pool
 from real_pools_data import load_pool, pool_names
+from threshold_free import interval_stats, synthetic_pools
 
 import bayes_activeeval as bae
 import bayes_activeeval.threshold_free as tf
@@ -44,8 +45,6 @@ def real(_args):
 
 
 def synthetic(args):
-    from threshold_free import synthetic_pools
-
     prevalences = [float(v) for v in args.prevalences.split(",")]
     for prev, mname, pool, y, _ in synthetic_pools(prevalences, ("default", "strong")):
         yield f"1:{round(1 / prev):,} {mname}", pool, y
@@ -61,9 +60,10 @@ def run(pools, reps: int, budgets, seed: int) -> list[dict]:
             truth = tf.influence(measure, s, pool.p * y, pool.p * (1 - y))[0]
             prop = tf.rank_proposal(pool, measure)
             for n in budgets:
-                cover = {g: [] for g in GUARDS}
-                width = {g: [] for g in GUARDS}
-                for _ in range(reps):
+                cover = {g: np.zeros(reps, dtype=bool) for g in GUARDS}
+                width = {g: np.full(reps, np.nan) for g in GUARDS}
+                ok = np.zeros(reps, dtype=bool)
+                for r in range(reps):
                     dr = prop.draw(n, rng=rng)
                     i, yy = dr.indices, y[dr.indices]
                     beliefs = {
@@ -72,20 +72,14 @@ def run(pools, reps: int, budgets, seed: int) -> list[dict]:
                     }
                     for g, b in beliefs.items():
                         e = tf.rank_estimate_arrays(measure, s[i], yy, dr.weights, belief=b)
-                        if not np.isfinite(e.value):
-                            continue
-                        lo, hi = e.confidence_interval(0.95)
-                        cover[g].append(lo <= truth <= hi)
-                        width[g].append(hi - lo)
+                        ok[r] = np.isfinite(e.value)  # the same estimate under either belief
+                        if ok[r]:
+                            lo, hi = e.confidence_interval(0.95)
+                            cover[g][r], width[g][r] = lo <= truth <= hi, hi - lo
                 row = {"pool": name, "measure": measure, "n": n, "truth": float(truth)}
-                for g in GUARDS:
-                    m = len(cover[g])
-                    c = float(np.mean(cover[g])) if m else float("nan")
-                    row[g] = {"coverage": c, "mc_se": float(np.sqrt(c * (1 - c) / max(m, 1))),
-                              "width": float(np.mean(width[g])) if m else float("nan"),
-                              "defined": m}  # fmt: skip
+                row |= {"defined": int(ok.sum()), **interval_stats(cover, width, ok)}
                 rows.append(row)
-                print(name, measure, n, {g: round(row[g]["coverage"], 3) for g in GUARDS})
+                print(name, measure, n, {g: round(row[f"coverage_{g}"], 3) for g in GUARDS})
     return rows
 
 
@@ -132,11 +126,13 @@ def main(argv=None) -> None:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        a, b = r["model"], r["calibration_map"]
+        cells = []
+        for g in GUARDS:
+            c = r[f"coverage_{g}"]
+            se = np.sqrt(c * (1 - c) / max(r["defined"], 1))
+            cells.append(f"{c:.3f} ± {se:.3f} | {r[f'width_{g}']:.4f}")
         lines.append(
-            f"| `{r['pool']}` | {r['measure']} | {r['n']:,} | {a['defined']} | {a['coverage']:.3f} ± "
-            f"{a['mc_se']:.3f} | {a['width']:.4f} | {b['coverage']:.3f} ± {b['mc_se']:.3f} | "
-            f"{b['width']:.4f} |"
+            f"| `{r['pool']}` | {r['measure']} | {r['n']:,} | {r['defined']} | {' | '.join(cells)} |"
         )
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
