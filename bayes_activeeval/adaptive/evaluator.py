@@ -611,17 +611,19 @@ class ActiveEvaluator(EvaluatorState):
 
     def _guard_probs(self, idx: np.ndarray, models: tuple[str, ...]) -> np.ndarray | None:
         """``π(y = pos | x)`` at the draws for the guarded variance of a threshold-free measure:
-        the Bayesian calibration of ``models[0]``'s scores (:func:`~bayes_activeeval.posterior.
+        the Bayesian calibration of the model's scores (:func:`~bayes_activeeval.posterior.
         calibration_map`, the posterior's label model) fitted to the distinct labeled items, at
-        its posterior mode and without point masses — refitted from all labels when they change,
-        so a loaded evaluator gives the same interval. A stochastic oracle keeps the models' own
-        probabilities; ``None`` without probabilities."""
+        its posterior mode and without point masses; for a stack or a difference the Bayesian
+        model average of every model's calibration, so the interval does not depend on the
+        order of the models — refitted from all labels when they change, so a loaded evaluator
+        gives the same interval. A stochastic oracle keeps the models' own probabilities;
+        ``None`` without probabilities."""
         from ..posterior.calibration import calibration_map
 
         known = np.flatnonzero(self._label >= 0)
         if self.deterministic and known.size:
             if self._guard is None or self._guard[0] != known.size:
-                pi = calibration_map(self.pool, models[0], known, self._label[known])
+                pi = calibration_map(self.pool, models, known, self._label[known])
                 self._guard = (known.size, pi)
             return self._guard[1][idx]
         if self.pool.has_probs():

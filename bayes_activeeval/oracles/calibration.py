@@ -382,6 +382,34 @@ class CalibrationOracle(OracleModel):
         th = self.params if theta is None else np.asarray(theta, dtype=float)
         return -self._objective(th, *self._data(), self.lam if self.has_asymptotes else None)[0]
 
+    def log_evidence(self) -> float:
+        """Laplace approximation of the log marginal likelihood of the labels,
+        ``log p(y) ≈ log p(y | θ̂) + log p(θ̂) + (d/2) log 2π + ½ log det Σ`` at the mode ``θ̂``
+        with the Laplace covariance ``Σ`` (Tierney & Kadane 1986; Kass & Raftery (1995), Eq. 4),
+        the priors normalized (``c``, ``β``, the standard-normal ``z_h`` and the HalfNormal σ in
+        ``log σ``), so that label models of different scores — or different numbers of
+        strata — are compared on one scale. Not available with asymptotes (their shares are
+        held at the mode by the Laplace covariance).
+
+        Returns
+        -------
+        float
+        """
+        self.check_ready()
+        if self.cov_ is None:
+            raise ValueError("no labels yet: the calibration has not been fitted")
+        if self.has_asymptotes:
+            raise ValueError("log_evidence is not available with asymptotes")
+        log2pi = np.log(2 * np.pi)
+        const = -np.log(self.intercept_sd) - np.log(self.log_slope_sd) - log2pi
+        if self.H:
+            const += 0.5 * np.log(2 / np.pi) - np.log(self.stratum_sd) - 0.5 * self.H * log2pi
+        sign, logdet = np.linalg.slogdet(self.cov_)
+        if sign <= 0:
+            raise ValueError("the Laplace covariance is not positive definite")
+        d = self.n_params
+        return float(self.log_posterior() + const + 0.5 * d * log2pi + 0.5 * logdet)
+
     @staticmethod
     def _mixture_logs(eta, lam):
         """``log P_1`` and ``log(1 − P_1)`` of Copas's mixture ``P_1 = λ_0 + k expit(η)``,

@@ -12,6 +12,7 @@ pushed through the measure (Marchant & Rubinstein (2021), Def. 1). The default o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,12 +294,32 @@ def _fitted_oracle(pool, model: str, items: np.ndarray, labels: np.ndarray, opts
     return oracle
 
 
-def calibration_map(pool, model: str, items: Any, labels: Any) -> np.ndarray:
+def calibration_map(
+    pool,
+    model: str | Sequence[str],
+    items: Any,
+    labels: Any,
+    *,
+    with_probabilities: bool = False,
+) -> np.ndarray:
     """``P(y = pos | x)`` of every item under the label model of the calibration posterior at its
     posterior mode: the Bayesian calibration ``logit P = c + b (s(x) − s̄) + σ z_{h(x)}`` of the
     model's log-odds (or scores) fitted to the distinct labeled ``items`` (labels as class
     indices), unweighted (ignorable selection given the score; Rubin 1976) — and without the
     point masses an oracle model puts on labeled items.
+
+    With several models (a stacked or difference measure) each model's scores get their own
+    label model and the result is their Bayesian model average, ``Σ_k w_k P_k`` with
+    ``w_k ∝ p(y | M_k)`` the Laplace approximation of each label model's marginal likelihood
+    (:meth:`~bayes_activeeval.oracles.calibration.CalibrationOracle.log_evidence`; Kass &
+    Raftery (1995), Eq. 4) under equal prior odds: the belief does not depend on the order of
+    the models, and the labels decide which scores predict them. ``with_probabilities=True``
+    adds each model's own probabilities to the average as a label model without parameters,
+    whose marginal likelihood is their likelihood of the labels ``Π_i P(y_i | x_i)``: the
+    calibration's prior is centred on the identity map, so where the probabilities are already
+    calibrated the labels cannot tell the two apart and the Occam factor of the calibration's
+    parameters keeps the probabilities, while SVM margins or stale probabilities lose by tens of
+    nats.
 
     The adaptive evaluator's guarded variance of a threshold-free measure averages each draw's
     squared influence over it (``docs/threshold-free.md``).
@@ -307,9 +328,12 @@ def calibration_map(pool, model: str, items: Any, labels: Any) -> np.ndarray:
     ----------
     pool : Pool
         A binary pool.
-    model : str
+    model : str or sequence of str
+        The model, or the models whose label models are averaged.
     items, labels : array-like of int
         Distinct labeled items and their encoded labels.
+    with_probabilities : bool
+        Also average the models' own probabilities (pools with probabilities only).
 
     Returns
     -------
@@ -318,8 +342,27 @@ def calibration_map(pool, model: str, items: Any, labels: Any) -> np.ndarray:
     from scipy import special
 
     items = np.asarray(items, dtype=np.int64)
-    oracle = _fitted_oracle(pool, model, items, np.asarray(labels, dtype=np.int64), {})
-    return special.expit(oracle.linear_predictor()[0])
+    labels = np.asarray(labels, dtype=np.int64)
+    models = [model] if isinstance(model, str) else list(dict.fromkeys(model))
+    if not models:
+        raise ValueError("model must name at least one model, got an empty sequence")
+    oracles = [_fitted_oracle(pool, m, items, labels, {}) for m in models]
+    probs = [special.expit(o.linear_predictor()[0]) for o in oracles]
+    if len(probs) == 1 and not with_probabilities:
+        return probs[0]
+    log_ev = [o.log_evidence() for o in oracles]
+    if with_probabilities:
+        if not pool.has_probs():
+            raise ValueError("with_probabilities=True needs a pool with probabilities")
+        u, first = np.unique(items, return_index=True)  # each labeled item once, as the fits
+        y = labels[first] == pool.pos
+        for m in models:
+            p1 = pool.view(m).positive_prob()
+            probs.append(p1)
+            py = np.where(y, p1[u], 1.0 - p1[u])
+            log_ev.append(float(np.sum(np.log(np.clip(py, 1e-300, 1.0)))))
+    w = special.softmax(log_ev)
+    return np.sum([wk * pk for wk, pk in zip(w, probs, strict=True)], axis=0)
 
 
 def _bernoulli_positions(rng, n: int, e: float) -> np.ndarray:
