@@ -382,33 +382,60 @@ class CalibrationOracle(OracleModel):
         th = self.params if theta is None else np.asarray(theta, dtype=float)
         return -self._objective(th, *self._data(), self.lam if self.has_asymptotes else None)[0]
 
-    def log_evidence(self) -> float:
-        """Laplace approximation of the log marginal likelihood of the labels,
-        ``log p(y) ≈ log p(y | θ̂) + log p(θ̂) + (d/2) log 2π + ½ log det Σ`` at the mode ``θ̂``
-        with the Laplace covariance ``Σ`` (Tierney & Kadane 1986; Kass & Raftery (1995), Eq. 4),
-        the priors normalized (``c``, ``β``, the standard-normal ``z_h`` and the HalfNormal σ in
-        ``log σ``), so that label models of different scores — or different numbers of
-        strata — are compared on one scale. Not available with asymptotes (their shares are
-        held at the mode by the Laplace covariance).
+    def log_evidence(self, n_samples: int = 4096) -> float:
+        """Log marginal likelihood of the labels, ``log p(y) = log ∫ p(y | θ) p(θ) dθ``, by
+        importance sampling from a multivariate t (4 d.o.f.) centred at the posterior mode with
+        twice the Laplace covariance (Geweke 1989; Kass & Raftery (1995), Sec. 4.3), the priors
+        normalized (``c``, ``β``, the standard-normal ``z_h`` and the HalfNormal σ in
+        ``log σ``), so that label models of different scores, or different numbers of strata,
+        are compared on one scale. The Laplace approximation alone (Kass & Raftery (1995),
+        Eq. 4) is exact to about 0.01 nats for the plain Platt map but 2-5 nats too low with
+        stratum effects, whose ``(log σ, z)`` posterior is far from Gaussian. Deterministic given
+        the state (fixed standard draws from ``seed``). Not available with asymptotes.
+
+        Parameters
+        ----------
+        n_samples : int
+            Importance draws (default 4,096).
 
         Returns
         -------
         float
         """
+        from scipy.special import gammaln, logsumexp
+
         self.check_ready()
         if self.cov_ is None:
             raise ValueError("no labels yet: the calibration has not been fitted")
         if self.has_asymptotes:
             raise ValueError("log_evidence is not available with asymptotes")
+        n_samples = check_count(n_samples, "n_samples", minimum=16)
+        d, df = self.n_params, 4.0
+        cov = 2.0 * 0.5 * (self.cov_ + self.cov_.T)
+        vals, vecs = np.linalg.eigh(cov)
+        vals = np.maximum(vals, 1e-12)
+        gen = np.random.default_rng([self.seed, 1])
+        Z = gen.standard_normal((n_samples, d))
+        chi = gen.chisquare(df, n_samples) / df
+        thetas = self.params[None, :] + ((Z * np.sqrt(vals)) @ vecs.T) / np.sqrt(chi)[:, None]
+        d2 = np.sum(Z**2, axis=1) / chi
+        log_q = (
+            gammaln((df + d) / 2) - gammaln(df / 2) - 0.5 * d * np.log(df * np.pi)
+            - 0.5 * np.sum(np.log(vals)) - 0.5 * (df + d) * np.log1p(d2 / df)
+        )  # fmt: skip
         log2pi = np.log(2 * np.pi)
         const = -np.log(self.intercept_sd) - np.log(self.log_slope_sd) - log2pi
         if self.H:
             const += 0.5 * np.log(2 / np.pi) - np.log(self.stratum_sd) - 0.5 * self.H * log2pi
-        sign, logdet = np.linalg.slogdet(self.cov_)
-        if sign <= 0:
-            raise ValueError("the Laplace covariance is not positive definite")
-        d = self.n_params
-        return float(self.log_posterior() + const + 0.5 * d * log2pi + 0.5 * logdet)
+        items, y, w = self._data()
+        log_p = np.concatenate(
+            [
+                self._log_post_many(thetas[k : k + 512], items, y, w)
+                for k in range(0, n_samples, 512)
+            ]
+        )
+        lw = np.where(np.isfinite(log_p), log_p + const - log_q, -np.inf)
+        return float(logsumexp(lw) - np.log(n_samples))
 
     @staticmethod
     def _mixture_logs(eta, lam):

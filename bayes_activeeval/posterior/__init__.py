@@ -5,7 +5,8 @@
   Dirichlet rows or a hierarchical PyMC model (:class:`CellOptions`);
 - :func:`calibration_posterior` — item-level, finite-population posterior from the Bayesian
   calibration label model (:class:`CalibrationOptions`); :func:`calibration_map` — that label
-  model's probabilities at its posterior mode.
+  model's probabilities at its posterior mode (for several models, or with the models' own
+  probabilities, their Bayesian model average).
 
 Oracle models (``bayes_activeeval.oracles``) give beliefs about labels, ``π(y|x)``, that feed the
 proposal; these give the posterior of ``G = g(R)`` on the pool (Marchant & Rubinstein (2021),

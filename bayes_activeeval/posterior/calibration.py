@@ -310,16 +310,19 @@ def calibration_map(
 
     With several models (a stacked or difference measure) each model's scores get their own
     label model and the result is their Bayesian model average, ``Σ_k w_k P_k`` with
-    ``w_k ∝ p(y | M_k)`` the Laplace approximation of each label model's marginal likelihood
-    (:meth:`~bayes_activeeval.oracles.calibration.CalibrationOracle.log_evidence`; Kass &
-    Raftery (1995), Eq. 4) under equal prior odds: the belief does not depend on the order of
-    the models, and the labels decide which scores predict them. ``with_probabilities=True``
+    ``w_k ∝ p(y | M_k)`` each label model's marginal likelihood
+    (:meth:`~bayes_activeeval.oracles.calibration.CalibrationOracle.log_evidence`, importance
+    sampling; Kass & Raftery 1995) under equal prior odds: the belief does not depend on the
+    order of the models, and the labels decide which scores predict them. (Each label model
+    conditions on one model's score while an adaptive design selected the items on all of
+    them, so the selection is ignorable for each only approximately.) ``with_probabilities=True``
     adds each model's own probabilities to the average as a label model without parameters,
     whose marginal likelihood is their likelihood of the labels ``Π_i P(y_i | x_i)``: the
     calibration's prior is centred on the identity map, so where the probabilities are already
     calibrated the labels cannot tell the two apart and the Occam factor of the calibration's
     parameters keeps the probabilities, while SVM margins or stale probabilities lose by tens of
-    nats.
+    nats. That is a valid Bayes factor only if the probabilities were not fitted to these
+    labels.
 
     The adaptive evaluator's guarded variance of a threshold-free measure averages each draw's
     squared influence over it (``docs/threshold-free.md``).
@@ -328,10 +331,11 @@ def calibration_map(
     ----------
     pool : Pool
         A binary pool.
-    model : str or sequence of str
-        The model, or the models whose label models are averaged.
+    model : str, sequence of str or None
+        The model (``None``: the pool's only model), or the models whose label models are
+        averaged.
     items, labels : array-like of int
-        Distinct labeled items and their encoded labels.
+        Labeled items (a repeated item counts once) and their encoded labels.
     with_probabilities : bool
         Also average the models' own probabilities (pools with probabilities only).
 
@@ -343,17 +347,17 @@ def calibration_map(
 
     items = np.asarray(items, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
-    models = [model] if isinstance(model, str) else list(dict.fromkeys(model))
+    models = [model] if model is None or isinstance(model, str) else list(dict.fromkeys(model))
     if not models:
         raise ValueError("model must name at least one model, got an empty sequence")
+    if with_probabilities and not pool.has_probs():
+        raise ValueError("with_probabilities=True needs a pool with probabilities")
     oracles = [_fitted_oracle(pool, m, items, labels, {}) for m in models]
     probs = [special.expit(o.linear_predictor()[0]) for o in oracles]
     if len(probs) == 1 and not with_probabilities:
         return probs[0]
     log_ev = [o.log_evidence() for o in oracles]
     if with_probabilities:
-        if not pool.has_probs():
-            raise ValueError("with_probabilities=True needs a pool with probabilities")
         u, first = np.unique(items, return_index=True)  # each labeled item once, as the fits
         y = labels[first] == pool.pos
         for m in models:
