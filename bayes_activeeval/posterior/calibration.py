@@ -313,7 +313,8 @@ def calibration_map(
     ``w_k ∝ p(y | M_k)`` each label model's marginal likelihood
     (:meth:`~bayes_activeeval.oracles.calibration.CalibrationOracle.log_evidence`, importance
     sampling; Kass & Raftery 1995) under equal prior odds: the belief does not depend on the
-    order of the models, and the labels decide which scores predict them. (Each label model
+    order of the models, and the labels decide which scores predict them (equal weights if a
+    fit is degenerate and has no evidence). (Each label model
     conditions on one model's score while an adaptive design selected the items on all of
     them, so the selection is ignorable for each only approximately.) ``with_probabilities=True``
     adds each model's own probabilities to the average as a label model without parameters,
@@ -365,6 +366,8 @@ def calibration_map(
             probs.append(p1)
             py = np.where(y, p1[u], 1.0 - p1[u])
             log_ev.append(float(np.sum(np.log(np.clip(py, 1e-300, 1.0)))))
+    if not np.all(np.isfinite(log_ev)):  # a degenerate fit has no evidence: equal weights
+        log_ev = [0.0] * len(log_ev)
     w = special.softmax(log_ev)
     return np.sum([wk * pk for wk, pk in zip(w, probs, strict=True)], axis=0)
 
