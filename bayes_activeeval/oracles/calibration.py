@@ -406,7 +406,8 @@ class CalibrationOracle(OracleModel):
             ``nan`` where the fit's Laplace covariance is not positive definite (a degenerate
             fit: the proposal would collapse along that direction and underestimate).
         """
-        from scipy.special import gammaln, logsumexp
+        from scipy import stats
+        from scipy.special import logsumexp
 
         self.check_ready()
         if self.cov_ is None:
@@ -423,11 +424,7 @@ class CalibrationOracle(OracleModel):
         Z = gen.standard_normal((n_samples, d))
         chi = gen.chisquare(df, n_samples) / df
         thetas = self.params[None, :] + ((Z * np.sqrt(vals)) @ vecs.T) / np.sqrt(chi)[:, None]
-        d2 = np.sum(Z**2, axis=1) / chi
-        log_q = (
-            gammaln((df + d) / 2) - gammaln(df / 2) - 0.5 * d * np.log(df * np.pi)
-            - 0.5 * np.sum(np.log(vals)) - 0.5 * (df + d) * np.log1p(d2 / df)
-        )  # fmt: skip
+        log_q = stats.multivariate_t(loc=self.params, shape=cov, df=df).logpdf(thetas)
         log2pi = np.log(2 * np.pi)
         const = -np.log(self.intercept_sd) - np.log(self.log_slope_sd) - log2pi
         if self.H:
