@@ -439,15 +439,19 @@ def test_stage_speed_large_pool():
     o = DirichletTreeOracle()
     o.initialize(pool)
     o.update(rng.integers(0, n, 50), (rng.random(50) < 0.3).astype(int), np.ones(50))
-    idx = rng.integers(0, n, 50)
-    # CPU time of this process, not wall time: other jobs on a shared machine do not count
-    t = time.process_time()
-    o.update(idx, (rng.random(50) < 0.3).astype(int), np.ones(50))
-    o.belief()
-    elapsed = time.process_time() - t
+    # CPU time of this process, not wall time: other jobs on a shared machine do not count; the
+    # fastest of three stages, as timeit advises (one stage took 2.02 s of CPU once, in a full
+    # suite beside a benchmark on the other core)
+    times = []
+    for _ in range(3):
+        idx = rng.integers(0, n, 50)
+        t = time.process_time()
+        o.update(idx, (rng.random(50) < 0.3).astype(int), np.ones(50))
+        o.belief()
+        times.append(time.process_time() - t)
     # 0.24 s measured on an idle core (benchmarks/results/adaptive_speed_dirichlet-tree.md); the
     # bound catches a per-item Python loop or a full re-sort, not noise from a loaded machine
-    assert elapsed < 2.0, elapsed
+    assert min(times) < 2.0, times
 
 
 # ---------------------------------------------------------------------------------------------
