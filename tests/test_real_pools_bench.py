@@ -168,3 +168,53 @@ def test_score_design_floor_formula_matches_stratified_sampling():
         if np.all(alt <= sizes) and np.all(alt > 0):
             Va = float(np.sum((sizes / N) ** 2 * (1 - alt / sizes) * s**2 / alt))
             assert V <= Va * (1 + 1e-9)
+
+
+def test_bulk_bound_is_the_least_anticipated_variance():
+    """``bulk_bound`` of ``score_design_floor``: the bulk is the predicted negatives below the
+    ``near`` highest-scored ones (and the predicted positives above the ``near`` lowest); with the
+    bulk's errors placed at random, simple random sampling of ``n`` bulk items attains it (Monte
+    Carlo over placements and samples), and unequal inclusion probabilities of the same expected
+    size do worse (the Godambe-Joshi bound, exact for Poisson sampling)."""
+    import score_design_floor as sdf
+
+    rng = np.random.default_rng(5)
+    n_pos, n_neg, near, k = 30, 3000, 100, 6
+    scores = np.concatenate([rng.uniform(1, 2, n_pos), -rng.uniform(0, 1, n_neg)])
+    preds = (scores >= 0).astype(int)
+    top = np.argsort(-scores[n_pos:])[:near] + n_pos  # the near predicted negatives
+    sides = sdf.bulk_sides(scores, preds, near=near)
+    assert len(sides) == 1  # 30 predicted positives: no bulk on that side
+    bulk = sides[0]
+    assert bulk.size == n_neg - near
+    assert not np.intersect1d(bulk, top).size and np.all(preds[bulk] == 0)
+    labels = preds.copy()
+    labels[rng.choice(bulk, k, replace=False)] = 1  # k false negatives in the bulk
+    _F, z = sdf.f1_linearized(labels, preds)
+    n = 200
+    V = sdf.bulk_bound(sides, z, n)
+    N, NB = z.size, bulk.size
+    zb = z[bulk]
+    reps = 20000
+    est = np.empty(reps)
+    for r in range(reps):  # a fresh placement of the k errors and a fresh sample each time
+        zz = np.zeros(NB)
+        zz[rng.choice(NB, k, replace=False)] = zb[labels[bulk] == 1][0]
+        est[r] = NB / N * zz[rng.choice(NB, n, replace=False)].mean()
+    se = np.var(est) * np.sqrt(2 / (reps - 1))
+    assert abs(np.var(est) - V) < 4 * se, (np.var(est), V, se)
+    # Poisson sampling with unequal pi (same expected size n): anticipated variance of the
+    # Horvitz-Thompson mean, sum (1/pi - 1) sigma^2 / N^2, is larger
+    sigma2 = np.var(zb, ddof=1)
+    for _ in range(20):
+        pi = rng.dirichlet(np.ones(NB)) * n
+        if pi.max() < 1:
+            assert np.sum(1 / pi - 1) * sigma2 / N**2 >= V * (1 - 1e-9)
+    # what ignoring the bulk costs, and the errors' percentile (random placement: near 0.5)
+    f1 = lambda y: 2 * np.sum(y * preds) / (y.sum() + preds.sum())  # noqa: E731
+    assert np.isclose(sdf.ignore_bulk_bias(sides, labels, preds), f1(preds) - f1(labels))
+    assert 0.0 < sdf.error_percentile(sides, labels, preds, scores) < 1.0
+    deepest = labels.copy()
+    deepest[bulk[labels[bulk] == 1]] = 0
+    deepest[bulk[np.argsort(scores[bulk])[:k]]] = 1  # errors at the very bottom of the bulk
+    assert sdf.error_percentile(sides, deepest, preds, scores) < 0.01
