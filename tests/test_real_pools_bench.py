@@ -171,50 +171,74 @@ def test_score_design_floor_formula_matches_stratified_sampling():
 
 
 def test_bulk_bound_is_the_least_anticipated_variance():
-    """``bulk_bound`` of ``score_design_floor``: the bulk is the predicted negatives below the
-    ``near`` highest-scored ones (and the predicted positives above the ``near`` lowest); with the
-    bulk's errors placed at random, simple random sampling of ``n`` bulk items attains it (Monte
-    Carlo over placements and samples), and unequal inclusion probabilities of the same expected
-    size do worse (the Godambe-Joshi bound, exact for Poisson sampling)."""
+    """``score_design_floor``'s bulk: the predicted negatives below the ``near`` highest-scored
+    ones and the predicted positives above the ``near`` lowest; ``bulk_bound`` is the variance of
+    the stratified mean of ``z`` under simple random sampling of the bulk's sides with the model
+    variance, at the allocation that minimizes it; ``srs_bulk_mse`` (the exact MSE of the F1
+    ratio estimate of that design) agrees with a simulation of it; the errors' percentiles are
+    oriented towards the threshold on both sides."""
     import score_design_floor as sdf
 
     rng = np.random.default_rng(5)
-    n_pos, n_neg, near, k = 30, 3000, 100, 6
-    scores = np.concatenate([rng.uniform(1, 2, n_pos), -rng.uniform(0, 1, n_neg)])
+    n_pos, n_neg, near = 1200, 3000, 100
+    scores = np.concatenate([rng.uniform(0, 2, n_pos), -rng.uniform(0, 1, n_neg)])
     preds = (scores >= 0).astype(int)
-    top = np.argsort(-scores[n_pos:])[:near] + n_pos  # the near predicted negatives
     sides = sdf.bulk_sides(scores, preds, near=near)
-    assert len(sides) == 1  # 30 predicted positives: no bulk on that side
-    bulk = sides[0]
-    assert bulk.size == n_neg - near
-    assert not np.intersect1d(bulk, top).size and np.all(preds[bulk] == 0)
+    assert len(sides) == 2
+    neg, pos = sides
+    assert np.all(preds[neg] == 0) and np.all(preds[pos] == 1)
+    assert neg.size == n_neg - near and pos.size == n_pos - near
+    # the excluded items are the near ones: the highest negatives, the lowest positives
+    assert scores[neg].max() <= np.sort(scores[preds == 0])[-near]
+    assert scores[pos].min() >= np.sort(scores[preds == 1])[near - 1]
     labels = preds.copy()
-    labels[rng.choice(bulk, k, replace=False)] = 1  # k false negatives in the bulk
+    labels[rng.choice(neg, 12, replace=False)] = 1  # false negatives in the bulk
+    labels[rng.choice(pos, 60, replace=False)] = 0  # false positives, at another rate
     _F, z = sdf.f1_linearized(labels, preds)
-    n = 200
+    N, n = z.size, 300
     V = sdf.bulk_bound(sides, z, n)
-    N, NB = z.size, bulk.size
-    zb = z[bulk]
-    reps = 20000
-    est = np.empty(reps)
-    for r in range(reps):  # a fresh placement of the k errors and a fresh sample each time
-        zz = np.zeros(NB)
-        zz[rng.choice(NB, k, replace=False)] = zb[labels[bulk] == 1][0]
-        est[r] = NB / N * zz[rng.choice(NB, n, replace=False)].mean()
-    se = np.var(est) * np.sqrt(2 / (reps - 1))
-    assert abs(np.var(est) - V) < 4 * se, (np.var(est), V, se)
-    # Poisson sampling with unequal pi (same expected size n): anticipated variance of the
-    # Horvitz-Thompson mean, sum (1/pi - 1) sigma^2 / N^2, is larger
-    sigma2 = np.var(zb, ddof=1)
-    for _ in range(20):
-        pi = rng.dirichlet(np.ones(NB)) * n
-        if pi.max() < 1:
-            assert np.sum(1 / pi - 1) * sigma2 / N**2 >= V * (1 - 1e-9)
-    # what ignoring the bulk costs, and the errors' percentile (random placement: near 0.5)
+    sizes = np.array([neg.size, pos.size], dtype=float)
+    var = np.array([np.var(z[neg]), np.var(z[pos])])
+
+    def stratified(n_neg_labels):
+        nb = np.array([n_neg_labels, n - n_neg_labels], dtype=float)
+        return float(np.sum((sizes / N) ** 2 * (1 - nb / sizes) * var / nb))
+
+    # the formula at its own allocation, and no other split of the n labels does better
+    nb = sdf.neyman_allocation(sizes, np.sqrt(var), n)
+    assert np.isclose(V, stratified(nb[0]), rtol=1e-12)
+    assert V <= min(stratified(k) for k in range(1, n)) * (1 + 1e-12)
+    assert V < stratified(n * sizes[0] / sizes.sum()) * 0.99  # proportional is worse here
+    # the exact F1 MSE of that design against a simulation of it (rounded Neyman sizes)
+    mse = sdf.srs_bulk_mse(sides, labels, preds, z, n)
+    m = np.round(nb).astype(int)
     f1 = lambda y: 2 * np.sum(y * preds) / (y.sum() + preds.sum())  # noqa: E731
-    assert np.isclose(sdf.ignore_bulk_bias(sides, labels, preds), f1(preds) - f1(labels))
-    assert 0.0 < sdf.error_percentile(sides, labels, preds, scores) < 1.0
-    deepest = labels.copy()
-    deepest[bulk[labels[bulk] == 1]] = 0
-    deepest[bulk[np.argsort(scores[bulk])[:k]]] = 1  # errors at the very bottom of the bulk
-    assert sdf.error_percentile(sides, deepest, preds, scores) < 0.01
+    truth = f1(labels)
+    outside = np.ones(N, dtype=bool)
+    outside[neg] = outside[pos] = False
+    tp0 = np.sum((labels == 1) & (preds == 1) & outside)
+    fp0 = np.sum((labels == 0) & (preds == 1) & outside)
+    fn0 = np.sum((labels == 1) & (preds == 0) & outside)
+    err2 = np.empty(20000)
+    for r in range(err2.size):
+        fn = neg.size * labels[rng.choice(neg, m[0], replace=False)].mean()
+        fp = pos.size * (1 - labels[rng.choice(pos, m[1], replace=False)].mean())
+        tp = tp0 + pos.size - fp
+        err2[r] = (2 * tp / (2 * tp + fp0 + fp + fn0 + fn) - truth) ** 2
+    se = err2.std() / np.sqrt(err2.size)
+    assert abs(err2.mean() - mse) < 4 * se, (err2.mean(), mse, se)
+    assert abs(mse / V - 1) < 0.2  # the first-order bound is close at these sizes
+    # what ignoring the bulk costs
+    ignored = labels.copy()
+    ignored[neg], ignored[pos] = preds[neg], preds[pos]
+    assert np.isclose(sdf.ignore_bulk_bias(sides, labels, preds), f1(ignored) - truth)
+    # percentiles: random placement near 0.5; errors next to the threshold near 1, far near 0
+    pct = sdf.error_percentiles(sides, labels, preds, scores)
+    assert pct.size == 72 and abs(pct.mean() - 0.5) < 4 * np.sqrt(1 / 12 / pct.size)
+    near_pos = pos[np.argsort(scores[pos])[:5]]  # the bulk positives closest to the threshold
+    far_neg = neg[np.argsort(scores[neg])[:5]]  # the bulk negatives farthest from it
+    placed = preds.copy()
+    placed[near_pos] = 0
+    placed[far_neg] = 1
+    pct = sdf.error_percentiles(sides, placed, preds, scores)
+    assert np.all(pct[:5] < 0.01) and np.all(pct[5:] > 0.99)  # negative side first
