@@ -16,8 +16,11 @@ uniformly (``passive``) and gives
 
 Recorded per cell: coverage of both intervals of the pool's realized value (finite population),
 their mean widths, the bias and MSE of the design estimate and of the posterior mean, and the
-seconds per posterior. Writes ``benchmarks/results/threshold_free_posterior.json`` and ``.md``
-(``--real``: ``threshold_free_posterior_real.*``).
+seconds per posterior. Writes ``benchmarks/results/threshold_free_posterior<tag>.json`` and
+``.md`` (``--real``: ``threshold_free_posterior_real<tag>.*``). The committed synthetic tables were
+run one skew at a time (``--prevalences 0.01 --tag _100``, ``0.001 --tag _1000``, ``0.0001 --tag
+_10000``; the seed stream differs from a run of all three at once); each file's header holds its
+command line.
 
 Usage: python benchmarks/threshold_free_posterior.py [--reps 100] [--budgets 500,2000,5000]
            [--passive-budgets 2000]
