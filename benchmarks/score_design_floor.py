@@ -278,10 +278,11 @@ def main() -> None:
         for n in BULK_BUDGETS:
             j = budgets.index(n)
             peer = {}
-            for m in ("IS", "OASIS", "Ours-8"):
+            for m in ("Passive", "IS", "OASIS", "Ours-8"):
                 e = np.asarray(pr[m]["estimates"], dtype=float)[:, j]
                 e = e[np.isfinite(e)]
-                peer[m] = (float(np.mean((e - F) ** 2)), int(e.size))
+                if e.size >= 5:  # as real_pools.py: a peer needs 5 defined estimates
+                    peer[m] = (float(np.mean((e - F) ** 2)), int(e.size))
             best = min(peer, key=lambda m: peer[m][0])
             dr = run.get(str(n), {})
             bulk["budgets"][str(n)] = {
@@ -347,8 +348,9 @@ def main() -> None:
         "bound). Percentiles = the score percentiles of the bulk's errors within their side, "
         "oriented towards the threshold (0.5: the scores carry no information about them; their "
         "mean, and each one where there are at most five). Ignore-bulk bias² = the squared bias of "
-        "a design that never samples the bulk. Best peer: the lowest MSE of IS, OASIS and Ours-8 "
-        "in `peers.json` (method, runs); default: `ev.run` (`default-run` in `real_pools.json`), "
+        "a design that never samples the bulk. Best peer: the lowest MSE of Passive, IS, OASIS and "
+        "Ours-8 "
+        "in `peers.json` with at least 5 defined estimates (method, runs); default: `ev.run` (`default-run` in `real_pools.json`), "
         "MSE ± its Monte Carlo standard error over the bound.",
         "",
         "| pool | bulk items (neg / pos) | bulk errors (neg / pos) | percentiles | ignore-bulk "
@@ -387,7 +389,7 @@ def main() -> None:
         "the bulk's errors (its squared bias is then about the ignore-bulk bias²), and an "
         "unbiased design only in the runs that are lucky enough not to draw one. With 5-30 runs a "
         "peer's MSE is itself noisy (one run that draws a bulk error moves it several-fold), and "
-        "the best of three noisy peers is biased low. Where the bulk has no error the bound is 0 "
+        "the best of four noisy peers is biased low. Where the bulk has no error the bound is 0 "
         "and says nothing; where the percentiles are well above 0.5 the scores do locate the "
         "errors and the stratified floor above is the one to read.",
     ]
