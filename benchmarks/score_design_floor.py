@@ -67,12 +67,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import real_pools  # noqa: E402
+import real_pools_data  # noqa: E402
+
 POOLS = HERE / "pools"
 RESULTS = HERE / "results"
 BUDGETS = (500, 1000, 2000)
@@ -113,8 +119,14 @@ def stratified_floor(scores: np.ndarray, z: np.ndarray, n: int, k: int) -> float
     sizes = np.bincount(h, minlength=H).astype(float)
     means = np.bincount(h, z, minlength=H) / np.maximum(sizes, 1)
     s2 = np.bincount(h, (z - means[h]) ** 2, minlength=H) / np.maximum(sizes - 1, 1)
+    return neyman_variance(sizes, s2, n, N)
+
+
+def neyman_variance(sizes: np.ndarray, s2: np.ndarray, n: int, N: int) -> float:
+    """``Σ_h (N_h/N)² (1 − n_h/N_h) S_h²/n_h`` at the Neyman allocation of ``n`` labels
+    (Cochran (1977), Eq. 5.6); strata with no label or no variance add nothing."""
     nb = neyman_allocation(sizes, np.sqrt(s2), n)
-    ok = nb > 0
+    ok = (nb > 0) & (s2 > 0)
     return float(np.sum((sizes[ok] / N) ** 2 * (1 - nb[ok] / sizes[ok]) * s2[ok] / nb[ok]))
 
 
@@ -133,12 +145,14 @@ def bulk_bound(sides: list[np.ndarray], z: np.ndarray, n: int) -> float:
     """``V_B(n)``: the Godambe-Joshi bound with exchangeable labels within each side of the bulk
     (``σ_s²`` the population variance of ``z`` there) and all ``n`` labels given to the bulk
     (Neyman allocation over the sides, capped)."""
-    N = z.size
+    sizes, s2 = _side_moments(sides, z)
+    return neyman_variance(sizes, s2, n, z.size)
+
+
+def _side_moments(sides: list[np.ndarray], z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bulk sides' sizes and population variances of ``z`` (the model's ``σ_s²``)."""
     sizes = np.array([side.size for side in sides], dtype=float)
-    s2 = np.array([np.var(z[side]) for side in sides])
-    nb = neyman_allocation(sizes, np.sqrt(s2), n)
-    ok = (nb > 0) & (s2 > 0)
-    return float(np.sum((sizes[ok] / N) ** 2 * (1 - nb[ok] / sizes[ok]) * s2[ok] / nb[ok]))
+    return sizes, np.array([np.var(z[side]) for side in sides])
 
 
 def error_percentiles(
@@ -167,40 +181,26 @@ def srs_bulk_mse(
     positives on the other)."""
     from scipy.stats import hypergeom
 
-    sizes = np.array([side.size for side in sides], dtype=float)
-    sds = np.array([np.std(z[side]) for side in sides])
-    alloc = np.maximum(np.round(neyman_allocation(sizes, sds, n)).astype(int), 1)
-    inside = np.zeros(labels.size, dtype=bool)
-    for side in sides:
-        inside[side] = True
+    sizes, s2 = _side_moments(sides, z)
+    alloc = np.round(neyman_allocation(sizes, np.sqrt(s2), n)).astype(int)
     y, f = labels.astype(bool), preds.astype(bool)
-    tp = float(np.sum(y & f & ~inside))
-    fp = float(np.sum(~y & f & ~inside))
-    fn = float(np.sum(y & ~f & ~inside))
-    true = 2 * np.sum(y & f) / (np.sum(y) + np.sum(f))
-    # per side: estimated errors and their probabilities
-    grids = []
+    outside = np.ones(labels.size, dtype=bool)
+    # per kind of error (false negatives, false positives): the estimated counts on its side of
+    # the bulk and their probabilities, or no error with probability 1 where there is no side
+    est = {False: (np.zeros(1), np.ones(1)), True: (np.zeros(1), np.ones(1))}
     for side, m in zip(sides, alloc, strict=True):
-        k = int(np.sum(labels[side] != preds[side]))
-        m = min(int(m), side.size)
-        x = np.arange(0, min(k, m) + 1)
-        grids.append(
-            (bool(preds[side[0]]), side.size, side.size * x / m, hypergeom.pmf(x, side.size, k, m))
-        )
-    # the joint distribution of the sides' estimates (independent samples)
-    est_tp, est_fp, est_fn, prob = np.array([tp]), np.array([fp]), np.array([fn]), np.array([1.0])
-    for positive_side, size, e, pr in grids:
-        if positive_side:  # errors are false positives; the rest true positives
-            est_tp = (est_tp[:, None] + (size - e)[None, :]).ravel()
-            est_fp = (est_fp[:, None] + e[None, :]).ravel()
-            est_fn = np.repeat(est_fn, e.size)
-        else:  # errors are false negatives
-            est_fn = (est_fn[:, None] + e[None, :]).ravel()
-            est_tp = np.repeat(est_tp, e.size)
-            est_fp = np.repeat(est_fp, e.size)
-        prob = (prob[:, None] * pr[None, :]).ravel()
-    f1 = 2 * est_tp / (2 * est_tp + est_fp + est_fn)
-    return float(np.sum(prob * (f1 - true) ** 2))
+        outside[side] = False
+        k = int(np.sum(y[side] != f[side]))
+        m = int(min(max(m, 1), side.size))
+        x = np.arange(min(k, m) + 1)
+        est[bool(f[side[0]])] = (side.size * x / m, hypergeom.pmf(x, side.size, k, m))
+    (fn_b, p_fn), (fp_b, p_fp) = est[False], est[True]
+    tp = np.sum(y & f & outside) + np.sum(f & ~outside) - fp_b[None, :]  # bulk predicted positives
+    fp = np.sum(~y & f & outside) + fp_b[None, :]
+    fn = np.sum(y & ~f & outside) + fn_b[:, None]
+    f1 = 2 * tp / (2 * tp + fp + fn)
+    true = real_pools_data.f1_of({"labels": labels, "preds": preds})
+    return float(p_fn @ (f1 - true) ** 2 @ p_fp)
 
 
 def ignore_bulk_bias(sides: list[np.ndarray], labels: np.ndarray, preds: np.ndarray) -> float:
@@ -209,8 +209,8 @@ def ignore_bulk_bias(sides: list[np.ndarray], labels: np.ndarray, preds: np.ndar
     y = labels.copy()
     for side in sides:
         y[side] = preds[side]
-    f1 = lambda yy: 2 * np.sum(yy * preds) / (np.sum(yy) + np.sum(preds))  # noqa: E731
-    return float(f1(y) - f1(labels))
+    f1 = real_pools_data.f1_of
+    return f1({"labels": y, "preds": preds}) - f1({"labels": labels, "preds": preds})
 
 
 def f1_linearized(labels: np.ndarray, preds: np.ndarray) -> tuple[float, np.ndarray]:
@@ -237,6 +237,8 @@ def main() -> None:
     args = ap.parse_args()
     peers = json.loads((RESULTS / "peers.json").read_text())
     ours = json.loads((RESULTS / "real_pools.json").read_text())["results"]
+    best_peer = real_pools.best_peers(RESULTS / "peers.json", "f1")  # real_pools.md's rule
+    ours8 = real_pools.peer_mse(RESULTS / "peers.json", "f1", "Ours-8")
     out: dict = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "strata": list(STRATA)}}
     rows = []
     for name in sorted(peers["results"]):
@@ -276,20 +278,14 @@ def main() -> None:
         }
         run = ours[name].get("default-run", {}).get("budgets", {})
         for n in BULK_BUDGETS:
-            j = budgets.index(n)
-            peer = {}
-            for m in ("Passive", "IS", "OASIS", "Ours-8"):
-                e = np.asarray(pr[m]["estimates"], dtype=float)[:, j]
-                e = e[np.isfinite(e)]
-                if e.size >= 5:  # as real_pools.py: a peer needs 5 defined estimates
-                    peer[m] = (float(np.mean((e - F) ** 2)), int(e.size))
-            best = min(peer, key=lambda m: peer[m][0])
             dr = run.get(str(n), {})
+            best, best_mse, best_n = best_peer[name][str(n)]
+            o8_mse, o8_n = ours8[name][str(n)]
             bulk["budgets"][str(n)] = {
                 "bound": bulk_bound(sides, z, n),
                 "srs_mse": srs_bulk_mse(sides, d["labels"], d["preds"], z, n),
-                "best_peer": {"method": best, "mse": peer[best][0], "n": peer[best][1]},
-                "ours8": {"mse": peer["Ours-8"][0], "n": peer["Ours-8"][1]},
+                "best_peer": {"method": best, "mse": best_mse, "n": best_n},
+                "ours8": {"mse": o8_mse, "n": o8_n},
                 "default_run": {"mse": dr.get("mse"), "mse_se": dr.get("mse_se"), "n": dr.get("n")},
             }
         out[name]["bulk"] = bulk
@@ -350,7 +346,8 @@ def main() -> None:
         "mean, and each one where there are at most five). Ignore-bulk bias² = the squared bias of "
         "a design that never samples the bulk. Best peer: the lowest MSE of Passive, IS, OASIS and "
         "Ours-8 "
-        "in `peers.json` with at least 5 defined estimates (method, runs); default: `ev.run` (`default-run` in `real_pools.json`), "
+        "in `peers.json` with at least 5 runs and no undefined estimate, as in `real_pools.md` "
+        "(method, runs); default: `ev.run` (`default-run` in `real_pools.json`), "
         "MSE ± its Monte Carlo standard error over the bound.",
         "",
         "| pool | bulk items (neg / pos) | bulk errors (neg / pos) | percentiles | ignore-bulk "
