@@ -12,9 +12,12 @@ Usage::
 
     python benchmarks/default_allocation.py [--pool febrl4_sub400_initial_svm] [--seed 0]
     python benchmarks/default_allocation.py --oracle calibration   # calibration alone
+    python benchmarks/default_allocation.py --oracle "auto:weights_by=prediction"  # with options
 
 writes ``results/default_allocation.{json,md}`` (``default_allocation_<pool>_<oracle>.*`` for
-another pool and with ``--oracle``; seconds).
+another pool and with ``--oracle``, every character of ``<oracle>`` other than a letter, digit,
+``-`` or ``_`` written as ``_``; seconds). With ``weights_by="prediction"`` the weights of each
+cell are reported too (for a binary pool, cell 0 the predicted negatives and 1 the positives).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from peer_adapter import make_pool
+from peer_adapter import make_pool, parse_oracle
 from real_pools_data import load_pool
 
 import bayes_activeeval as bae
@@ -40,14 +43,19 @@ def main() -> None:
     ap.add_argument("--pool", default="febrl4_sub400_initial_svm")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--labels", type=int, default=2000)
-    ap.add_argument("--oracle", default=None, help="an oracle name (default: the default)")
+    ap.add_argument(
+        "--oracle", default=None, help="name[:key=value;...] of an oracle (default: the default)"
+    )
     args = ap.parse_args()
     stem = (
         "default_allocation"
         + (f"_{args.pool}" if args.pool != "febrl4_sub400_initial_svm" else "")
-        + (f"_{args.oracle}" if args.oracle else "")
-    )
-    call = f"ActiveEvaluator(pool, 'f1'{f', oracle={args.oracle!r}' if args.oracle else ''})"
+        + ("_" + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in args.oracle)
+           if args.oracle else "")
+    )  # fmt: skip
+    name, options = parse_oracle(args.oracle) if args.oracle else (None, {})
+    kw = {"oracle": name, **({"oracle_options": options} if options else {})}
+    call = "ActiveEvaluator(pool, 'f1'" + "".join(f", {k}={v!r}" for k, v in kw.items() if v) + ")"
     d = load_pool(args.pool)
     y, f, s = d["labels"], d["preds"], d["scores"]
     neg = np.flatnonzero(f == 0)
@@ -59,7 +67,7 @@ def main() -> None:
         g[order[a:b]] = True
         groups[label] = g
     deep = groups["the rest"]
-    ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed, oracle=args.oracle)
+    ev = bae.ActiveEvaluator(make_pool(d), "f1", rng=args.seed, **kw)
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -92,6 +100,10 @@ def main() -> None:
                                 strict=True,
                             )
                         ),
+                        # weights_by="prediction": the weights of each predicted class
+                        "cell_weights": np.asarray(
+                            getattr(ev.oracle, "cell_weights_", np.zeros((1, 0)))
+                        ).tolist(),
                     }
                 )
             if ev.n_labels >= args.labels:
@@ -103,6 +115,7 @@ def main() -> None:
         "pool": args.pool,
         "seed": args.seed,
         "oracle": ev.get_state()["oracle"],
+        "oracle_options": options,
     }
     out["rows"] = rows
     (RESULTS / f"{stem}.json").write_text(json.dumps(out, indent=1))
@@ -132,6 +145,15 @@ def main() -> None:
             )
             + " | "
             + (", ".join(f"{k} {v:.3f}" for k, v in r["weights"].items()) or "—")
+            + (
+                "; by predicted class: "
+                + "; ".join(
+                    f"{c}: " + ", ".join(f"{w:.3f}" for w in row)
+                    for c, row in enumerate(r["cell_weights"])
+                )
+                if len(r["cell_weights"]) > 1
+                else ""
+            )
             + " | "
             + (", ".join(f"{k} {v:.1f}" for k, v in r["member_positives_rest"].items()) or "—")
             + " |"

@@ -73,6 +73,7 @@ DEFAULT_CONFIGS = (
     "calibration-run",
     "auto:weighting=bma-run",
     "auto:pooling=log-run",
+    "auto:weights_by=prediction-run",
     "auto:prior=0.01-run@relative_floor=0",
     "calibration:upper_asymptote=0.5-run@relative_floor=0",
     "calibration:lower_asymptote=0.5;upper_asymptote=0.5-run@relative_floor=0",

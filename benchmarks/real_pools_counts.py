@@ -53,7 +53,11 @@ def main(argv=None) -> None:
                 counts = np.asarray(e.risk, dtype=float) * n
                 row = {"config": config, "seed": seed, "labels": b, "f1": float(e.value)}
                 rows.append(row | {"tp": float(counts[0]), "half_pp_p": float(counts[1])})
+    command = "python benchmarks/real_pools_counts.py " + " ".join(
+        [args.pool] + [f'"{r}"' for r in args.runs]
+    )
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "pool": args.pool, "truth": truth}
+    out["command"] = command
     out["rows"] = rows
     (RESULTS / "real_pools_counts.json").write_text(json.dumps(out, indent=1))
     lines = [
@@ -63,6 +67,8 @@ def main(argv=None) -> None:
         "`real_pools.py` re-run exactly (same budgets and seeds); the estimated true positives "
         "and (predicted + actual positives)/2, in items. Truth: TP "
         f"{tp:,}, (PP + P)/2 {truth['half_pp_p']:,.1f}, F1 {truth['f1']:.4f}.",
+        "",
+        f"Command: `{command}`",
         "",
         "| configuration | seed | labels | F1 | TP | (PP + P)/2 |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",

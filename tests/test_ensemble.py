@@ -244,3 +244,143 @@ def test_log_pooling_belief_and_state():
     assert ea.value == er.value
     with pytest.raises(ValueError, match="pooling"):
         EnsembleOracle(pooling="max")
+
+
+# -- weights by cell of the predictions (hierarchical stacking) -----------------------------------
+def _two_faced_pool(rng, n):
+    """The model's probabilities are right on its predicted positives and far too high on its
+    predicted negatives (an SVM margin through expit on a skewed pool)."""
+    s = rng.normal(-1.0, 2.0, n)
+    p_true = np.where(s >= 0, expit(s), expit(-4.0 + 2.5 * s))
+    y = (rng.random(n) < p_true).astype(int)
+    return bae.Pool(predictions=(s >= 0).astype(int), probs=expit(s), scores=s), y
+
+
+@pytest.mark.parametrize("pooling", ["linear", "log"])
+def test_cell_weights_are_the_stacking_map_of_each_cell(pooling):
+    from bayes_activeeval.oracles.ensemble import log_pool_weights
+
+    rng = np.random.default_rng(12)
+    pool, y = _two_faced_pool(rng, 6000)
+    o = EnsembleOracle(weights_by="prediction", pooling=pooling)
+    o.initialize(pool)
+    order = rng.permutation(pool.n_items)
+    for b in range(30):
+        idx = order[b * 50 : (b + 1) * 50]
+        # unequal importance weights, and every stage repeats two items already labeled
+        rep = order[max(0, b * 50 - 2) : b * 50]
+        n = idx.size + rep.size
+        w = np.where(rng.random(n) < 0.02, 500.0, rng.uniform(0.5, 2.0, n))  # some capped
+        o.update(np.r_[idx, rep], np.r_[y[idx], y[rep]], w)
+    cells = np.asarray(pool.view().pred)[order[:1500]]
+    W = o.cell_weights_
+    assert W.shape == (2, 3) and np.allclose(W.sum(axis=1), 1.0)
+    v = o._score_weights()
+    assert v.max() == o.v_cap  # the cap is active: a cell must use the capped pool-wide v
+    # each row is the MAP of its cell's prequential scores (the cell's items, their pool-wide
+    # normalized and capped importance weights) under the Dirichlet prior centred on the
+    # pool-wide weights (3 pseudo-items), found again from a cold start
+    for c in (0, 1):
+        m = cells == c
+        if pooling == "linear":
+            ref = stacking_weights(
+                o._scores[m], v[m], prior=3.0 * o.weights_, max_iter=20_000, tol=1e-12
+            )
+            np.testing.assert_allclose(W[c], ref, atol=2e-3)
+        else:  # the log pool's weights need not be unique: compare the pooled predictions
+            ref = log_pool_weights(o._logp[m], o._ys[m], v[m], prior=3.0 * o.weights_)
+            lp = o._logp[m]
+            pa, pb = (np.exp(np.einsum("ikc,k->ic", lp, w)) for w in (W[c], ref))
+            pa, pb = pa / pa.sum(1, keepdims=True), pb / pb.sum(1, keepdims=True)
+            assert np.max(np.abs(pa - pb)) < 1e-3
+    # the plug-in predicts the predicted positives and not the predicted negatives
+    if pooling == "linear":
+        k = o.member_names.index("model")
+        assert W[1, k] > 0.3 and W[0, k] < 0.05, W
+        # away from the labeled items each item's belief is its cell's mixture of the members'
+        Wi = W[np.asarray(pool.view().pred)]
+        mix = sum(Wi[:, [j]] * m.belief().probs for j, m in enumerate(o.member_oracles.values()))
+        unl = np.setdiff1d(np.arange(pool.n_items), order[:1500])
+        np.testing.assert_allclose(o.belief().probs[unl], mix[unl], rtol=1e-12)
+
+
+def test_a_cell_without_labels_has_the_pool_wide_weights():
+    rng = np.random.default_rng(15)
+    pool, y = _two_faced_pool(rng, 3000)
+    o = EnsembleOracle(weights_by="prediction")
+    o.initialize(pool)
+    neg = np.flatnonzero(np.asarray(pool.view().pred) == 0)
+    for b in range(4):
+        idx = neg[b * 100 : (b + 1) * 100]
+        o.update(idx, y[idx], np.ones(idx.size))
+    np.testing.assert_array_equal(o.cell_weights_[1], o.weights_)
+    assert not np.allclose(o.cell_weights_[0], o._w0)
+
+
+def test_one_cell_for_pool_wide_weights_and_joint_cells_for_two_models():
+    rng = np.random.default_rng(13)
+    pool, y = _two_faced_pool(rng, 2000)
+    o = EnsembleOracle()
+    o.initialize(pool)
+    idx = rng.choice(pool.n_items, 200, replace=False)
+    o.update(idx, y[idx], np.ones(idx.size))
+    assert o.cell_weights_.shape == (1, 3) and np.array_equal(o.cell_weights_[0], o.weights_)
+    s = np.asarray(pool.view().score)
+    two = bae.Pool(
+        predictions={"a": (s >= 0).astype(int), "b": (s >= 1).astype(int)},
+        probs={"a": expit(s), "b": expit(s - 1)},
+        scores={"a": s, "b": s - 1},
+    )
+    o2 = EnsembleOracle(weights_by="prediction")
+    o2.initialize(two)
+    # cells: both predict 0, a only, both predict 1 (b never predicts 1 without a)
+    assert o2.cell_weights_.shape == (3, 3)
+    with pytest.raises(ValueError, match="weights_by"):
+        EnsembleOracle(weights_by="score")
+    with pytest.raises(ValueError, match="bma"):
+        EnsembleOracle(weights_by="prediction", weighting="bma")
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_cell_weights_state_round_trip_is_exact(tmp_path, suffix):
+    rng = np.random.default_rng(14)
+    pool, y = _two_faced_pool(rng, 4000)
+    opts = {"oracle": "auto", "oracle_options": {"weights_by": "prediction"}}
+    a = bae.ActiveEvaluator(pool, "f1", rng=3, batch_size=40, **opts)
+    a.run(lambda i: y[i], budget=360, progress=False)
+    path = a.save(tmp_path / f"s{suffix}")
+    b = bae.ActiveEvaluator.load(path, pool)
+    assert b.oracle.weights_by == "prediction"
+    np.testing.assert_array_equal(a.oracle.cell_weights_, b.oracle.cell_weights_)
+    assert np.array_equal(a.proposal.q, b.proposal.q)
+    ea = a.run(lambda i: y[i], budget=600, progress=False)
+    eb = b.run(lambda i: y[i], budget=600, progress=False)
+    assert ea.value == eb.value and ea.stderr == eb.stderr
+
+
+@pytest.mark.parametrize("weights_by", ["pool", "prediction"])
+def test_a_state_saved_before_weights_by_loads(weights_by):
+    # a state from before the option has no weights_by, cell_weights or scored_cell: it loads
+    # as one cell (pool-wide weights) and continues as it would have; a "prediction" oracle
+    # refuses it instead of mixing its labels into the wrong cell
+    rng = np.random.default_rng(16)
+    pool, y = _two_faced_pool(rng, 3000)
+    a = bae.ActiveEvaluator(pool, "f1", rng=4, batch_size=40)
+    a.run(lambda i: y[i], budget=240, progress=False)
+    state = a.oracle.get_state()
+    for key in ("cell_weights", "scored_cell"):
+        del state[key]
+    del state["config"]["weights_by"]
+    o = EnsembleOracle(weights_by=weights_by)
+    o.initialize(pool)
+    if weights_by == "prediction":
+        with pytest.raises(ValueError, match="weights_by"):
+            o.set_state(state)
+        return
+    o.set_state(state)
+    np.testing.assert_array_equal(o.cell_weights_, a.oracle.weights_[None, :])
+    np.testing.assert_array_equal(o.belief().probs, a.oracle.belief().probs)
+    idx = np.arange(240, 300)
+    o.update(idx, y[idx], np.ones(idx.size))
+    a.oracle.update(idx, y[idx], np.ones(idx.size))
+    np.testing.assert_array_equal(o.weights_, a.oracle.weights_)

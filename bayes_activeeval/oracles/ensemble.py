@@ -197,7 +197,9 @@ class EnsembleOracle(OracleModel):
     v_cap : float
         Cap on the normalized importance weights of the scores (bounds the influence of one item).
     prior : float
-        ``α − 1``: pseudo-items of the symmetric Dirichlet prior on the stacking weights.
+        ``α − 1``: pseudo-items of the symmetric Dirichlet prior on the stacking weights (and,
+        with ``weights_by="prediction"``, the ``prior × K`` pseudo-items that shrink each cell's
+        weights towards the pool-wide ones: a fixed strength, not a fitted hierarchical scale).
     refit_growth : float
         Refit the costly members when the labels have grown by this factor since their last fit
         (``0`` refits every stage).
@@ -206,13 +208,31 @@ class EnsembleOracle(OracleModel):
         (pseudo-counts ``prior × K × w0_k``); default equal. The first stage's labels cannot
         separate the members (all predicted them with the pool's own probabilities), so these
         weights shape the second stage's proposal.
+    pooling : {"linear", "log"}
+        ``"linear"`` (default): ``Σ_k w_k π_k``; ``"log"``: ``π ∝ Π_k π_k^{w_k}``
+        (:func:`log_pool_weights`).
+    weights_by : {"pool", "prediction"}
+        ``"pool"`` (default): one set of weights for the whole pool. ``"prediction"``: one set
+        per cell of the models' predictions (binary, one model: predicted positives and
+        predicted negatives), each the stacking MAP on the labeled items of its cell with the
+        Dirichlet prior centred on the pool-wide weights (pseudo-counts ``prior × K × w_k``):
+        hierarchical stacking with the prediction as the input (Yao, Pirš, Vehtari & Gelman
+        (2022), "some models are (somewhere) useful"). A member that predicts one cell well
+        and another badly then weighs only where it predicts well. With ``pooling="log"`` each
+        cell's weights are the log pool's MAP (:func:`log_pool_weights`); ``weighting="bma"``
+        has no prior to shrink with and is refused. A regression pool has one cell.
     model : str, optional
         Which model of the pool.
 
     Attributes
     ----------
     weights_ : ndarray (K,)
-        The current weights, in the order of :attr:`member_names`.
+        The current pool-wide weights, in the order of :attr:`member_names`.
+    cell_weights_ : ndarray (n_cells, K)
+        The weights of each cell (``weights_by="prediction"``; one row, ``weights_``, otherwise).
+        Rows follow the distinct tuples of the models' predicted class indices in sorted order:
+        for one binary model, row 0 the predicted negatives and row 1 the predicted positives
+        (a class no item is predicted to be has no row).
     """
 
     name = "auto"
@@ -230,6 +250,7 @@ class EnsembleOracle(OracleModel):
         refit_growth: float = 0.25,
         prior_weights: dict[str, float] | None = None,
         pooling: str = "linear",
+        weights_by: str = "pool",
         model: str | None = None,
     ) -> None:
         if weighting not in ("stacking", "bma"):
@@ -258,6 +279,14 @@ class EnsembleOracle(OracleModel):
         if pooling not in ("linear", "log"):
             raise ValueError(f"pooling must be 'linear' or 'log', got {pooling!r}")
         self.pooling = pooling
+        if weights_by not in ("pool", "prediction"):
+            raise ValueError(f"weights_by must be 'pool' or 'prediction', got {weights_by!r}")
+        if weights_by == "prediction" and weighting == "bma":
+            raise ValueError(
+                "weights_by='prediction' shrinks each cell's weights with the stacking prior, "
+                "which weighting='bma' does not have: use weighting='stacking'"
+            )
+        self.weights_by = weights_by
         self.model = model
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -311,7 +340,19 @@ class EnsembleOracle(OracleModel):
             w0 = w0 / w0.sum()
         self._w0 = w0
         self.weights_ = w0.copy()
+        self._cell = self._cells(pool, model)
+        self._n_cells = int(self._cell.max()) + 1
+        self._scored_cell = np.empty(0, dtype=np.int64)
+        self.cell_weights_ = np.tile(w0, (self._n_cells, 1))
         self._ready = True
+
+    def _cells(self, pool, model: str | None) -> np.ndarray:
+        """Each item's cell of the models' predictions (all zero for ``weights_by="pool"``)."""
+        if self.weights_by == "pool" or not pool.is_classification:
+            return np.zeros(pool.n_items, dtype=np.int64)
+        models = pool.models if model is None else (pool.check_model(model),)
+        preds = np.stack([np.asarray(pool.view(m).pred, dtype=np.int64) for m in models], axis=1)
+        return np.unique(preds, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
     def _cheap(self, k: int) -> bool:
         return self.member_names[k] == "model"
@@ -345,6 +386,7 @@ class EnsembleOracle(OracleModel):
             self._logp = np.concatenate([self._logp, lp])
             self._ys = np.concatenate([self._ys, new_y])
         self._v = np.concatenate([self._v, nw])
+        self._scored_cell = np.concatenate([self._scored_cell, self._cell[new_i]])
         self._buf_idx = np.concatenate([self._buf_idx, new_i])
         self._buf_y = np.concatenate([self._buf_y, new_y])
         self._buf_w = np.concatenate([self._buf_w, nw])
@@ -377,40 +419,53 @@ class EnsembleOracle(OracleModel):
         v = self._v / self._v.mean()
         return np.minimum(v, self.v_cap)
 
-    def _reweigh(self) -> None:
+    def _fit_weights(self, rows, v, centre, init, max_iter) -> np.ndarray:
+        prior = self.prior * len(self._w0) * centre
         if self.pooling == "log":
-            self.weights_ = log_pool_weights(
-                self._logp,
-                self._ys,
-                self._score_weights(),
-                prior=self.prior * len(self._w0) * self._w0,
-                init=self.weights_,
-            )
-            return
-        self.weights_ = stacking_weights(
-            self._scores,
-            self._score_weights(),
-            prior=self.prior * len(self._w0) * self._w0,
+            return log_pool_weights(self._logp[rows], self._ys[rows], v, prior=prior, init=init)
+        return stacking_weights(
+            self._scores[rows],
+            v,
+            prior=prior,
             method=self.weighting,
-            init=self.weights_,
-            max_iter=50,
+            init=init,
+            max_iter=max_iter,
         )
 
+    def _reweigh(self) -> None:
+        v = self._score_weights()
+        every = slice(None)
+        self.weights_ = self._fit_weights(every, v, self._w0, self.weights_, 50)
+        if self._n_cells == 1:
+            self.cell_weights_ = self.weights_[None, :].copy()
+            return
+        for c in range(self.cell_weights_.shape[0]):
+            rows = self._scored_cell == c
+            if not rows.any():  # no label in the cell yet: the pool-wide weights
+                self.cell_weights_[c] = self.weights_
+                continue
+            self.cell_weights_[c] = self._fit_weights(
+                rows, v[rows], self.weights_, self.cell_weights_[c], 200
+            )
+
     def belief(self) -> CategoricalBelief:
-        """``Σ_k w_k π_k(y|x)``; a deterministic oracle's labeled items get point masses."""
+        """``Σ_k w_k π_k(y|x)`` (``w`` the weights of the item's cell; the log pool likewise); a
+        deterministic oracle's labeled items get point masses."""
         self.check_ready()
-        w = self.weights_
+        # (K,) pool-wide weights, or (n, K): each item's cell's weights
+        w = self.weights_ if self._n_cells == 1 else self.cell_weights_[self._cell]
+        w = w[None, :] if w.ndim == 1 else w
         if self.pooling == "log":
-            z = w[0] * np.log(np.clip(self._probs[0], _TINY, 1.0))
+            z = w[:, :1] * np.log(np.clip(self._probs[0], _TINY, 1.0))
             for k in range(1, len(self._probs)):
-                z += w[k] * np.log(np.clip(self._probs[k], _TINY, 1.0))
+                z += w[:, k : k + 1] * np.log(np.clip(self._probs[k], _TINY, 1.0))
             z -= z.max(axis=1, keepdims=True)
             probs = np.exp(z)
             probs /= probs.sum(axis=1, keepdims=True)
         else:
-            probs = w[0] * self._probs[0]
+            probs = w[:, :1] * self._probs[0]
             for k in range(1, len(self._probs)):
-                probs = probs + w[k] * self._probs[k]
+                probs = probs + w[:, k : k + 1] * self._probs[k]
         if self.deterministic:
             self.cache.point_masses(probs)
         b = CategoricalBelief.__new__(CategoricalBelief)  # rows are convex combinations
@@ -425,13 +480,15 @@ class EnsembleOracle(OracleModel):
 
     @property
     def member_weights(self) -> dict[str, float]:
-        """The current weight of each member, by name."""
+        """The current pool-wide weight of each member, by name (:attr:`cell_weights_` holds
+        each cell's with ``weights_by="prediction"``)."""
         return {n: float(w) for n, w in zip(self.member_names, self.weights_, strict=True)}
 
     @property
     def member_oracles(self) -> dict[str, OracleModel]:
         """Each member oracle model, by name, as last fitted (``belief()`` gives its own belief;
-        the ensemble's is their mixture with :attr:`member_weights`)."""
+        the ensemble's is their mixture with each item's cell's weights, :attr:`member_weights`
+        for ``weights_by="pool"``)."""
         return dict(zip(self.member_names, self._members, strict=True))
 
     # -- state --------------------------------------------------------------------------------------
@@ -441,6 +498,7 @@ class EnsembleOracle(OracleModel):
             "members": list(self.member_names),
             "weighting": self.weighting,
             "pooling": self.pooling,
+            "weights_by": self.weights_by,
             "n_items": self.n_items,
         }
 
@@ -462,6 +520,8 @@ class EnsembleOracle(OracleModel):
             "buf_from": self._buf_from.copy(),
             "n_seen": self._n_seen,
             "weights": self.weights_.copy(),
+            "cell_weights": self.cell_weights_.copy(),
+            "scored_cell": self._scored_cell.copy(),
             "members": {
                 n: m.get_state() for n, m in zip(self.member_names, self._members, strict=True)
             },
@@ -474,6 +534,12 @@ class EnsembleOracle(OracleModel):
         """Restore :meth:`get_state` output on a model initialized with the same pool."""
         self.check_ready()
         check_config(state, self.config(), ("n_items", "members", "deterministic", "weighting"))
+        saved = state.get("config", {}).get("weights_by", "pool")  # states before the option
+        if saved != self.weights_by:
+            raise ValueError(
+                f"state has weights_by={saved!r} but this oracle model has "
+                f"weights_by={self.weights_by!r}; initialize it with the same pool and options"
+            )
         self.n_updates = int(state.get("n_updates", 0))
         if self.deterministic:
             self.cache.set_state(state)
@@ -493,12 +559,25 @@ class EnsembleOracle(OracleModel):
             m.set_state(state["members"][name])
         self._probs = [np.asarray(m.belief().probs, dtype=float) for m in self._members]
         self.weights_ = np.asarray(state["weights"], dtype=float).copy()
+        # a state from before weights_by has one cell (checked above) and none of these keys
+        cw = np.asarray(state.get("cell_weights", self.weights_[None, :]), dtype=float)
+        sc = state.get("scored_cell", np.zeros(self._scores.shape[0], dtype=np.int64))
+        sc = np.asarray(sc, dtype=np.int64)
+        if cw.shape != (self._n_cells, K) or sc.shape != (self._scores.shape[0],):
+            raise ValueError(
+                f"state has {cw.shape[0]} cells of predictions and {sc.size} scored cells, but "
+                f"this pool has {self._n_cells} cells and the state {self._scores.shape[0]} "
+                "scored labels; initialize it with the same pool and options"
+            )
+        self.cell_weights_ = cw.reshape(self._n_cells, K).copy()
+        self._scored_cell = sc.copy()
 
     def __repr__(self) -> str:
         if not self._ready:
             return f"EnsembleOracle(members={self.members!r})"
         ws = ", ".join(f"{n}={w:.2f}" for n, w in self.member_weights.items())
-        return f"EnsembleOracle({ws}, n_labels={self.n_labels})"
+        by = "" if self.weights_by == "pool" else f", weights_by={self.weights_by!r} (pool-wide)"
+        return f"EnsembleOracle({ws}{by}, n_labels={self.n_labels})"
 
 
 register_oracle("auto", EnsembleOracle)
