@@ -54,6 +54,11 @@ class CategoricalBelief(Belief):
     ----------
     probs : array-like (n, C)
         Rows must be probability vectors.
+    name : str
+        What the error messages call the array (default ``"belief"``).
+    validate : bool
+        Check that every entry is a probability and every row sums to 1 (within ``1e-6``);
+        ``False`` skips the check for rows already known to be convex combinations.
     """
 
     def __init__(self, probs: np.ndarray, *, name: str = "belief", validate: bool = True) -> None:

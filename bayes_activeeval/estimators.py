@@ -533,6 +533,8 @@ def model_assisted_estimate(
     measure : Measure
     tune : bool
         Estimate ``λ`` (default) or use ``λ = 1``.
+    n_labels : int, optional
+        Labels bought (default the number of draws).
     bias_correction : bool
         Subtract the second-order bias of the ratio and of ``g`` (:func:`ratio_bias` applied to the
         residuals ``(ℓ − R̂_IS) − λ(m − M̂_IS)``, ``λ`` held fixed), as :func:`weighted_estimate`

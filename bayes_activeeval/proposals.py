@@ -513,15 +513,32 @@ def stratified_proposal(
 
     Parameters
     ----------
+    pool : Pool or LazyPool
+        The pool (a lazy pool is stratified chunk by chunk, with the same result).
+    measure : str or Measure, optional
+        The measure whose ``u(x)`` the ``"neyman"`` allocation uses; not needed for
+        ``"proportional"``.
     strata : int or array-like (n,)
         Number of strata, or a stratum label per item.
+    allocation : {"proportional", "neyman"}
+        The share of draws per stratum (above).
+    model : str, optional
+        Which model of the pool (scores, probabilities, the measure's predictions).
     scores : array-like (n,), optional
         Scores to stratify on; default the pool's scores, else the probability of the positive
         (binary) or predicted class.
+    belief : Belief or array-like, optional
+        The belief ``π`` of ``u(x)`` for ``"neyman"`` (default: the model's probabilities).
     method : {"quantile", "csf"}
         Equal-size strata, or the cumulative-sqrt(F) rule (see :func:`~bayes_activeeval.strata.score_strata`).
     mix : float
         Defensive mixture with ``p`` (default 0: every stratum already has positive mass).
+
+    Returns
+    -------
+    Proposal
+        ``kind="stratified"``; ``info`` holds ``strata``, ``allocation`` (the share ``a_h``),
+        ``stratum_mass`` (``P_h``) and ``mix``, and for ``"neyman"`` also ``u`` and ``risk``.
     """
     if getattr(pool, "is_lazy", False):  # exact strata and sums, chunk by chunk
         from .lazy import stratified_proposal as lazy_stratified_proposal

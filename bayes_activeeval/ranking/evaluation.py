@@ -256,6 +256,13 @@ def estimate(
 
     Parameters
     ----------
+    pool : RankingPool
+        The queries, their documents and the ranker's scores.
+    measure : str or RankingMeasure
+        ``"dcg"``, ``"err"``, ``"dcg@k"``, ``"err@k"``, ``"ndcg@k"`` or ``"precision@k"``
+        (:func:`~bayes_activeeval.ranking.get`).
+    draws : Draws
+        The drawn queries and their importance weights (:func:`~bayes_activeeval.ranking.draw`).
     labels : mapping or ndarray
         ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
         the pool (``RankingPool.grade_matrix``).
@@ -266,6 +273,8 @@ def estimate(
         ``λ`` tuned from the sample; ``λ = 1`` is the difference estimator of Särndal, Swensson &
         Wretman (1992), Sec. 6.3). Consistent whatever the relevance model; much less variable
         when it is good. ``"ipw"``: the plain self-normalized estimate (Eq. 3.11).
+    model : str, optional
+        Which ranker of the pool.
     relevance : ndarray (m, D, K), optional
         The relevance model for ``"model_assisted"`` (default: the pool's).
     bias_correction : bool

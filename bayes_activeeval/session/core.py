@@ -386,6 +386,12 @@ class Session(SessionRecords):
 
         Parameters
         ----------
+        ids : sequence
+            Item ids (as in the pool file's id column).
+        labels : sequence
+            Their labels (class values or their text form).
+        annotator : str, optional
+            Who gave the labels (default: the login name).
         holder : str, optional
             When given, every item must be leased to this holder (``bae serve``).
         rows : bool
@@ -477,6 +483,8 @@ class Session(SessionRecords):
             Who gave the labels (default: the login name).
         holder : str, optional
             Accept only items leased to this holder (``bae serve``).
+        rows : bool
+            Name the rows of the input in messages (``False`` for one typed answer).
         progress : callable, optional
             Called with the number of labels written after each transaction.
         """

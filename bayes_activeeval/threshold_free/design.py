@@ -278,6 +278,10 @@ def adaptive_rank_proposal(
 
     Parameters
     ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=…"``, … (:func:`rank_measure`).
     probs : ndarray (n,) or (n, 2)
         The belief's ``π(y = pos | x)`` (or both columns, in the pool's class order).
     known : ndarray of bool (n,), optional
