@@ -69,6 +69,25 @@ def check_probabilities(arr: np.ndarray, name: str, *, n: int | None = None) -> 
     return arr
 
 
+def check_binary_labels(values: Any, name: str = "y_true") -> np.ndarray:
+    """``values`` as a float array of 0/1 labels; a clear error names the first other value.
+
+    Labels in {-1, 1} or {1, 2} would otherwise be read as weights of the positive class.
+    """
+    arr = np.asarray(values)
+    try:
+        y = arr.astype(float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold 1 (positive) or 0 (negative) labels") from None
+    bad = np.flatnonzero((y != 0) & (y != 1))
+    if bad.size:
+        raise ValueError(
+            f"{name} must be 1 (positive) or 0 (negative), got {name}[{bad[0]}] = "
+            f"{show(arr.reshape(-1)[bad[0]])}"
+        )
+    return y
+
+
 def check_rng(rng: Any) -> np.random.Generator:
     """SPEC 7: accept None, a seed, a SeedSequence or a Generator."""
     if isinstance(rng, np.random.Generator):

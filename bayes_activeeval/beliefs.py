@@ -160,6 +160,19 @@ def pool_belief(pool, models: tuple[str, ...]) -> Belief:
 
     One model: its probabilities (Sawade (2012), Sec. 4.2.2) or its Gaussian predictive
     ``N(f(x), τ_x²)`` (Eq. 4.23). Several models: their equal mixture (Sawade (2012), Eq. 5.11).
+
+    Parameters
+    ----------
+    pool : Pool
+        A classification pool with ``probs`` or a regression pool with ``predictive_std``.
+    models : tuple of str
+        The models whose predictive distributions form the belief (at least one).
+
+    Returns
+    -------
+    Belief
+        A :class:`CategoricalBelief` ``(n, C)`` for classification, a :class:`GaussianBelief`
+        with one equally weighted component per model for regression.
     """
     if pool.task == "regression":
         if not pool.has_std():

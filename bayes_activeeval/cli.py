@@ -297,11 +297,11 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         )
 
 
-def _next_ranking(session, n, out, overwrite, annotator, lease_minutes) -> None:
+def _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_path) -> None:
     from .io import check_output, escape_cell
     from .ranking_session import RankingSession
 
-    with RankingSession.open(session) as rs:
+    with RankingSession.open(session, pool_path=pool_path) as rs:
         if out:
             check_output(out, overwrite=overwrite)
         frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0).map(escape_cell)
@@ -346,7 +346,7 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     from .io import check_output, escape_cell, write_new_file
 
     if _ranking(session):
-        _next_ranking(session, n, out, overwrite, annotator, lease_minutes)
+        _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_path)
         return
 
     with _open(session, pool_path) as s:
@@ -410,7 +410,7 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
         from .io import unescape_cell
         from .ranking_session import RankingSession
 
-        with RankingSession.open(session) as rs:
+        with RankingSession.open(session, pool_path=pool_path) as rs:
             grades = pd.read_csv(labels, dtype={"qid": str, "doc": str})
             for col in ("qid", "doc"):  # `bae next` wrote them spreadsheet-safe
                 if col in grades.columns:
@@ -479,7 +479,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     """
     if _ranking(session):
         _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes,
-                       text_cols)  # fmt: skip
+                       text_cols, pool_path)  # fmt: skip
         return
     with _open(session, pool_path) as s:
         text = _text_frame(s, text_cols)
@@ -552,14 +552,16 @@ def _work_through(lease, taken, answer, limit, words) -> int | None:
     return done
 
 
-def _label_ranking(session, n, max_queries, show_ranks, annotator, lease_minutes, text_cols):
+def _label_ranking(
+    session, n, max_queries, show_ranks, annotator, lease_minutes, text_cols, pool_path
+):
     """``bae label`` on a ranking session: grade one query's documents after another; a query
     is saved (through :meth:`RankingSession.record`) as soon as its last document is graded."""
     import pandas as pd
 
     from .ranking_session import RankingSession
 
-    with RankingSession.open(session) as rs:
+    with RankingSession.open(session, pool_path=pool_path) as rs:
         top = int(rs.pool.max_grade)
         per_query, per_doc = rs.text_columns(text_cols)
 
@@ -668,7 +670,7 @@ def status(session, level, as_json, pool_path):
     """Estimate with interval, labels used, budget left, agreement between annotators (and the
     posterior if there is one). Reads the session without writing to it."""
     if _ranking(session):
-        click.echo(_ranking_text(session, level, as_json))
+        click.echo(_ranking_text(session, level, as_json, pool_path))
         return
     with _open(session, pool_path, readonly=True) as s:
         st = s.status(level)
@@ -765,7 +767,7 @@ def report(session, out, overwrite, level, pool_path):
 
     if _ranking(session):
         check_output(out, overwrite=overwrite)
-        text = _ranking_text(session, level, False)
+        text = _ranking_text(session, level, False, pool_path)
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
         click.echo(text)
@@ -778,10 +780,10 @@ def report(session, out, overwrite, level, pool_path):
     click.echo(f"report written to {out}")
 
 
-def _ranking_text(session: str, level: float, as_json: bool) -> str:
+def _ranking_text(session: str, level: float, as_json: bool, pool_path: str | None) -> str:
     from .ranking_session import RankingSession
 
-    with RankingSession.open(session, readonly=True) as rs:
+    with RankingSession.open(session, readonly=True, pool_path=pool_path) as rs:
         st = rs.summary(level)
     if as_json:
         return json.dumps(st, indent=2, default=float)
@@ -817,7 +819,7 @@ def relabel(session, item, label, reason, annotator, pool_path):
     For a ranking session ITEM is a query id and LABEL one or more DOC=GRADE (comma-separated).
     """
     if _ranking(session):
-        _relabel_ranking(session, item, label, reason, annotator)
+        _relabel_ranking(session, item, label, reason, annotator, pool_path)
         return
     with _open(session, pool_path) as s:
         before = s.labels().set_index("id")["label"].get(str(item).strip())
@@ -831,7 +833,7 @@ def relabel(session, item, label, reason, annotator, pool_path):
             click.echo(f"item {item} already counts with label {label}; nothing written")
 
 
-def _relabel_ranking(session, qid, label, reason, annotator) -> None:
+def _relabel_ranking(session, qid, label, reason, annotator, pool_path) -> None:
     from .ranking_session import RankingSession
 
     grades = {}
@@ -840,7 +842,7 @@ def _relabel_ranking(session, qid, label, reason, annotator) -> None:
         if not (sep and doc and grade):
             raise ValueError(f"a ranking session's LABEL is DOC=GRADE[,DOC=GRADE…], got {part!r}")
         grades[doc] = grade
-    with RankingSession.open(session) as rs:
+    with RankingSession.open(session, pool_path=pool_path) as rs:
         changed = rs.relabel(qid, grades, reason=reason, annotator=annotator, source="cli")
     if changed:
         click.echo(f"query {qid}: {label} (correction by {_who(annotator)}: {reason}); "

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._validation import check_count, check_level, check_rng
+from ._validation import check_binary_labels, check_count, check_level, check_rng
 from .estimators import draw_labels
 from .proposals import Draws
 
@@ -42,6 +42,30 @@ __all__ = ["CurveBand", "curve_band", "weighted_pr_curve", "weighted_roc_curve"]
 @dataclass(frozen=True, repr=False)
 class CurveBand:
     """A curve estimate on a grid with a simultaneous confidence band.
+
+    Returned by :func:`curve_band`.
+
+    Parameters
+    ----------
+    curve : {"roc", "pr"}
+        The ROC curve or the precision-recall curve.
+    x : ndarray (g,)
+        The grid: false-positive rates (ROC) or recalls (PR).
+    y : ndarray (g,)
+        The estimated curve on the grid.
+    low, high : ndarray (g,)
+        The lower and upper edges of the band, in [0, 1].
+    level : float
+        The simultaneous coverage of the band.
+    critical_value : float
+        ``c``, the sup-t critical value (at least ``z_{(1+level)/2}``): the band holds
+        ``estimate ± c·SD_boot``, widened where the Agresti-Coull band at ``c`` is wider.
+    n_boot : int
+        The bootstrap resamples used (those that defined a curve).
+    model : str, optional
+        The model whose curve it is (default ``"model"``).
+    method : str, optional
+        How the band was made (default ``"bootstrap sup-t"``).
 
     Attributes
     ----------
@@ -131,7 +155,24 @@ def _cumulative(y, s, W):
 
 def weighted_roc_curve(y_true, y_score, sample_weight=None):
     """``(fpr, tpr, thresholds)`` of the weighted ROC curve; equals
-    :func:`sklearn.metrics.roc_curve` with ``sample_weight`` and ``drop_intermediate=False``."""
+    :func:`sklearn.metrics.roc_curve` with ``sample_weight`` and ``drop_intermediate=False``.
+
+    Parameters
+    ----------
+    y_true : array-like (n,)
+        0/1 labels, 1 the positive class.
+    y_score : array-like (n,)
+        Scores, higher meaning more likely positive.
+    sample_weight : array-like (n,), optional
+        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1).
+
+    Returns
+    -------
+    fpr, tpr : ndarray
+        False- and true-positive rates at each threshold, starting at ``(0, 0)``.
+    thresholds : ndarray
+        ``inf``, then the distinct scores in decreasing order (one per rate after the first).
+    """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     tp, fp, thr = _cumulative(y, s, v)
     tp, fp = tp[0], fp[0]
@@ -145,7 +186,24 @@ def weighted_roc_curve(y_true, y_score, sample_weight=None):
 def weighted_pr_curve(y_true, y_score, sample_weight=None):
     """``(precision, recall, thresholds)`` as :func:`sklearn.metrics.precision_recall_curve` with
     ``sample_weight`` (thresholds ascending, the point ``(1, 0)`` appended; scikit-learn >= 1.3,
-    ``drop_intermediate=False``)."""
+    ``drop_intermediate=False``).
+
+    Parameters
+    ----------
+    y_true : array-like (n,)
+        0/1 labels, 1 the positive class.
+    y_score : array-like (n,)
+        Scores, higher meaning more likely positive.
+    sample_weight : array-like (n,), optional
+        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1).
+
+    Returns
+    -------
+    precision, recall : ndarray
+        Precision and recall at each threshold, then the appended point ``(1, 0)``.
+    thresholds : ndarray
+        The distinct scores in increasing order (one fewer than ``precision``).
+    """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     tp, fp, thr = _cumulative(y, s, v)
     tp, fp = tp[0], fp[0]
@@ -157,7 +215,7 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
 
 
 def _arrays(y_true, y_score, sample_weight):
-    y = np.asarray(y_true).astype(int)
+    y = check_binary_labels(y_true).astype(int)
     s = np.asarray(y_score, dtype=float)
     v = np.ones_like(s) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     if not (y.shape == s.shape == v.shape) or y.ndim != 1:

@@ -36,6 +36,18 @@ DEMO_SEED = 20121203
 class SyntheticPool:
     """A generated pool with its hidden truth.
 
+    Made by :func:`make_classification_pool`, :func:`make_regression_pool` and
+    :func:`load_demo`.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool the evaluator sees (the models' outputs, no labels).
+    labels : ndarray (n,)
+        The true label of every item.
+    truth : ndarray (n,)
+        The true ``P(y = 1 | x)`` (classification) or the noiseless mean ``μ(x)`` (regression).
+
     Attributes
     ----------
     pool : Pool
@@ -140,10 +152,34 @@ def make_regression_pool(
 ) -> SyntheticPool:
     """A regression pool whose model reports a Gaussian predictive ``N(f(x), τ_x²)``.
 
-    The truth is ``y = μ(x) + σ(x) ε`` with ``σ(x) = noise · exp(heteroscedastic · z)``; the model
+    The truth is ``y = μ(x) + σ(x) ε`` with ``σ(x) = noise · exp(0.5 · heteroscedastic · z)``; the model
     predicts ``f(x) = μ(x) + δ(x)`` with a small error ``δ`` and reports ``τ_x² = σ(x)² + Var δ``
     (a calibrated predictive). ``misspecified`` scales the reported ``τ`` wrongly
     (``τ·exp(misspecified · z')``) to test robustness.
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of items (default 50,000).
+    noise : float, optional
+        Scale of the label noise ``σ(x)`` (default 1.0); the model's error ``δ`` has standard
+        deviation ``0.3 · noise``.
+    heteroscedastic : float, optional
+        How much ``σ(x)`` varies between items through the item's ``z ∼ N(0, 1)`` (default 1.0;
+        0 gives constant noise).
+    misspecified : float, optional
+        Spread of the random factor ``exp(misspecified · z')`` on the reported ``τ`` (default 0:
+        the reported predictive is calibrated).
+    n_models : int, optional
+        Models with independent errors; named ``"m0"``, ``"m1"``, … when more than one (default
+        1, named ``"model"``).
+    rng : None, int or Generator, optional
+        Seed or generator.
+
+    Returns
+    -------
+    SyntheticPool
+        With the real-valued labels and ``truth = μ(x)``.
     """
     rng = check_rng(rng)
     x = rng.standard_normal(n)

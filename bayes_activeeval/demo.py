@@ -16,7 +16,23 @@ __all__ = ["DemoResult", "export_demo", "run_demo"]
 
 @dataclass(frozen=True)
 class DemoResult:
-    """True values of the demo pool and a table of estimates (one row per measure, design, budget)."""
+    """True values of the demo pool and a table of estimates (one row per measure, design, budget).
+
+    Returned by :func:`run_demo`.
+
+    Parameters
+    ----------
+    truth : dict
+        The true value of each measure on the whole pool, by measure name.
+    table : pandas.DataFrame
+        One row per measure, budget and design (``"optimal"``, ``"passive"``): the estimate, its
+        standard error, the interval (``low``, ``high``), whether it covers the truth and the
+        number of positives labeled.
+    n_items : int
+        The number of pool items.
+    prevalence : float
+        The fraction of positive labels in the pool.
+    """
 
     truth: dict[str, float]
     table: pd.DataFrame
@@ -31,9 +47,30 @@ def run_demo(
 
     Each budget is a number of distinct labels (a deterministic oracle: repeated draws are free);
     the oracle is simulated from the pool's held-back labels.
+
+    Parameters
+    ----------
+    budgets : sequence of int, optional
+        The numbers of distinct labels to try (default ``(250, 1000)``).
+    measures : sequence of str, optional
+        Measures to estimate, among ``"f1"`` and ``"accuracy"`` (the two whose true value is
+        computed; default both).
+    level : float, optional
+        Confidence level of the intervals (default 0.95).
+    seed : int, optional
+        Seed of the one generator behind all the draws (default 0).
+
+    Returns
+    -------
+    DemoResult
     """
     import warnings
 
+    unknown = [m for m in measures if m not in ("f1", "accuracy")]
+    if unknown:
+        raise ValueError(
+            f"measures must be 'f1' or 'accuracy' (the demo's true values), got {unknown!r}"
+        )
     demo = load_demo()
     pool, y = demo.pool, demo.labels
     f = pool.view().pred
@@ -94,6 +131,12 @@ def format_demo(result: DemoResult, level: float = 0.95) -> str:
 def export_demo(path) -> tuple[str, str]:
     """Write the demo pool to a CSV file (columns ``id, pred, p, score, text``) and its true labels
     beside it (``<name>-truth.csv``, columns ``id, label``), to try a labeling session.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Where to write the pool CSV (an existing file is overwritten); the truth file takes its
+        name with ``-truth`` before the extension (``.csv`` when it has none).
 
     Returns
     -------

@@ -50,7 +50,13 @@ class UndefinedEstimateWarning(UserWarning):
 
 
 class ConfidenceInterval(NamedTuple):
-    """A confidence interval ``(low, high)``, like :class:`scipy.stats._common.ConfidenceInterval`."""
+    """A confidence interval ``(low, high)``, like :class:`scipy.stats._common.ConfidenceInterval`.
+
+    Parameters
+    ----------
+    low, high : float or array-like
+        The lower and upper ends (floats for a scalar measure, arrays otherwise).
+    """
 
     low: Any
     high: Any
@@ -59,6 +65,47 @@ class ConfidenceInterval(NamedTuple):
 @dataclass(frozen=True, repr=False)
 class Estimate:
     """An importance-weighted estimate of a measure.
+
+    Made by :func:`estimate` (through :func:`weighted_estimate` or
+    :func:`model_assisted_estimate`) and by :func:`difference_estimate`, the adaptive
+    evaluator's estimate.
+
+    Parameters
+    ----------
+    values : ndarray (m,)
+        The estimate ``Ĝ``, one entry per output.
+    cov : ndarray (m, m)
+        Its covariance.
+    risk : ndarray (d,)
+        ``R̂``, the weighted mean loss vector.
+    n_draws : int
+        Draws entering the estimate, repeats included.
+    n_labels : int
+        Labels the oracle was asked for.
+    outputs : tuple of str
+        The names of the ``m`` outputs.
+    measure : str
+        The name of the measure.
+    bounds : tuple of float, optional
+        The measure's range (default ``(-inf, inf)``: unbounded).
+    estimator : str, optional
+        Which estimator made it: ``"ipw"`` (the default, the self-normalized importance-weighted
+        estimate), ``"model_assisted"`` or ``"difference"``.
+    details : dict, optional
+        Estimator-specific extras, e.g. ``"lambda"``, ``"bias"`` (default empty).
+    df : ndarray (m,), optional
+        Satterthwaite degrees of freedom of the variance estimate (default ``None``: infinite;
+        see :attr:`effective_df`).
+    kish, weight_df : ndarray (m,), optional
+        Kish effective size of the draws that carry each output and the degrees of freedom of
+        their weights' heterogeneity (default ``None``: ``n_draws`` and infinite).
+    n_max : int, optional
+        Cap on the effective sample size of the score-type intervals (default ``None``: none).
+    event_weight, event_weight_rms : ndarray (m,), optional
+        The mean and root-mean-square weight of one more labeled event, on the unit scale of the
+        range (default ``None``; set, they make ``"gamma"`` the default interval).
+    anticipated_stderr : ndarray (m,), optional
+        The standard error the models' own probabilities anticipate (default ``None``).
 
     Attributes
     ----------

@@ -97,6 +97,20 @@ def wilson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]
 
     (Brown, Cai & DasGupta (2001), Eq. 4). ``n`` may be fractional (an effective sample size). It
     never has zero width for ``n < ∞`` and always lies inside ``[0, 1]``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        The observed proportion (clipped to [0, 1]).
+    n : float or array-like
+        The number of (effective, possibly fractional) trials.
+    level : float, optional
+        Confidence level (default 0.95).
+
+    Returns
+    -------
+    low, high : ndarray
+        The interval's ends, inside [0, 1] (broadcast over ``x`` and ``n``).
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
@@ -129,6 +143,20 @@ def modified_wilson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np
     the bound is ``Γ⁻¹(α; k)/n`` (``½χ²_{2k,α} = Γ⁻¹(α; k)``, the lower ``α`` quantile of a
     gamma with shape ``k``), applied for ``0 < k ≤ x*``, never making the interval narrower, and
     ``x* = 3`` for every ``n > 50``: the dip is a Poisson effect and does not fade with ``n``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        The observed proportion (clipped to [0, 1]).
+    n : float or array-like
+        The number of (effective, possibly fractional) trials.
+    level : float, optional
+        Confidence level (default 0.95).
+
+    Returns
+    -------
+    low, high : ndarray
+        The interval's ends, inside [0, 1] (broadcast over ``x`` and ``n``).
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
@@ -152,6 +180,20 @@ def jeffreys(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarra
 
     With the boundary modification of Brown, Cai & DasGupta (2001), Sec. 4.1.2: the lower bound is
     0 for ``k ≤ 1`` and the upper bound 1 for ``k ≥ n − 1``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        The observed proportion (clipped to [0, 1]).
+    n : float or array-like
+        The number of (effective, possibly fractional) trials.
+    level : float, optional
+        Confidence level (default 0.95).
+
+    Returns
+    -------
+    low, high : ndarray
+        The interval's ends, inside [0, 1] (broadcast over ``x`` and ``n``).
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
@@ -166,7 +208,22 @@ def jeffreys(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarra
 
 def clopper_pearson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Clopper-Pearson's interval with ``k = x·n`` effective successes: ``Beta(k, n − k + 1)`` and
-    ``Beta(k + 1, n − k)`` quantiles (Korn & Graubard (1998), Eq. 3, with their effective ``n``)."""
+    ``Beta(k + 1, n − k)`` quantiles (Korn & Graubard (1998), Eq. 3, with their effective ``n``).
+
+    Parameters
+    ----------
+    x : float or array-like
+        The observed proportion (clipped to [0, 1]).
+    n : float or array-like
+        The number of (effective, possibly fractional) trials.
+    level : float, optional
+        Confidence level (default 0.95).
+
+    Returns
+    -------
+    low, high : ndarray
+        The interval's ends, inside [0, 1] (broadcast over ``x`` and ``n``).
+    """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
     a = (1.0 - level) / 2
@@ -314,7 +371,22 @@ def _snap(x: np.ndarray) -> np.ndarray:
 
 def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
     """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure
-    (see :func:`carrying_sizes`, which also gives the degrees of freedom of their weights)."""
+    (see :func:`carrying_sizes`, which also gives the degrees of freedom of their weights).
+
+    Parameters
+    ----------
+    weights : ndarray (n,)
+        Importance weights ``v = p/q`` of the draws.
+    losses : ndarray (n, d)
+        The draws' loss vectors.
+    jacobian : ndarray (m, d)
+        ``Dg(R̂)``; the components output ``j`` reads are the nonzero entries of row ``j``.
+
+    Returns
+    -------
+    ndarray (m,)
+        The Kish effective size of each output's carrying draws (0 when none carries it).
+    """
     return carrying_sizes(weights, losses, jacobian)[0]
 
 
@@ -385,6 +457,28 @@ def effective_size(
     of the variance estimate), the Korn & Graubard (1998) adjustment ``n* (z/t_df)²`` shrinks it
     so that the interval widens as a t interval would — where ``n*`` comes from the variance; the
     Kish size at a bound is a known function of the weights and is not adjusted.
+
+    Parameters
+    ----------
+    value : float or array-like
+        The estimate ``Ĝ``.
+    stderr : float or array-like
+        Its standard error, on the measure's scale.
+    bounds : tuple of float
+        ``(lo, hi)``, the measure's (finite) range.
+    kish : float or array-like
+        The Kish effective size used at a bound or where ``SE = 0``
+        (:func:`carrying_kish`).
+    df : float or array-like, optional
+        Degrees of freedom of the variance estimate (floored at 1); ``None`` (the default) skips
+        the adjustment, as does an infinite value.
+    level : float, optional
+        The confidence level of the ``z/t_df`` adjustment (default 0.95).
+
+    Returns
+    -------
+    ndarray
+        ``n*``, broadcast over the inputs.
     """
     lo, hi = bounds
     width = hi - lo

@@ -50,7 +50,18 @@ _CHUNK = 1 << 20
 
 
 def file_checksum(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, as a hex string (read in 1 MiB blocks)."""
+    """SHA-256 of a file's bytes, as a hex string (read in 1 MiB blocks).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to hash.
+
+    Returns
+    -------
+    str
+        The 64-character lowercase hex digest.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(_CHUNK):
@@ -197,6 +208,23 @@ def _jsonable(v: Any) -> Any:
 @dataclass(frozen=True)
 class PoolFile:
     """A pool read from a file.
+
+    Made by :func:`read_pool`.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool built from the file.
+    ids : ndarray of str (n,)
+        Item identifiers: the id column as stripped text, or the row numbers ``"0"``, ``"1"``, …
+    text : pandas.DataFrame
+        The text columns, one row per item (no columns without text columns).
+    path : str
+        Absolute path of the file.
+    checksum : str
+        SHA-256 of the file's bytes (:func:`file_checksum`).
+    spec : PoolSpec
+        The columns the file was read with.
 
     Attributes
     ----------
@@ -466,7 +494,22 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
 # -- labels ---------------------------------------------------------------------------------------
 def label_codec(pool: Pool):
     """A function ``parse(text, where) -> label`` turning typed or CSV label text into a label of
-    the pool (a class value, or a float for regression), raising :class:`ValueError` otherwise."""
+    the pool (a class value, or a float for regression), raising :class:`ValueError` otherwise.
+
+    The text is stripped; a class matches its text case-insensitively (boolean classes also
+    ``"0"``/``"1"``), and a number equal to an integer class's value (``"1.0"`` for class ``1``);
+    a regression label must be a finite number. ``where`` is appended to the error message.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool whose classes (or regression task) the labels must fit.
+
+    Returns
+    -------
+    callable
+        ``parse(text, where="")``.
+    """
     if pool.task == "regression":
 
         def parse_reg(text: Any, where: str = "") -> float:
@@ -510,6 +553,22 @@ def read_labels(
 ) -> pd.DataFrame:
     """Read a labels CSV (columns ``id,label``; other columns ignored) as text.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The labels CSV (``~`` is expanded).
+    id_col : str, optional
+        The column of item ids (default ``"id"``); ids are stripped and unescaped
+        (:func:`unescape_cell`).
+    label_col : str, optional
+        The column of labels (default ``"label"``), kept as text (parse it with
+        :func:`label_codec`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``id`` and ``label`` (text), one row per row of the file.
+
     Raises
     ------
     ValueError
@@ -547,14 +606,37 @@ def read_labels(
 def escape_cell(value: Any) -> Any:
     """A text cell as a spreadsheet will not run it: a leading ``= + - @`` (or tab, CR, ``'``)
     gets a ``'`` in front (OWASP's advice against CSV injection). :func:`unescape_cell` undoes
-    it, so ids written by ``bae next`` are read back by ``bae record`` as they were."""
+    it, so ids written by ``bae next`` are read back by ``bae record`` as they were.
+
+    Parameters
+    ----------
+    value : Any
+        A cell; only a ``str`` is changed.
+
+    Returns
+    -------
+    Any
+        ``value``, or ``"'" + value``.
+    """
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
 
 
 def unescape_cell(value: Any) -> Any:
-    """Inverse of :func:`escape_cell`."""
+    """Inverse of :func:`escape_cell`.
+
+    Parameters
+    ----------
+    value : Any
+        A cell; only a ``str`` that starts with ``'`` followed by one of the escaped characters
+        is changed.
+
+    Returns
+    -------
+    Any
+        ``value`` without its leading ``'``, or ``value`` unchanged.
+    """
     if isinstance(value, str) and value.startswith("'") and value[1:].startswith(_FORMULA_START):
         return value[1:]
     return value
@@ -598,6 +680,21 @@ def check_output(
     with ``overwrite``, and never when it holds labels (a session, or a CSV whose ``label``
     column is filled in).
 
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The path to be written (``~`` is expanded).
+    overwrite : bool, optional
+        Allow replacing an existing file that holds no labels (default ``False``).
+    protected : sequence of (path, str), optional
+        Files ``out`` must not be, each with what it is, used in the message (e.g.
+        ``(pool_path, "the pool file")``); a ``None`` path is skipped. Default none.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out`` with ``~`` expanded.
+
     Raises
     ------
     ValueError
@@ -633,7 +730,17 @@ def _same_path(a: Path, b: Path) -> bool:
 
 def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False) -> None:
     """Write ``text`` to ``out`` atomically (a temporary file beside it, then a rename); without
-    ``overwrite`` the rename is a hard link that fails if ``out`` appeared meanwhile."""
+    ``overwrite`` the rename is a hard link that fails if ``out`` appeared meanwhile.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The file to write (``~`` is expanded); its directory must exist.
+    text : str
+        The contents, written as UTF-8 with no newline translation.
+    overwrite : bool, optional
+        Replace ``out`` if it exists (default ``False``: a :class:`ValueError` if it does).
+    """
     import tempfile
 
     p = Path(out).expanduser()

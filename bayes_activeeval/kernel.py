@@ -79,6 +79,13 @@ class LossTable:
 
     ``keys[x]`` codes the prediction(s) of item ``x`` (for several models ``Σ_m f_m(x) C^m``) and
     ``table[k, c]`` is ``ℓ`` for prediction key ``k`` and label ``c``, shape ``(K, C, d)``.
+
+    Parameters
+    ----------
+    keys : ndarray of int (n,)
+        The prediction key of every item, in ``0..K-1`` (``K = C^M`` for ``M`` models).
+    table : ndarray (K, C, d)
+        The vector loss of every (prediction key, label) cell.
     """
 
     keys: np.ndarray
@@ -89,7 +96,25 @@ MAX_TABLE_ROWS = 1 << 20
 
 
 def loss_table(pool, measure: Measure, views) -> LossTable | None:
-    """The :class:`LossTable` of a tabular measure on a classification pool, else ``None``."""
+    """The :class:`LossTable` of a tabular measure on a classification pool, else ``None``.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+
+    Returns
+    -------
+    LossTable or None
+        ``None`` when the measure is not tabular, the pool is a regression pool, or the table
+        would have more than ``2**20`` rows (``K · C``).
+    """
     if not measure.tabular or pool.task == "regression":
         return None
     C = pool.n_classes
@@ -127,7 +152,27 @@ def _gather(values: np.ndarray, keys: np.ndarray, probs: np.ndarray) -> np.ndarr
 
 
 def expected_loss(pool, measure: Measure, views, belief: Belief, chunk: int = CHUNK) -> np.ndarray:
-    """Per-item expected loss ``E_{y∼π}[ℓ(x, y)]``, shape ``(n, d)``."""
+    """Per-item expected loss ``E_{y∼π}[ℓ(x, y)]``, shape ``(n, d)``.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    belief : Belief
+        The label distribution ``π(y|x)`` of every item of the pool.
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+
+    Returns
+    -------
+    ndarray (n, d)
+    """
     out = np.empty((pool.n_items, measure.dim))
     for start in range(0, pool.n_items, chunk):
         sl = slice(start, min(start + chunk, pool.n_items))
@@ -144,7 +189,33 @@ def intrinsic_risk(
     chunk: int = CHUNK,
     table: LossTable | None = None,
 ) -> np.ndarray:
-    """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22), shape ``(d,)``."""
+    """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22), shape ``(d,)``.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    belief : Belief
+        The label distribution ``π(y|x)`` of every item of the pool.
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+    table : LossTable, optional
+        The measure's :func:`loss_table`, if already built (default ``None``: built here when
+        ``belief`` is a :class:`~bayes_activeeval.beliefs.CategoricalBelief`; ``None`` from
+        :func:`loss_table` means the generic path). Give one only with a categorical belief:
+        the tabular path reads ``belief.probs``.
+
+    Returns
+    -------
+    ndarray (d,)
+        On a chunk of a lazy pool, the chunk's share of ``R`` (``p`` is the global one).
+    """
     p = pool.p
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
@@ -194,6 +265,17 @@ def cell_mass(keys: np.ndarray, weight: np.ndarray, probs: np.ndarray, n_keys: i
 
 def check_risk(risk: Any, measure: Measure) -> np.ndarray:
     """A given risk ``R`` as a float vector with one entry per component of ``measure``.
+
+    Parameters
+    ----------
+    risk : array-like
+        The risk; flattened, so any shape with ``d`` entries is accepted.
+    measure : Measure
+        The (resolved) measure whose ``d`` components ``risk`` must match.
+
+    Returns
+    -------
+    ndarray (d,)
 
     Raises
     ------
@@ -263,7 +345,37 @@ def expected_sq_deviation(
     table: LossTable | None = None,
 ) -> np.ndarray:
     """``u(x) = E_{y∼π}‖Dg(R)(ℓ(x, y) − R)‖²`` per item (the integrand of Sawade (2012), Thm. 4.1;
-    Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring)."""
+    Marchant & Rubinstein (2021), Eq. 5 with the self-normalized centring).
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    belief : Belief
+        The label distribution ``π(y|x)`` of every item of the pool.
+    R : ndarray (d,)
+        The risk at which to centre and linearize (the intrinsic risk under the belief, or a
+        given one).
+    J : ndarray (m, d)
+        ``Dg(R)`` (:func:`risk_jacobian`).
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+    table : LossTable, optional
+        The measure's :func:`loss_table`, if already built (default ``None``: built here when
+        ``belief`` is a :class:`~bayes_activeeval.beliefs.CategoricalBelief`; ``None`` from
+        :func:`loss_table` means the generic path). Give one only with a categorical belief:
+        the tabular path reads ``belief.probs``.
+
+    Returns
+    -------
+    ndarray (n,)
+    """
     JT = J.T
     offset = _centre(measure, J, R)
     if table is None and isinstance(belief, CategoricalBelief):
@@ -296,7 +408,37 @@ def explained_sq_deviation(
 ) -> np.ndarray:
     """``‖Dg(R)(m(x) − R)‖²`` per item, ``m(x) = E_π[ℓ(x, y)]``: the part of
     :func:`expected_sq_deviation` the belief explains. ``u(x)`` minus this is the belief's
-    conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal."""
+    conditional variance ``E_π‖Dg(R)(ℓ − m(x))‖²``, the integrand of the model-assisted proposal.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    belief : Belief
+        The label distribution ``π(y|x)`` of every item of the pool.
+    R : ndarray (d,)
+        The risk at which to centre and linearize (the intrinsic risk under the belief, or a
+        given one).
+    J : ndarray (m, d)
+        ``Dg(R)`` (:func:`risk_jacobian`).
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+    table : LossTable, optional
+        The measure's :func:`loss_table`, if already built (default ``None``: built here when
+        ``belief`` is a :class:`~bayes_activeeval.beliefs.CategoricalBelief`; ``None`` from
+        :func:`loss_table` means the generic path). Give one only with a categorical belief:
+        the tabular path reads ``belief.probs``.
+
+    Returns
+    -------
+    ndarray (n,)
+    """
     offset = _centre(measure, J, R)
     if table is None and isinstance(belief, CategoricalBelief):
         table = loss_table(pool, measure, views)
@@ -320,6 +462,20 @@ def cell_deviation_norms(
     The deviation of Sawade (2012), Thm. 4.1 (Eq. 4.6) and Marchant & Rubinstein (2021), Prop. 1-2,
     evaluated once per (prediction key, label) cell; centred exactly as
     :func:`expected_sq_deviation` (no centring for a scale-invariant ``g``).
+
+    Parameters
+    ----------
+    table : ndarray (K, C, d)
+        The loss table ``ℓ`` (``LossTable.table``).
+    measure : Measure
+        The measure; only its ``scale_invariant`` flag is read (it decides the centring).
+    R : ndarray (d,)
+        The risk at which to centre and linearize (the intrinsic risk under the belief, or a
+        given one).
+    J : ndarray (m, d)
+        ``Dg(R)`` (:func:`risk_jacobian`).
+    power : int, optional
+        ``1`` for the norm, ``2`` (or any other value) for its square (default ``1``).
 
     Returns
     -------
@@ -347,6 +503,35 @@ def class_deviation_norms(
     belief ``π`` then give the integrand of the practical proposals,
     ``a(x) = Σ_c π(c|x) max{n[x, c], ε nz[x, c]}`` (Marchant & Rubinstein (2021), Prop. 2),
     without re-evaluating the loss.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    R : ndarray (d,)
+        The risk at which to centre and linearize (the intrinsic risk under the belief, or a
+        given one).
+    J : ndarray (m, d)
+        ``Dg(R)`` (:func:`risk_jacobian`).
+    power : {1, 2}, optional
+        ``1`` for the norm, ``2`` for its square (default ``1``); anything else raises
+        ``ValueError``.
+    nonzero : bool, optional
+        Also return ``nz`` (default ``True``).
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+
+    Returns
+    -------
+    n : ndarray (n, C)
+    nz : ndarray of bool (n, C) or None
+        ``None`` with ``nonzero=False``.
     """
     if power not in (1, 2):
         raise ValueError(f"power must be 1 or 2, got {power!r}")
@@ -386,7 +571,25 @@ def class_deviation_norms(
 def support_needed(pool, measure: Measure, views, chunk: int = CHUNK) -> np.ndarray:
     """Items that need ``q > 0``: all with ``p > 0``, except, for scale-invariant measures, items
     whose loss is zero for every possible label (Marchant & Rubinstein (2021), Sec. 3.1: ``q(x) > 0``
-    wherever ``p(x)‖ℓ(x, y)‖ > 0``)."""
+    wherever ``p(x)‖ℓ(x, y)‖ > 0``).
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    chunk : int, optional
+        Items per block on the generic path (default :data:`CHUNK`, ``2**18``).
+
+    Returns
+    -------
+    ndarray of bool (n,)
+    """
     need = pool.p > 0
     if not measure.scale_invariant or pool.task == "regression":
         return need
@@ -474,6 +677,25 @@ def belief_floor_sums(
     at the unfloored belief's intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p`` or ``weight``.
     Both are sums over items, so the sums over the chunks of a lazy pool add up to the pool's.
 
+    Parameters
+    ----------
+    pool : Pool
+        The pool: an in-memory :class:`~bayes_activeeval.Pool` (or one chunk of a lazy pool).
+    measure : Measure
+        The measure, resolved for the pool (:meth:`~bayes_activeeval.Pool.resolve`).
+    views : callable
+        ``views(idx)``: the :class:`~bayes_activeeval.measures.ModelView` of the items ``idx``
+        (a dict of them for a measure bound to several models), as returned by
+        :meth:`~bayes_activeeval.Pool.resolve`.
+    belief : CategoricalBelief
+        The unfloored belief.
+    R : ndarray (d,)
+        Its intrinsic risk (:func:`intrinsic_risk`).
+    J : ndarray (m, d)
+        ``Dg(R)``.
+    weight : ndarray (n,), optional
+        ``k(x)``, e.g. ``p(x) c(x)^(-1/2)`` with label costs (default ``None``: ``p``).
+
     Returns
     -------
     S, T : float
@@ -489,7 +711,21 @@ def floor_from_sums(
     S: float, T: float, *, mass: float = FLOOR_MASS, cap: float = DEFAULT_BELIEF_FLOOR
 ) -> float:
     """The scaled belief floor ``min(cap, (mass · S / T)²)`` from the sums of
-    :func:`belief_floor_sums` (``cap`` when either sum is zero); see :func:`scaled_belief_floor`."""
+    :func:`belief_floor_sums` (``cap`` when either sum is zero); see :func:`scaled_belief_floor`.
+
+    Parameters
+    ----------
+    S, T : float
+        The sums ``S = Σ k sqrt(u)`` and ``T = Σ k t`` over the pool.
+    mass : float, optional
+        Largest added share of the proposal's mass (default :data:`FLOOR_MASS`, ``0.01``).
+    cap : float, optional
+        Largest floor returned (default :data:`DEFAULT_BELIEF_FLOOR`, ``1e-6``).
+
+    Returns
+    -------
+    float
+    """
     if not (S > 0 and T > 0):
         return float(cap)
     return float(min(cap, (mass * S / T) ** 2))
@@ -504,7 +740,20 @@ def _row_sum(a: np.ndarray) -> np.ndarray:
 
 def label_costs(pool, costs) -> np.ndarray | None:
     """The label costs ``c(x)`` a proposal uses: the pool's (``None``/``True``), none (``False``)
-    or the given array (checked positive and finite)."""
+    or the given array (checked positive and finite).
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool (its ``costs`` and ``n_items`` are read).
+    costs : None, bool or array-like (n,)
+        ``None`` or ``True``: the pool's costs; ``False``: none; an array: one cost per item.
+
+    Returns
+    -------
+    ndarray (n,) or None
+        ``None`` for no costs (also when the pool has none).
+    """
     if costs is None or costs is True:
         return pool.costs
     if costs is False:
@@ -526,6 +775,22 @@ def mix_proposal(
 
     ``total`` is the normalizer ``Σs`` when ``s`` is one part of a larger proposal (a chunk of a
     lazy pool, or per-chunk masses); default ``s.sum()``.
+
+    Parameters
+    ----------
+    s : ndarray of float (n,)
+        Unnormalized proposal (non-negative); overwritten with the result.
+    p : ndarray (n,)
+        The test distribution on the same items (or the per-chunk masses ``P_k``).
+    mix : float
+        Defensive mixture weight ``δ`` in ``[0, 1]``; ``0`` only normalizes.
+    total : float, optional
+        The normalizer of ``s`` (default ``None``: ``s.sum()``).
+
+    Returns
+    -------
+    ndarray (n,)
+        ``s`` itself, now the mixed proposal.
     """
     s *= (1.0 - mix) / (s.sum() if total is None else total)
     if mix:
@@ -536,6 +801,24 @@ def mix_proposal(
 @dataclass(frozen=True)
 class Integrand:
     """The deviation integrand of a measure under a belief, and what it was computed from.
+
+    Parameters
+    ----------
+    u : ndarray (n,)
+        The integrand per item: ``E_π‖Dg(R)(ℓ(x, y) − R)‖²``, or the conditional variance.
+    risk : ndarray (d,)
+        The risk ``R`` at which the integrand is centred and linearized.
+    jacobian : ndarray (m, d)
+        ``Dg(R)``, the measure's Jacobian at ``risk``.
+    measure : Measure
+        The measure, resolved for the pool.
+    belief_floor : float
+        The floor applied to the belief's class probabilities (``0``: none).
+    estimator : str
+        The estimator the integrand is for, ``"ipw"`` or ``"model_assisted"``.
+    views : callable, optional
+        The measure's ``views(idx)`` on the pool (:meth:`~bayes_activeeval.Pool.resolve`), kept
+        for callers that read the loss again (default ``None``).
 
     Attributes
     ----------
@@ -577,6 +860,31 @@ def deviation_integrand(
     the belief for ``p(y|x)``, the intrinsic risk for ``R``); Marchant & Rubinstein (2021),
     Prop. 1 (Eq. 5). Parameters as :func:`~bayes_activeeval.optimal_proposal`.
 
+    Parameters
+    ----------
+    pool : Pool
+        The pool (an in-memory :class:`~bayes_activeeval.Pool`, or one chunk of a lazy pool).
+    measure : str or Measure
+        The measure (a name or a :class:`~bayes_activeeval.measures.Measure`).
+    model : str, optional
+        Which model, for a pool with several and a measure not bound to models.
+    belief : Belief or array-like, optional
+        ``π(y|x)``: a :class:`~bayes_activeeval.beliefs.Belief` or class probabilities. Default:
+        the pool's plug-in from the model's own probabilities (or Gaussian predictive).
+    risk : array-like (d,), optional
+        The ``R`` at which to linearize. Default: the intrinsic risk under the (floored) belief.
+    belief_floor : float, optional
+        Lower bound on each class probability of the belief (renormalized), in ``[0, 1)``
+        (default :data:`DEFAULT_BELIEF_FLOOR`, ``1e-6``; no ``"auto"`` here).
+    estimator : {"ipw", "model_assisted"}, optional
+        ``"model_assisted"`` returns the belief's conditional variance instead of ``u``
+        (default ``"ipw"``).
+
+    Returns
+    -------
+    Integrand
+        ``u`` with the ``R``, ``Dg(R)``, resolved measure, floor and views it was computed from.
+
     Raises
     ------
     ValueError
@@ -605,6 +913,21 @@ def proposal_scores(
     ``scores`` is ``sqrt(u(x))`` for the optimal proposal (Sawade (2012), Thm. 4.2, Eq. 4.25 with
     costs) or any other non-negative per-item magnitude. ``uniform_p=True`` says ``p`` is
     constant and skips the factor (it cancels in the normalization). Returns a new array.
+
+    Parameters
+    ----------
+    scores : ndarray (n,)
+        Non-negative per-item magnitudes.
+    p : ndarray (n,)
+        The test distribution.
+    costs : ndarray (n,), optional
+        Label costs ``c(x)`` (default ``None``: none).
+    uniform_p : bool, optional
+        ``p`` is constant: drop the factor ``p(x)`` (default ``False``).
+
+    Returns
+    -------
+    ndarray (n,)
     """
     s = np.array(scores, dtype=float) if uniform_p else p * scores
     if costs is not None:
@@ -625,6 +948,24 @@ def proposal_from_scores(
     ``q = (1 − δ) s/Σs + δ p`` with ``s`` from :func:`proposal_scores`; when ``s`` has no mass
     (the belief says every label is known exactly: nothing to optimize) ``s = p`` (passive).
     For the optimal proposal ``scores = sqrt(u)`` (:func:`deviation_integrand`).
+
+    Parameters
+    ----------
+    scores : ndarray (n,)
+        Non-negative per-item magnitudes.
+    p : ndarray (n,)
+        The test distribution.
+    costs : ndarray (n,), optional
+        Label costs ``c(x)`` (default ``None``: none).
+    mix : float, optional
+        Defensive mixture weight ``δ`` (default ``0.0``: no mixture).
+    uniform_p : bool, optional
+        ``p`` is constant: drop the factor ``p(x)`` (default ``False``).
+
+    Returns
+    -------
+    ndarray (n,)
+        The proposal ``q`` (summing to one when ``p`` does).
     """
     s = proposal_scores(scores, p, costs, uniform_p=uniform_p)
     if s.sum() <= 0:
@@ -657,6 +998,13 @@ def inverse_cdf(cdf: np.ndarray, targets: np.ndarray) -> np.ndarray:
     ``cdf`` is the cumulative sum of a proposal (or of per-chunk masses) and ``targets`` uniform
     on ``[0, cdf[-1])``; the last index catches rounding at the top. This is how every draw in
     the package turns uniform numbers into items (Sawade (2012), Algorithm 2, line 3).
+
+    Parameters
+    ----------
+    cdf : ndarray (n,)
+        Non-decreasing cumulative sums.
+    targets : ndarray
+        Positions in ``[0, cdf[-1])``.
 
     Returns
     -------

@@ -44,6 +44,21 @@ NONNEG = (0.0, np.inf)
 class ModelView:
     """What a loss function may read about one model on a set of items.
 
+    Parameters
+    ----------
+    pred : ndarray, shape (n,)
+        The model's predictions on the items: class indices or real values.
+    prob : ndarray, shape (n, C), optional
+        The model's class probabilities (default ``None``: not available).
+    std : ndarray, shape (n,), optional
+        The model's predictive standard deviation, for regression (default ``None``).
+    score : ndarray, shape (n,), optional
+        The model's raw scores (default ``None``).
+    pos : int, optional
+        Index of the positive class among the pool's classes (default ``None``: none).
+    n_classes : int, optional
+        Number of classes (default ``0``, as for regression).
+
     Attributes
     ----------
     pred : ndarray, shape (n,)
@@ -729,6 +744,21 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
     The loss is the concatenation of the models' losses and the Jacobian is block-diagonal, so the
     delta-method covariance (Marchant & Rubinstein (2021), Thm. 2) of the stacked estimate is the
     joint covariance of the k estimates used by simultaneous tests (Sawade (2012), Sec. 3.2.3).
+
+    Parameters
+    ----------
+    measure : str or Measure
+        The measure to stack: a name accepted by :func:`get` or a :class:`Measure` not yet bound
+        to models. A threshold-free measure (``"roc_auc"``, …) is bound to ``models`` instead.
+    models : sequence of str
+        The models' names, at least one and all distinct (a bare string is refused).
+
+    Returns
+    -------
+    Measure
+        Bound to ``models``: its loss reads a dict of :class:`ModelView` keyed by model name and
+        has ``k·d`` components, and ``g`` has ``k·m`` outputs named ``"output[model]"`` (for a
+        threshold-free measure, its bound ``RankMeasure``).
     """
     base = get(measure)
     if _rank(base) is not None:
@@ -774,6 +804,22 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
     Stacks the two models' losses, ``ℓ = (ℓ_a, ℓ_b)``, with ``Dg = [Dg_a, −Dg_b]``: the
     comparison target of Sawade (2012), Eq. 3.21 generalized to any measure (ratio measures such as
     F1 through the delta method).
+
+    Parameters
+    ----------
+    measure : str or Measure
+        A scalar measure (``g`` with one output): a name accepted by :func:`get` or a
+        :class:`Measure` not yet bound to models. A threshold-free measure is bound to ``(a, b)``
+        as the difference ``T_a − T_b`` instead.
+    a, b : str
+        The two models' names (distinct); the difference is ``a``'s value minus ``b``'s.
+
+    Returns
+    -------
+    Measure
+        Bound to ``(a, b)``, with one output named ``"name[a]-name[b]"`` and bounds
+        ``(low − high, high − low)`` from those of ``measure`` (for a threshold-free measure, its
+        bound ``RankMeasure``).
     """
     base = get(measure)
     if _rank(base) is not None:

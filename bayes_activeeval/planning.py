@@ -41,6 +41,21 @@ DESIGNS = ("passive", "optimal", "active_0", "active_inf", "active_neq", "active
 class Plan:
     """A sample-size plan.
 
+    Parameters
+    ----------
+    n_draws : int
+        The number of i.i.d. draws the plan needs.
+    expected_labels : float
+        The expected number of distinct items among those draws.
+    variance : float
+        The predicted asymptotic variance per draw ``σ_q²`` of the estimate.
+    design : str
+        The proposal design planned for (``"optimal"``, ``"passive"``, ``"active_neq"``, …).
+    target : str
+        A description of the planning target.
+    proposal : Proposal
+        The proposal of ``design`` to draw from.
+
     Attributes
     ----------
     n_draws : int
@@ -114,7 +129,19 @@ _power = power
 
 
 def expected_labels(q: np.ndarray, n: int) -> float:
-    """Expected number of distinct items in ``n`` i.i.d. draws from ``q``: ``Σ 1 − (1 − q)^n``."""
+    """Expected number of distinct items in ``n`` i.i.d. draws from ``q``: ``Σ 1 − (1 − q)^n``.
+
+    Parameters
+    ----------
+    q : array-like (n_items,)
+        The proposal (item probabilities of one draw; clipped below ``1``).
+    n : int
+        The number of draws.
+
+    Returns
+    -------
+    float
+    """
     q = np.asarray(q, dtype=float)
     return float(np.sum(-np.expm1(n * np.log1p(-np.clip(q, 0.0, 1.0 - 1e-15)))))
 
@@ -211,6 +238,11 @@ def labels_for_power(
     if var <= 0:
         raise ValueError("the belief predicts no variance at all; power is 1 for any n")
     n = _solve_n(lambda n: _power(n, difference, var, alpha=alpha, alternative=alternative), pw)
+    if not np.isfinite(n):
+        raise ValueError(
+            f"power={pw:g} is out of reach at difference={difference:g} with "
+            f"alternative={alternative!r} (a one-sided test in the other direction)"
+        )
     n_int = int(np.ceil(n - 1e-9))
     target = f"power={pw:g} at difference={difference:g}, alpha={alpha:g} ({alternative})"
     return Plan(n_int, expected_labels(prop.q, n_int), var, design, target, prop)

@@ -88,6 +88,15 @@ __all__ += [
 class Draws:
     """Items drawn i.i.d. with replacement from a proposal.
 
+    Parameters
+    ----------
+    indices : ndarray of int (n,)
+        Pool indices of the draws, in draw order.
+    weights : ndarray (n,)
+        Importance weight ``p(x)/q(x)`` of each draw.
+    q : ndarray (n,)
+        Proposal probability ``q(x)`` of each drawn item.
+
     Attributes
     ----------
     indices : ndarray (n,)
@@ -136,6 +145,57 @@ class ProposalInfo:
 
     Read as attributes (``info.u``) or, as before, by key (``info["u"]``, ``info.get("u")``,
     ``"u" in info``: a key is present when its field is not ``None``).
+
+    Parameters
+    ----------
+    measure : str, optional
+        Name of the measure the proposal is optimal for.
+    risk : ndarray (d,), optional
+        Intrinsic risk ``R`` under the belief, where ``g`` is linearized (threshold-free
+        proposals: the measure value(s) under the belief).
+    jacobian : ndarray (m, d), optional
+        The Jacobian ``Dg(R)`` of the measure at ``risk``.
+    u : ndarray (n,), optional
+        Per-item deviation integrand ``u(x)`` the proposal was built from.
+    a : ndarray (n,), optional
+        Per-item floored integrand of an adaptive proposal.
+    mix : float, optional
+        Defensive mixture weight ``δ``.
+    belief_floor : float, optional
+        Floor on each class probability of the belief that was used.
+    estimator : str, optional
+        ``"ipw"`` or ``"model_assisted"``: the estimator the proposal is optimal for.
+    epsilon, epsilon_abs : float, optional
+        Relative floor ``ε_t`` of an adaptive proposal, and its absolute value ``ε'``.
+    deterministic : bool, optional
+        Whether an adaptive proposal uses the deterministic-oracle form.
+    strata : ndarray of int (n,), optional
+        Stratum of each item (stratified proposals).
+    allocation : ndarray (H,), optional
+        Share ``a_h`` of the draws per stratum (stratified proposals).
+    stratum_mass : ndarray (H,), optional
+        ``p``-mass ``P_h`` of each stratum (stratified proposals).
+    comparison : str, optional
+        Kind of comparison proposal (``"optimal"``, ``"active_neq"``, …).
+    models : tuple of str, optional
+        Names of the models a comparison proposal compares.
+    support_mass : float, optional
+        ``p``-mass of a comparison proposal's support.
+    intrinsic_difference : float, optional
+        Intrinsic risk difference ``Δ̌`` of a two-model optimal comparison proposal.
+    estimates_under_belief : dict, optional
+        Measure value(s) under the belief: per model for a two-model optimal comparison
+        proposal; for a threshold-free proposal, by output name (one difference for a
+        threshold-free comparison).
+    positive_mix : float, optional
+        Weight of the positive-seeking component of a threshold-free proposal.
+    expected_loss : ndarray (n, d), optional
+        The belief's expected loss ``m(x) = E_π ℓ(x, y)`` of every item (model-assisted
+        adaptive proposals).
+    pool_expected : ndarray (d,), optional
+        Pool mean ``M = Σ_x p(x) m(x)`` of ``expected_loss`` (model-assisted adaptive proposals).
+    draw_cov : ndarray (d, d), optional
+        The belief's covariance of one draw's term (model-assisted adaptive proposals).
 
     Attributes
     ----------
@@ -232,6 +292,21 @@ class ProposalInfo:
 class Proposal:
     """A sampling distribution ``q`` over the pool's items.
 
+    Parameters
+    ----------
+    q : array-like (n,)
+        Non-negative, finite item probabilities with positive total; divided by their sum
+        unless it is already within ``1e-12`` of one.
+    p : ndarray (n,)
+        The pool's test distribution ``p(x)``; must have the same shape as ``q``.
+    kind : str
+        How the proposal was built: ``"optimal"``, ``"passive"``, ``"stratified"``,
+        ``"adaptive"``, or a comparison kind (``"active_neq"``, ``"active_0"``,
+        ``"active_inf"``, ``"active_risk"``).
+    info : ProposalInfo or mapping, optional
+        What the proposal was built from; a mapping is converted to a :class:`ProposalInfo`
+        (default: an empty one).
+
     Attributes
     ----------
     q : ndarray (n,)
@@ -239,7 +314,7 @@ class Proposal:
     p : ndarray (n,)
         The test distribution the estimate targets.
     kind : str
-        ``"optimal"``, ``"passive"`` or ``"stratified"``.
+        How the proposal was built (see ``kind`` above).
     info : ProposalInfo
         What the proposal was built from: the intrinsic risk, the per-item expected squared
         deviation ``u(x)``, mixing weight, … (a mapping of the same keys is accepted).
@@ -481,7 +556,19 @@ def optimal_proposal(
 
 
 def passive_proposal(pool) -> Proposal:
-    """Passive sampling: ``q = p`` (the uniform pool distribution unless the pool is weighted)."""
+    """Passive sampling: ``q = p`` (the uniform pool distribution unless the pool is weighted).
+
+    Parameters
+    ----------
+    pool : Pool or LazyPool
+        The pool whose test distribution ``p`` is copied (a lazy pool gives a lazy proposal).
+
+    Returns
+    -------
+    Proposal
+        ``kind="passive"`` and ``q`` a copy of ``pool.p``; for a lazy pool, a
+        ``LazyProposal``.
+    """
     if getattr(pool, "is_lazy", False):
         from .lazy import passive_proposal as lazy_passive_proposal
 
@@ -632,7 +719,20 @@ def stratum_proposal(labels: np.ndarray, p: np.ndarray, a: np.ndarray, P: np.nda
 
 def default_scores(pool, model: str | None) -> np.ndarray:
     """The scores a stratified proposal stratifies on by default: the pool's raw scores, else the
-    positive-class probability (binary) or the top class probability, else the predictive std."""
+    positive-class probability (binary) or the top class probability, else the predictive std.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool whose scores, probabilities or predictive standard deviations are read.
+    model : str or None
+        Which model of the pool (``None`` for a pool with one model).
+
+    Returns
+    -------
+    ndarray (n,)
+        One score per item.
+    """
     model = pool.check_model(model)
     if pool.scores is not None:
         return pool.scores[model]

@@ -52,7 +52,19 @@ __all__ = ["RankingRecordResult", "RankingSession", "is_ranking_session"]
 
 
 def is_ranking_session(path: str) -> bool:
-    """Whether ``path`` is a ranking session file."""
+    """Whether ``path`` is a ranking session file.
+
+    Parameters
+    ----------
+    path : str
+        Path of the file to inspect (opened read-only and immutable: nothing is written).
+
+    Returns
+    -------
+    bool
+        ``True`` when ``path`` is an SQLite file whose meta table has ``task = "ranking"``;
+        ``False`` otherwise, also for a missing or unreadable file.
+    """
     if not Path(path).is_file():
         return False
     try:
@@ -93,7 +105,19 @@ def _read(path: str) -> pd.DataFrame:
 @dataclass(frozen=True)
 class RankingRecordResult:
     """What :meth:`RankingSession.record` did: queries whose grades were written, queries the
-    annotator had already graded the same way (skipped), and drawn queries still ungraded."""
+    annotator had already graded the same way (skipped), and drawn queries still ungraded.
+
+    Parameters
+    ----------
+    recorded : int
+        Number of queries whose grades were written.
+    documents : int
+        Number of document grades written (over the recorded queries).
+    skipped : int
+        Number of queries the annotator had already graded the same way (not written again).
+    pending : int
+        Number of distinct drawn queries still without grades after the call.
+    """
 
     recorded: int
     documents: int
@@ -103,6 +127,17 @@ class RankingRecordResult:
 
 class RankingSession:
     """A ranking labeling session; create with :meth:`create`, reopen with :meth:`open`.
+
+    Parameters
+    ----------
+    path : str
+        Path of the session file.
+    store : bayes_activeeval.session.store.Store
+        The open session file.
+    meta : dict
+        The file's meta table, decoded (``pool_path``, ``read``, ``measure``, ``models``,
+        ``estimator``, …); the pool file at ``meta["pool_path"]`` is read with the
+        ``RankingPool.from_frame`` options ``meta["read"]``.
 
     Attributes
     ----------
@@ -229,8 +264,25 @@ class RankingSession:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: str, *, readonly: bool = False) -> RankingSession:
-        """Open a ranking session (``readonly``: never write a byte, as ``bae status``)."""
+    def open(
+        cls, path: str, *, readonly: bool = False, pool_path: str | None = None
+    ) -> RankingSession:
+        """Open a ranking session (``readonly``: never write a byte, as ``bae status``).
+
+        Parameters
+        ----------
+        path : str
+            The session file.
+        readonly : bool, optional
+            Open without writing (default ``False``).
+        pool_path : str, optional
+            Where the pool file is now, if it moved since ``bae init`` (its checksum must match
+            the one recorded; the session file is not changed).
+
+        Returns
+        -------
+        RankingSession
+        """
         path = str(Path(path).expanduser())
         if not is_ranking_session(path):
             raise SessionError(f"{path!r} is not a ranking session file")
@@ -242,9 +294,12 @@ class RankingSession:
                 f"{path} is a ranking session of a development version without annotators "
                 "(grades table); create it again with bae init --task ranking"
             )
+        if pool_path is not None:
+            meta["pool_path"] = str(Path(pool_path).expanduser().resolve())
         if not os.path.exists(meta["pool_path"]):
             con.close()
-            raise SessionError(f"the session's pool file {meta['pool_path']} is missing")
+            hint = "" if pool_path is not None else " (if it moved, give its new path: --pool)"
+            raise SessionError(f"the session's pool file {meta['pool_path']} is missing{hint}")
         if file_checksum(meta["pool_path"]) != meta["checksum"]:
             con.close()
             raise SessionError(

@@ -70,7 +70,22 @@ def _png(fig) -> str:
 
 def posterior_summary(posterior) -> pd.DataFrame | None:
     """``arviz.summary`` of the measure in a posterior :class:`xarray.DataTree` (mean, sd,
-    equal-tailed interval, ESS, r-hat), or ``None`` when there is no posterior."""
+    equal-tailed interval, ESS, r-hat), or ``None`` when there is no posterior.
+
+    Parameters
+    ----------
+    posterior : xarray.DataTree or None
+        A posterior with a ``"posterior"`` group (e.g. ``Session.posterior()``); only its
+        ``measure`` variable is summarized when it has one. Its ``method`` attribute (default
+        ``"conjugate"``) names the label model.
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        One row per element of the summarized variables (``measure[<output>]``, one per
+        output); ``attrs["method"]`` and ``attrs["model"]`` (the label
+        model's short name) describe the posterior.
+    """
     if posterior is None:
         return None
     from arviz_stats import summary  # what arviz.summary is, without importing the plotting stack
@@ -132,7 +147,19 @@ def _posterior_model(method: str) -> tuple[str, str, str]:
 
 def posterior_note(method: str) -> str:
     """What to say beside a posterior of ``method`` (:data:`POSTERIOR_NOTE` for the cell
-    models, :data:`CALIBRATION_NOTE` for ``"calibration"``)."""
+    models, :data:`CALIBRATION_NOTE` for ``"calibration"``).
+
+    Parameters
+    ----------
+    method : str
+        The posterior's method: ``"conjugate"``, ``"pymc"`` or ``"calibration"`` (any other
+        value gets :data:`POSTERIOR_NOTE`).
+
+    Returns
+    -------
+    str
+        The note, one paragraph of plain text.
+    """
     return _posterior_model(method)[2]
 
 
@@ -204,6 +231,19 @@ def estimate_path(session, level: float = 0.95) -> pd.DataFrame:
     with its own interval, so the last row is what `bae status` prints — for an adaptive design
     the evaluator's estimate (the difference estimate by default), not a re-weighting of its
     draws.
+
+    Parameters
+    ----------
+    session : Session
+        The labeling session (:class:`bayes_activeeval.session.Session`).
+    level : float
+        Confidence level of the intervals, in ``(0, 1)`` (default 0.95).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``stage``, ``labels`` (distinct labeled items so far), ``model``, ``estimate``,
+        ``stderr``, ``low``, ``high``; empty before the first completed stage.
     """
     draws, _ = session.labeled_draws()
     done = _completed(session)  # in stage order
@@ -247,6 +287,14 @@ def comparison_table(session, level: float = 0.95) -> tuple[pd.DataFrame, pd.Dat
     Eqs. 3.21-3.24). More: the simultaneous all-pairs test of
     :func:`~bayes_activeeval.multiple_comparison` (``method="tukey"``, single-step max-|z|;
     Sawade (2012), Sec. 3.2.3), whose ``pvalue`` is adjusted for the ``k(k−1)/2`` pairs.
+
+    Parameters
+    ----------
+    session : Session
+        The labeling session (:class:`bayes_activeeval.session.Session`), with at least one
+        completed stage.
+    level : float
+        Confidence level of the intervals, in ``(0, 1)`` (default 0.95).
 
     Returns
     -------
@@ -454,7 +502,21 @@ def _img(b64: str | None, alt: str) -> str:
 
 
 def render_html(session, level: float = 0.95) -> str:
-    """The report of a session as one self-contained HTML string."""
+    """The report of a session as one self-contained HTML string.
+
+    Parameters
+    ----------
+    session : Session
+        The labeling session (:class:`bayes_activeeval.session.Session`).
+    level : float
+        Confidence level of the frequentist intervals, in ``(0, 1)`` (default 0.95); the
+        posterior summary keeps ArviZ's 89% equal-tailed interval.
+
+    Returns
+    -------
+    str
+        An HTML page with the figures embedded as base64 PNG.
+    """
     from tqdm import tqdm
 
     with tqdm(total=4, desc="report", unit="step", disable=None, leave=False) as bar:
@@ -582,7 +644,24 @@ def write_report(
     session, out: str | os.PathLike, level: float = 0.95, *, overwrite: bool = True
 ) -> str:
     """Write :func:`render_html` to ``out`` (atomically: a temporary file, then a rename; with
-    ``overwrite=False`` an existing ``out`` is an error)."""
+    ``overwrite=False`` an existing ``out`` is an error).
+
+    Parameters
+    ----------
+    session : Session
+        The labeling session (:class:`bayes_activeeval.session.Session`).
+    out : str or os.PathLike
+        Path of the HTML file to write.
+    level : float
+        Confidence level of the frequentist intervals, in ``(0, 1)`` (default 0.95).
+    overwrite : bool
+        Replace an existing ``out`` (default ``True``).
+
+    Returns
+    -------
+    str
+        ``out`` as a string.
+    """
     from .io import write_new_file
 
     text = render_html(session, level)

@@ -210,6 +210,26 @@ class GroupSequentialDesign:
 class SequentialResult:
     """Outcome of :func:`sequential_compare`.
 
+    Parameters
+    ----------
+    reject : bool
+        Whether ``|Z_k|`` reached the boundary ``c_k`` at some look (``H0`` rejected).
+    look : int
+        Zero-based index of the stopping look in ``design.looks``.
+    n_draws : int
+        Number of draws at the stopping look.
+    n_labels : int
+        Number of distinct items labeled by then.
+    result : ComparisonResult
+        The nominal paired Wald comparison on the draws of the stopping look.
+    boundary : float
+        The critical value ``c_k`` of the stopping look.
+    design : GroupSequentialDesign
+        The looks and spending function of the run.
+    history : pandas.DataFrame
+        One row per look taken, columns ``n_draws``, ``n_labels``, ``statistic``, ``boundary``,
+        ``pvalue``.
+
     Attributes
     ----------
     reject : bool

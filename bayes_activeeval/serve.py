@@ -49,7 +49,19 @@ UNDO_REASON = "undo on the labeling page"
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``127.0.0.1``, ``::1``, ``localhost``)."""
+    """Whether ``host`` is a loopback address (``127.0.0.1``, ``::1``, ``localhost``).
+
+    Parameters
+    ----------
+    host : str
+        A host name or IP address; an IPv6 address may be in brackets (``"[::1]"``). Only the
+        name ``"localhost"`` is recognized; other names are not resolved and count as not
+        loopback.
+
+    Returns
+    -------
+    bool
+    """
     if host == "localhost":
         return True
     try:
@@ -60,7 +72,34 @@ def is_loopback(host: str) -> bool:
 
 @dataclass
 class ServeConfig:
-    """What ``bae serve`` was started with."""
+    """What ``bae serve`` was started with.
+
+    Parameters
+    ----------
+    session : str
+        Path of the session file (a labeling or a ranking session).
+    pool_path : str, optional
+        Where the pool file is now, if it moved (``Session.open``, ``RankingSession.open``).
+    host : str
+        Address to bind (default ``"127.0.0.1"``); anything but loopback requires ``token``.
+    port : int
+        TCP port (default 8765).
+    annotator : str, optional
+        Default annotator name of every browser (default: the login name); a browser may set
+        its own with ``/?annotator=NAME``.
+    stage_size : int
+        Draws of a new stage (default 20; not used for a ranking session).
+    batch : int
+        Items (queries, for a ranking session) leased to one browser at a time (default 5).
+    lease : float
+        Seconds a browser's leased items stay reserved for it (default 1800).
+    level : float
+        Confidence level of the live estimate's interval (default 0.95).
+    token : str, optional
+        Access token required off loopback; :func:`serve` generates one when it is ``None``.
+    secret : bytes
+        Key of the HMAC that binds CSRF tokens to a browser (default: 32 random bytes).
+    """
 
     session: str
     pool_path: str | None = None
@@ -88,7 +127,19 @@ def _csrf(cfg: ServeConfig, browser: str) -> str:
 
 
 def create_app(cfg: ServeConfig):
-    """The Starlette application of ``bae serve`` (opens the session, writable)."""
+    """The Starlette application of ``bae serve`` (opens the session, writable).
+
+    Parameters
+    ----------
+    cfg : ServeConfig
+        The session to open and how to serve it.
+
+    Returns
+    -------
+    starlette.applications.Starlette
+        The app (routes ``/``, ``/label``, ``/undo``, ``/release``, ``/api/status``); the open
+        session is ``app.state.session``.
+    """
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -99,7 +150,7 @@ def create_app(cfg: ServeConfig):
 
     ranking = is_ranking_session(cfg.session)
     if ranking:
-        session = RankingSession.open(cfg.session)
+        session = RankingSession.open(cfg.session, pool_path=cfg.pool_path)
     else:
         session = Session.open(cfg.session, pool_path=cfg.pool_path)
     state = _State()
@@ -602,7 +653,16 @@ rows.forEach((r, i) => r.addEventListener('click', () => {{ cur = i; show(); }})
 
 
 def serve(cfg: ServeConfig, *, echo=print) -> None:
-    """Run the server until interrupted (prints the address, and the token when one is needed)."""
+    """Run the server until interrupted (prints the address, and the token when one is needed).
+
+    Parameters
+    ----------
+    cfg : ServeConfig
+        The session and how to serve it; off loopback, a missing ``cfg.token`` is set to a new
+        random one.
+    echo : callable
+        Called with each message to the user (default ``print``).
+    """
     import uvicorn
 
     if not is_loopback(cfg.host) and not cfg.token:

@@ -20,7 +20,22 @@ __all__ = ["csf_bins", "csf_boundaries", "score_strata"]
 
 def csf_bins(n_strata: int, n_items: int, n_bins: int | None = None) -> int:
     """Fine bins of the cumulative-sqrt(F) rule: ``n_bins`` or ``max(64 n_strata, 4096)``, at most
-    ``n_items`` (and at least 1)."""
+    ``n_items`` (and at least 1).
+
+    Parameters
+    ----------
+    n_strata : int
+        Number of strata requested.
+    n_items : int
+        Number of items to bin (the cap).
+    n_bins : int, optional
+        Requested number of fine bins (default ``None``: ``max(64 n_strata, 4096)``).
+
+    Returns
+    -------
+    int
+        The number of fine bins.
+    """
     nb = n_bins or max(64 * n_strata, 4096)
     return int(min(nb, max(n_items, 1)))
 

@@ -25,6 +25,22 @@ def test_inclusion_sums_to_budget(world, method, scheme):
     assert "BenchmarkDesign" in repr(d)
 
 
+@pytest.mark.parametrize("method", ["sqrt", "paper"])
+def test_poisson_design_keeps_the_floor_of_every_stratum(method):
+    # a skewed guess puts most of the sqrt/paper allocation on the top strata; the Poisson
+    # scheme must still give every stratum min_per_stratum expected labels (it gave the
+    # smallest about 15.6 of 20 here when the floor was boosted and then rescaled away)
+    rng = np.random.default_rng(3)
+    s = special.expit(rng.normal(-5.0, 2.0, 20_000))
+    d = bm.design(s, budget=200, n_strata=8, min_per_stratum=20, scheme="poisson", method=method)
+    per = np.bincount(d.strata, d.inclusion, d.n_strata)
+    assert d.inclusion.sum() == pytest.approx(200, rel=1e-9)
+    assert np.all(per >= np.minimum(d.stratum_sizes, 20) * (1 - 1e-9)), per
+    assert np.all((d.inclusion > 0) & (d.inclusion <= 1))
+    with pytest.raises(ValueError, match="too small"):
+        bm.design(s, budget=200, n_strata=8, min_per_stratum=50, scheme="poisson")
+
+
 def test_sqrt_design_oversamples_minority_and_predicts_gain(world):
     _, s, y, _, _ = world
     d = bm.design(s, budget=400)

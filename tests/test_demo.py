@@ -7,6 +7,13 @@ from bayes_activeeval.cli import main
 from bayes_activeeval.demo import format_demo, run_demo
 
 
+def test_run_demo_names_the_measures_it_knows():
+    import pytest
+
+    with pytest.raises(ValueError, match="'f1' or 'accuracy'"):
+        run_demo(measures=("precision",))
+
+
 def test_run_demo_covers_and_beats_passive():
     res = run_demo(budgets=(250, 1000), seed=0)
     t = res.table

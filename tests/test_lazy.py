@@ -197,6 +197,18 @@ def test_regression_and_multiclass(tmp_path):
     assert rel(lq, bae.optimal_proposal(mem, "accuracy").q) < 1e-12
 
 
+def test_task_is_read_from_every_chunk_as_in_memory():
+    # regression predictions whose first chunk happens to hold whole numbers only: the lazy pool
+    # took them for classes, the in-memory pool (which reads all of them) for regression
+    pred = np.r_[np.arange(1_000.0) % 7, np.linspace(0.5, 9.5, 4_000)]
+    mem = bae.Pool(predictions=pred)
+    lazy = bae.Pool.from_dask(da.from_array(pred, chunks=1_000))
+    assert mem.task == lazy.task == "regression"
+    whole = np.arange(5_000.0) % 3  # whole numbers everywhere: classes 0, 1, 2 in both
+    lazy_whole = bae.Pool.from_dask(da.from_array(whole, chunks=1_000))
+    assert lazy_whole.task == bae.Pool(predictions=whole).task == "multiclass"
+
+
 def test_bad_input_names_the_item(tmp_path):
     path = tmp_path / "bad.parquet"
     p = np.full(3_000, 0.2)

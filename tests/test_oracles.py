@@ -965,3 +965,28 @@ def test_calibration_asymptotes_are_stable_far_in_the_tails():
     assert np.isclose(r[0], -1.0, rtol=1e-9)
     assert np.isclose(ll, np.log(k) - 40.0 + np.log(0.01 + k * special.expit(-40.0)), rtol=1e-12)
     assert np.all(np.isfinite(Wt))
+
+
+def test_plugin_oracle_checks_its_labels():
+    # it recorded anything before: an index outside the pool failed later in belief(), and a
+    # second, different label silently replaced the first
+    from bayes_activeeval.oracles import PluginOracle
+
+    rng = np.random.default_rng(0)
+    pool = bae.Pool(predictions=rng.integers(0, 2, 50), probs=rng.uniform(0.05, 0.95, 50))
+    o = PluginOracle()
+    o.initialize(pool)
+    o.update([3, 4], [1, 0])
+    with pytest.raises(ValueError, match="outside the pool"):
+        o.update([50], [1])
+    with pytest.raises(ValueError, match="class index"):
+        o.update([5], [2])
+    with pytest.raises(ValueError, match="item 4 has label 0 and now 1"):
+        o.update([6, 4], [1, 1])
+    assert o.get_state()["known"] == {"3": 1, "4": 0}  # nothing of the refused update kept
+    b = o.belief().probs
+    assert b[3, 1] == 1.0 and b[4, 0] == 1.0
+    s = PluginOracle(deterministic=False)
+    s.initialize(pool)
+    s.update([4, 4], [0, 1])  # a stochastic oracle may give one item two labels
+    np.testing.assert_array_equal(s.belief().probs, o._probs)

@@ -218,6 +218,10 @@ def test_labeled_items_are_checked(rare, method):
         contingency_posterior(pool, "f1", np.array([0.5, 1.0]), y[:2], **kw)
     with pytest.raises(ValueError, match="same length"):
         contingency_posterior(pool, "f1", np.arange(3), y[:2], **kw)
+    # encoded labels out of 0..C-1 (a -1 wrapped to the last class of the conjugate table)
+    for bad in (-1, 2):
+        with pytest.raises(ValueError, match=rf"labels\[1\] = {bad}"):
+            contingency_posterior(pool, "f1", [0, 1], [0, bad], encoded=True, **kw)
 
 
 # ------------------------------------------------------------------------------------------------

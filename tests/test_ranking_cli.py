@@ -340,3 +340,27 @@ def test_label_text_columns_can_be_chosen(tmp_path):
     assert res.exit_code == 2 and "'nope' (--text-col) is not in the pool file" in res.stderr
     res = run("label", sess, "--text-col", "title", "--max", 1, input="q\n")
     assert res.exit_code == 0 and "title: =title of" in res.output and "query: " not in res.output
+
+
+def test_a_moved_pool_file_is_found_with_pool(pool_csv, tmp_path):
+    # --pool was ignored for a ranking session, which then could not be opened at all once its
+    # pool file had moved
+    path, truth = pool_csv
+    sess = tmp_path / "r.bae"
+    ok("init", path, "--task", "ranking", "--measure", "err", "--session", sess,
+       "--rank", "a=rank_a", "--relevance-cols", "p0,p1,p2,p3,p4", "--cost-col", "cost",
+       "--budget", 6, "--model", "a")  # fmt: skip
+    ok("next", sess, "--n", 2, "--out", tmp_path / "b.csv")
+    moved = tmp_path / "elsewhere.csv"
+    path.rename(moved)
+    res = run("status", sess)
+    assert res.exit_code != 0 and "--pool" in res.stderr
+    before = sess.read_bytes()
+    ok("status", sess, "--pool", moved)
+    assert sess.read_bytes() == before  # status reads only
+    ok("record", sess, _grade(tmp_path / "b.csv", truth, tmp_path / "g.csv"), "--pool", moved)
+    ok("report", sess, "--out", tmp_path / "r.txt", "--pool", moved)
+    ok("next", sess, "--n", 1, "--out", tmp_path / "b2.csv", "--pool", moved)
+    moved.write_text(moved.read_text() + "\n")  # other bytes: refused, as for a labeling session
+    res = run("status", sess, "--pool", moved)
+    assert res.exit_code != 0 and "changed" in res.stderr

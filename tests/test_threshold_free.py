@@ -311,6 +311,28 @@ def test_names_and_errors(rare_pool):
     assert tf.rank_measure("AUC").kind == "roc_auc"
     assert tf.rank_measure("average_precision_score").kind == "average_precision"
     assert tf.rank_measure("recall@fpr=0.01").fpr == 0.01
+    # a measure's name reads back as the measure, small rates (written 1e-05) included
+    for fpr in (0.5, 0.01, 1e-3, 1e-5, 2.5e-7):
+        m = tf.RankMeasure("recall_at_fpr", fpr)
+        assert tf.rank_measure(m.name) == m, m.name
+    for spelling in (
+        "recall@fpr=1e-3",
+        "TPR@FPR=0.001",
+        "recall_at_fpr_0.001",
+        "recall-at-fpr-1e-3",
+    ):
+        assert tf.rank_measure(spelling).fpr == 1e-3, spelling
+    assert tf.rank_measure("roc-auc").kind == "roc_auc"
+    # labels other than 0/1 would silently weigh the classes wrongly
+    with pytest.raises(ValueError, match=r"y_true\[0\] = -1"):
+        tf.weighted_roc_auc([-1, 1, 1], [0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match=r"y_true\[1\] = 2"):
+        tf.weighted_average_precision(np.array([1, 2, 2], dtype=object), [0.1, 0.2, 0.3])
+    from bayes_activeeval import curves
+
+    with pytest.raises(ValueError, match=r"y_true\[0\] = -1"):
+        curves.weighted_roc_curve([-1, 1, 1], [0.1, 0.2, 0.3])
+    assert tf.rank_measure("recall_at-fpr=0.01").fpr == 0.01
     assert tf.rank_measure("f1") is None
     with pytest.raises(ValueError, match="fpr"):
         tf.rank_measure("recall@fpr=1.5")

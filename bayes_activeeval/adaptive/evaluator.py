@@ -57,7 +57,19 @@ def draw_count(need: int, mass: float) -> int:
 def default_oracle(pool) -> str:
     """The oracle name :class:`ActiveEvaluator` uses by default on ``pool``: ``DEFAULT_ORACLE``
     (``"auto"``) on an in-memory binary pool with a positive class, ``"calibration"`` on such a
-    pool on dask, the plug-in ``"model"`` otherwise (the calibration model is binary only)."""
+    pool on dask, the plug-in ``"model"`` otherwise (the calibration model is binary only).
+
+    Parameters
+    ----------
+    pool : Pool or LazyPool
+        The pool to evaluate; only its ``task``, ``pos`` and ``is_lazy`` (whether it is on dask)
+        are read.
+
+    Returns
+    -------
+    str
+        An oracle name for :func:`~bayes_activeeval.oracles.make_oracle`.
+    """
     if pool.task == "binary" and pool.pos is not None:
         return "calibration" if getattr(pool, "is_lazy", False) else DEFAULT_ORACLE
     return "model"
@@ -65,14 +77,37 @@ def default_oracle(pool) -> str:
 
 def default_estimator(measure) -> str:
     """The estimator :class:`ActiveEvaluator` uses by default for ``measure``: ``DEFAULT_ESTIMATOR``
-    (``"model_assisted"``), or ``"ipw"`` for the threshold-free measures (ROC AUC, AP, …)."""
+    (``"model_assisted"``), or ``"ipw"`` for the threshold-free measures (ROC AUC, AP, …).
+
+    Parameters
+    ----------
+    measure : Measure or RankMeasure
+        The resolved measure (as returned by ``pool.resolve``, not a name): ``"ipw"`` when it is
+        a :class:`~bayes_activeeval.threshold_free.RankMeasure`.
+
+    Returns
+    -------
+    str
+        ``"model_assisted"`` or ``"ipw"``.
+    """
     return "ipw" if isinstance(measure, RankMeasure) else DEFAULT_ESTIMATOR
 
 
 def default_relative_floor(estimator: str) -> float:
     """The ``relative_floor`` :class:`ActiveEvaluator` uses by default with ``estimator``:
     :data:`~bayes_activeeval.adaptive.RELATIVE_FLOOR` for ``"model_assisted"``, 0 for ``"ipw"``
-    (which does not take one)."""
+    (which does not take one).
+
+    Parameters
+    ----------
+    estimator : str
+        The estimator name, ``"model_assisted"`` or ``"ipw"``; any other value gets 0 too.
+
+    Returns
+    -------
+    float
+        The default ``relative_floor``.
+    """
     return RELATIVE_FLOOR if estimator == "model_assisted" else 0.0
 
 

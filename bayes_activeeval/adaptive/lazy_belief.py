@@ -48,6 +48,18 @@ def floor_probs(probs: np.ndarray, floor: float) -> np.ndarray:
     The floor of unlabeled items in Marchant & Rubinstein (2021), Prop. 2 as the in-memory
     :func:`~bayes_activeeval.adaptive.adaptive_proposal` applies it (labeled items get point
     masses afterwards).
+
+    Parameters
+    ----------
+    probs : ndarray (n, C)
+        Class probabilities, one row per item; with ``floor > 0`` it is not modified.
+    floor : float
+        The smallest probability of every class before renormalizing; ``<= 0`` returns ``probs``
+        itself, unfloored.
+
+    Returns
+    -------
+    ndarray (n, C)
     """
     if floor <= 0:
         return probs
@@ -60,6 +72,14 @@ def floor_probs(probs: np.ndarray, floor: float) -> np.ndarray:
 class PluginBelief:
     """The plug-in belief on a chunk: the models' probabilities (their mixture for several),
     floored at ``floor``.
+
+    Parameters
+    ----------
+    models : tuple of str
+        The models whose probabilities form the belief (their equal mixture for several).
+    floor : float
+        The belief floor: every class probability is floored at it and the rows renormalized
+        (:func:`floor_probs`).
 
     Attributes
     ----------
@@ -82,7 +102,27 @@ class PluginBelief:
 def calibration_feature(cp, model: str, feature: str, clip: float, pos: int) -> np.ndarray:
     """The calibration covariate of a chunk's items, as
     :meth:`~bayes_activeeval.oracles.CalibrationOracle.initialize` computes it: the logit of the
-    clipped positive-class probability (``"logit"``) or the raw score (``"score"``)."""
+    clipped positive-class probability (``"logit"``) or the raw score (``"score"``).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool (the ``chunk_pool`` of
+        :meth:`~bayes_activeeval.lazy.LazyPool.map_chunks`).
+    model : str
+        The calibrated model.
+    feature : {"logit", "score"}
+        The covariate, already resolved (any value but ``"logit"`` gives the raw score).
+    clip : float
+        With ``"logit"``, the probability is clipped to ``[clip, 1 − clip]`` first.
+    pos : int
+        The positive class.
+
+    Returns
+    -------
+    ndarray (n,)
+        The covariate ``x`` of the chunk's items.
+    """
     view = cp.view(model)
     if feature == "logit":
         return special.logit(np.clip(view.prob[:, pos], clip, 1.0 - clip))
@@ -96,6 +136,31 @@ class CalibrationBelief:
     ``P(y = pos | x) = expit(c + b (x − x̄) + σ z_h)`` with ``θ = (c, log b, log σ, z_1..z_H)``
     (:class:`~bayes_activeeval.oracles.CalibrationOracle`, ``predictive="map"``); before any label
     (``params=None``) the model's own probabilities.
+
+    Parameters
+    ----------
+    model : str
+        The calibrated model.
+    feature : {"logit", "score"}
+        The covariate: the logit of the clipped positive-class probability, or the raw score.
+    clip : float
+        Probabilities are clipped to ``[clip, 1 − clip]`` before the logit.
+    pos : int
+        The positive class.
+    x_center : float
+        The pivot ``x̄ = Σ w1 x / Σ w1`` (``w1`` the model's positive-class probability).
+    inner : ndarray
+        The sorted inner boundaries of the raw score strata.
+    relabel : ndarray of int
+        Maps each raw stratum (``inner.size + 1`` of them) to its stratum ``h`` in ``0..H−1``.
+    n_effects : int
+        ``H``, the strata with a random effect (0: plain Platt scaling).
+    params : ndarray or None
+        ``θ`` at the posterior mode; ``None`` before any label (the model's own probabilities).
+    floor : float
+        The belief floor: both class probabilities are floored at it and renormalized.
+    asymptotes : tuple of float, optional
+        ``(λ_0, λ_1)``, the fitted lower and upper asymptotes (default ``(0.0, 0.0)``: none).
 
     Attributes
     ----------
@@ -245,6 +310,32 @@ class LabeledCalibration(CalibrationOracle):
     oracle's own MAP fit (:meth:`CalibrationOracle.update`) on them, warm-started from the last
     fit as in memory, so the parameters equal the in-memory oracle's. Only
     ``predictive="map"`` (the default) is supported.
+
+    Parameters
+    ----------
+    deterministic : bool, optional
+        One label per item (default ``True``; :meth:`from_options` always passes ``True``).
+    model : str, optional
+        As for :class:`~bayes_activeeval.oracles.CalibrationOracle`; on a lazy pool the
+        calibrated model is the one passed to :func:`calibration_statistics` instead.
+    feature : {"auto", "logit", "score"}, optional
+        The covariate (default ``"auto"``: ``"logit"`` when the pool has probabilities).
+    n_strata : int, optional
+        Score strata with their own random effect (default 10; 0: plain Platt scaling).
+    intercept_sd, log_slope_sd, stratum_sd : float, optional
+        Prior scales of the intercept, the log slope and the stratum effects (defaults 2.5, 1.0
+        and 0.5).
+    clip : float, optional
+        Probabilities are clipped to ``[clip, 1 − clip]`` before the logit (default ``1e-6``).
+    predictive : {"map", "mean"}, optional
+        The belief (default ``"map"``, the plug-in at the posterior mode, the only one supported
+        here: :meth:`from_options` refuses ``"mean"``).
+    n_samples, seed, grid_size : int, optional
+        The posterior-predictive settings of
+        :class:`~bayes_activeeval.oracles.CalibrationOracle` (defaults 512, 0 and 128); they do
+        not enter the MAP belief.
+    lower_asymptote, upper_asymptote : float, optional
+        Dirichlet pseudo-counts of the asymptotes ``λ_0`` and ``λ_1`` (default 0: left out).
     """
 
     def refit(self, stats: CalibrationBelief, x: np.ndarray, h: np.ndarray, y: np.ndarray):

@@ -24,6 +24,22 @@ from .guidelines import check_rate, equalizing_rate, parse_targets, positives_ne
 class BenchmarkSample:
     """Items drawn by a :class:`BenchmarkDesign`, to be labeled once.
 
+    Made by :meth:`BenchmarkDesign.sample` or :meth:`BenchmarkDesign.sample_at` (and their
+    :class:`~bayes_activeeval.benchmark.lazy.LazyBenchmarkDesign` counterparts).
+
+    Parameters
+    ----------
+    indices : ndarray (m,)
+        Pool positions of the drawn items.
+    inclusion : ndarray (m,)
+        Their first-order inclusion probabilities ``pi_i`` under the design.
+    weights : ndarray (m,)
+        Their design weights ``1/pi_i``.
+    strata : ndarray (m,)
+        The design stratum of each drawn item.
+    design : BenchmarkDesign or LazyBenchmarkDesign
+        The design they were drawn from.
+
     Attributes
     ----------
     indices : ndarray (m,)
@@ -68,6 +84,35 @@ class BenchmarkSample:
 @dataclass(frozen=True, repr=False)
 class BenchmarkDesign:
     """A sampling design for a benchmark label set (see :func:`design`).
+
+    Made by :func:`design`, which checks the inputs; the constructor does not.
+
+    Parameters
+    ----------
+    strata : ndarray (N,) of int
+        Stratum of every pool item, ``0..H-1`` in order of increasing mean guess.
+    inclusion : ndarray (N,)
+        Inclusion probability of every item (summing to ``budget``).
+    allocation : ndarray (H,)
+        Labels per stratum: exact integers (stratified scheme) or expected counts (Poisson).
+    stratum_sizes : ndarray (H,) of int
+        Pool items per stratum, ``N_h``.
+    guess : ndarray (N,)
+        Guessed positive-class probability ``s_i`` of every item.
+    prevalence : float
+        ``pi``, the pool's positive rate used for planning.
+    budget : int
+        Labels to spend (expected number under Poisson sampling).
+    scheme : {"stratified", "poisson"}
+        Stratified sampling without replacement or Poisson sampling.
+    method : {"sqrt", "paper", "proportional", "equal"}
+        The allocation method (as for :func:`design`).
+    targets : dict
+        Target measure (``"sensitivity"``, ``"specificity"``, ``"precision"``) -> weight.
+    rule_rate : float
+        ``rbar``, the positive rate of the rules planned for.
+    defensive : float
+        ``λ``, the weight of proportional allocation mixed into the allocation, in [0, 1).
 
     Attributes
     ----------
@@ -254,6 +299,40 @@ def _poisson_inclusion(a: np.ndarray, budget: int, floor: np.ndarray | float) ->
     lam = optimize.brentq(lambda v: total(v) - budget, 0.0, hi, xtol=1e-14 * hi)
     p = np.clip(lam * a, floor, 1.0)
     return p * (budget / p.sum())
+
+
+def _poisson_floored(
+    a: np.ndarray, h: np.ndarray, sizes: np.ndarray, budget: int, minimum: int
+) -> np.ndarray:
+    """Poisson inclusion probabilities ``∝ a`` (capped at 1) summing to ``budget`` with at least
+    ``min(N_h, minimum)`` expected labels in every stratum ``h``.
+
+    A stratum whose share falls below its floor gets exactly the floor (spread ``∝ a`` inside it)
+    and the others share the rest; strata are added to the floored set until none is below its
+    floor (at most one pass per stratum: a stratum, once floored, stays floored).
+    """
+    floor = np.minimum(sizes, minimum).astype(float)
+    if floor.sum() > budget:
+        raise ValueError(
+            f"budget={budget} is too small: each of the {len(sizes)} strata needs at least "
+            f"{minimum} labels (reduce n_strata or min_per_stratum)"
+        )
+    fixed = np.zeros(sizes.size, dtype=bool)
+    while True:
+        incl = np.empty(a.size)
+        for k in np.flatnonzero(fixed):
+            m = h == k
+            ak = a[m]  # every item of a floored stratum keeps some share, so the floor is met
+            ak = np.maximum(ak, 1e-9 * ak.max()) if ak.max() > 0 else np.ones_like(ak)
+            incl[m] = 1.0 if floor[k] >= ak.size else _poisson_inclusion(ak, floor[k], 0.0)
+        free = ~fixed[h]
+        rest = budget - floor[fixed].sum()
+        if free.any():
+            incl[free] = 1.0 if rest >= free.sum() else _poisson_inclusion(a[free], rest, 0.0)
+        low = ~fixed & (np.bincount(h, incl, sizes.size) < floor * (1 - 1e-12))
+        if not low.any():
+            return incl
+        fixed |= low
 
 
 def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
@@ -599,15 +678,7 @@ def design(
             item_a = (1 - lam) * item_a / item_a.sum() * budget + lam * budget / N
         else:
             item_a = (target / sizes)[h]
-        incl = _poisson_inclusion(item_a, budget, 0.0)
-        if mps > 0:
-            # guarantee the expected count per stratum
-            per = np.bincount(h, incl, H)
-            low = per < np.minimum(sizes, mps)
-            if np.any(low):
-                boost = np.where(low, np.minimum(sizes, mps) / np.maximum(per, 1e-300), 1.0)
-                incl = np.minimum(incl * boost[h], 1.0)
-                incl = _poisson_inclusion(incl, budget, 0.0)
+        incl = _poisson_floored(item_a, h, sizes, budget, mps)
         alloc = np.bincount(h, incl, H)
     return BenchmarkDesign(
         strata=h,

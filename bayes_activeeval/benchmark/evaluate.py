@@ -63,6 +63,20 @@ def totals_bias(TP, FN, FP, TN, var_r):
 class BenchmarkEvaluation:
     """Estimates of sensitivity, specificity, precision, F1 and accuracy for many rules.
 
+    Returned by :func:`evaluate`.
+
+    Parameters
+    ----------
+    table : xarray.Dataset (rule, measure)
+        The point estimates, standard errors, effective sizes, degrees of freedom and intervals.
+    posterior : xarray.DataTree or None
+        The Bayesian posterior of the measures per rule (``None`` when :func:`evaluate` was called
+        with ``posterior=None``).
+    cells : xarray.Dataset
+        The labeled counts and weight sums (and pool counts when known) per cell.
+    level : float
+        The confidence level of the intervals in ``table``, in (0, 1).
+
     Attributes
     ----------
     table : xarray.Dataset (rule, measure)

@@ -116,6 +116,22 @@ def paper_alpha(
     ``alpha > 1`` for more negatives. Under skew (``pi`` small) ``alpha << 1`` for every pair:
     e.g. ``pi = 0.04`` gives ``alpha = 0.0433`` from Eq. 3.29. The magnitude is not a usable
     target share at realistic budgets (see :func:`saturation_budget`).
+
+    Parameters
+    ----------
+    prevalence : float or array
+        ``pi``, the positive rate of the pool, in (0, 1).
+    rule_rate : float or array, optional
+        ``r``, the positive rate of the (future) rule; ``None`` (the default) means ``r = pi``
+        (Eq. 3.29).
+    pair : {"precision-specificity", "sensitivity-specificity", "uninformative"}, optional
+        Which two error bounds are set equal (default ``"precision-specificity"``; ignored when
+        ``rule_rate`` is ``None``), as for :func:`equalizing_rate`.
+
+    Returns
+    -------
+    float or ndarray
+        ``alpha`` (broadcast over the inputs).
     """
     pi = check_rate(prevalence, "prevalence")
     return _out(np.asarray(equalizing_rate(pi, rule_rate, pair=pair)) / pi)
@@ -172,6 +188,21 @@ def saturation_budget(prevalence: Any, pool_size: int, unlabeled_rate: Any) -> A
     22,300 labels — far beyond the paper's 2,000 — so in practice the guideline is bang-bang:
     "if ``alpha < 1``, fill the budget with minority items". That is why :func:`design` uses the
     square-root rules for the amount.
+
+    Parameters
+    ----------
+    prevalence : float or array
+        ``pi``, the positive rate of the pool, in (0, 1).
+    pool_size : int
+        ``N = |S|``, the number of pool items.
+    unlabeled_rate : float or array
+        ``p``, the target positive rate among the unlabeled items, e.g. from
+        :func:`equalizing_rate`.
+
+    Returns
+    -------
+    float or ndarray
+        The budget ``|L|`` (not rounded; 0 when ``p >= pi``), broadcast over the inputs.
     """
     pi = check_rate(prevalence, "prevalence")
     N = check_count(pool_size, "pool_size")

@@ -81,6 +81,43 @@ class LazyBenchmarkDesign:
     Holds only stratum-level quantities; the per-item ``strata``, ``inclusion`` and ``guess`` are
     lazy dask arrays. :meth:`sample` reads only the chunks holding the sampled items.
 
+    Parameters
+    ----------
+    pool : LazyPool
+        The binary pool on dask the design samples from.
+    model : str
+        The model whose positive-class probability is the guess ``s``.
+    inner : ndarray
+        Sorted inner boundaries of the raw strata of ``logit(s)`` (an item's raw stratum is
+        ``searchsorted(inner, logit(s), "right")``).
+    relabel : ndarray of int
+        Maps each raw stratum (``inner.size + 1`` of them) to its stratum in ``0..H-1``.
+    allocation : ndarray (H,) of int
+        Labels per stratum.
+    stratum_sizes : ndarray (H,) of int
+        Pool items per stratum, ``N_h``.
+    chunk_counts : ndarray (chunks, H) of int
+        Items of each stratum in each chunk.
+    stratum_guess : ndarray (H,)
+        Mean guessed positive probability per stratum.
+    influence_sums : ndarray (targets, H)
+        ``Σ`` over each stratum of each target's per-item influence (in the order of
+        ``targets``; used by :meth:`predicted_variance_ratio`).
+    prevalence : float
+        ``pi``, the pool's positive rate used for planning.
+    budget : int
+        Labels to spend.
+    scheme : {"stratified"}
+        The sampling scheme (the only one on a lazy pool).
+    method : {"sqrt", "paper", "proportional", "equal"}
+        The allocation method.
+    targets : dict
+        Target measure -> weight.
+    rule_rate : float
+        ``rbar``, the positive rate of the rules planned for.
+    defensive : float
+        ``λ``, the weight of proportional allocation mixed into the allocation, in [0, 1).
+
     Attributes
     ----------
     allocation, stratum_sizes : ndarray (H,)
@@ -238,6 +275,44 @@ def lazy_design(
     ``logit(s)``), found exactly from additive histograms; sizes, ``Σ s`` and the influences of
     the square-root rule (Cochran (1977), Sec. 5.5) are per-stratum sums over the chunks; the
     allocation is the in-memory one.
+
+    Parameters
+    ----------
+    pool : LazyPool
+        A pool on dask with binary probabilities: its model's positive-class probability is the
+        guess (a hard 0/1 guess is refused).
+    budget : int
+        Labels to spend, at most the pool size.
+    targets : str, sequence or mapping, optional
+        ``"sensitivity"``, ``"specificity"``, ``"precision"`` (weights via a mapping; default
+        all three).
+    guess : None, optional
+        Must be ``None`` (a given guess needs an in-memory pool).
+    method : {"sqrt", "paper", "proportional", "equal"}, optional
+        The allocation method (default ``"sqrt"``), as for
+        :func:`~bayes_activeeval.benchmark.design`.
+    scheme : {"stratified"}, optional
+        Must be ``"stratified"`` (the default; Poisson sampling needs an in-memory pool).
+    n_strata : int, optional
+        Score strata of ``logit(s)`` (default ``budget // 25`` clipped to 2..8).
+    strata : None, optional
+        Must be ``None`` (user strata need an in-memory pool).
+    prevalence : float, optional
+        ``pi``; default the mean guess.
+    rule_rate : float, optional
+        ``rbar``, the positive rate of the rules planned for (default ``pi``).
+    guess_precision : float, optional
+        Unused: it applies to a hard 0/1 guess, which a lazy pool refuses.
+    model : str, optional
+        Which model of a multi-model pool holds the guess.
+    defensive : float, optional
+        Mixing weight ``λ`` with proportional allocation, in [0, 1) (default 0.1).
+    min_per_stratum : int, optional
+        Minimum labels per stratum (default 2).
+
+    Returns
+    -------
+    LazyBenchmarkDesign
     """
     if method not in ("sqrt", "paper", "proportional", "equal"):
         raise ValueError(

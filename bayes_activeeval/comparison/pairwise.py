@@ -118,6 +118,22 @@ def wald_test(
     For callers that estimate ``Δ̂`` and its standard error themselves (e.g.
     :mod:`bayes_activeeval.ranking`). A zero standard error gives ``T = 0`` if ``Δ̂ = 0`` and
     ``±inf`` otherwise.
+
+    Parameters
+    ----------
+    estimate : float
+        ``Δ̂``, the estimated difference ``G_a − G_b``.
+    stderr : float
+        Its standard error.
+    alternative : {"two-sided", "less", "greater"}, optional
+        ``"less"``: ``H1: Δ < 0``; ``"greater"``: ``H1: Δ > 0`` (default ``"two-sided"``).
+
+    Returns
+    -------
+    statistic : float
+        ``T`` (NaN when ``estimate`` or ``stderr`` is not finite).
+    pvalue : float
+        Its p-value under the standard normal (NaN with ``T``).
     """
     alternative = _check_alternative(alternative)
     z = _z(float(estimate), float(stderr))
@@ -131,6 +147,15 @@ def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
     For classification an item belongs to ``D_≠`` when ``ℓ_a(x, y) ≠ ℓ_b(x, y)`` for some class
     ``y`` (exact enumeration over the classes); for regression when the two models' views differ
     (prediction, predictive std or score), since a loss can only read those.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool holding both models.
+    measure : str or Measure
+        The measure whose losses are compared (a name or a :class:`~bayes_activeeval.Measure`).
+    a, b : str
+        The two models.
 
     Returns
     -------

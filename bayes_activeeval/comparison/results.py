@@ -28,6 +28,19 @@ class ScoreSums:
     ``Σ v (δ − Δ0) / sqrt(Σ v² (δ − Δ0)²)`` (Sawade (2012), Eq. 3.23 with the variance under the
     null); both :class:`ComparisonResult` and :class:`MultipleComparisonResult` keep these sums
     (scalars or arrays) and invert the test with :func:`invert_score_test`.
+
+    Parameters
+    ----------
+    A : float or ndarray
+        ``Σ v δ``, the weighted sum of the paired loss differences.
+    W : float or ndarray
+        ``Σ v``, the sum of the importance weights.
+    B : float or ndarray
+        ``Σ v² δ²``.
+    C : float or ndarray
+        ``Σ v² δ``.
+    D : float or ndarray
+        ``Σ v²``.
     """
 
     A: Any
@@ -44,6 +57,19 @@ def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     ``a Δ0² − 2 b Δ0 + c ≤ 0`` with ``a = W² − z² D``, ``b = A W − z² C``, ``c = A² − z² B``:
     the interval ``(b ∓ sqrt(b² − a c)) / a`` when ``a > 0`` (a Wilson-type interval), the whole
     line otherwise (effective sample size ``W²/D`` below ``z²``). Works elementwise on arrays.
+
+    Parameters
+    ----------
+    sums : ScoreSums
+        The sums of one pair (scalars) or of a table of pairs (arrays).
+    z : float
+        The critical value (``z_{(1+level)/2}`` for a two-sided interval at ``level``).
+
+    Returns
+    -------
+    low, high : float or ndarray
+        The interval's ends (``−inf`` and ``inf`` where it is the whole line); floats for scalar
+        sums.
     """
     a = sums.W * sums.W - z * z * sums.D
     b = sums.A * sums.W - z * z * sums.C
@@ -73,6 +99,47 @@ def interval_method(method: str | None, newcombe_ok: bool, why: str) -> str:
 @dataclass(frozen=True, repr=False)
 class ComparisonResult:
     """The paired Wald test of ``H0: G_a = G_b`` (Sawade (2012), Eqs. 3.21-3.24).
+
+    Returned by :func:`~bayes_activeeval.compare`.
+
+    Parameters
+    ----------
+    statistic : float
+        The test statistic ``T``.
+    pvalue : float
+        Its p-value for ``alternative``.
+    estimate : float
+        ``Δ̂ = Ĝ_a − Ĝ_b``.
+    stderr : float
+        The standard error of ``Δ̂``.
+    alternative : {"two-sided", "less", "greater"}
+        The alternative hypothesis tested.
+    models : tuple of str
+        The two models ``(a, b)``.
+    estimates : dict
+        Each model's estimate (NaN where not identified).
+    stderrs : dict
+        Each model's standard error.
+    n_draws : int
+        Draws entering the estimate.
+    n_labels : int
+        Labels bought.
+    measure : str
+        The name of the measure compared.
+    greater_is_better : bool, optional
+        Whether larger values of the measure are better (default ``False``).
+    support_mass : float, optional
+        ``Σ_{q>0} p`` of the proposal (default 1: full support).
+    variance : {"wald", "score"}, optional
+        The test's variance (default ``"wald"``): centred at ``Δ̂`` (Wald) or under the null
+        (score-type, whose interval inverts the test with ``sums``).
+    sums : ScoreSums, optional
+        The sums of the score-type test (``None``, the default, with ``variance="wald"``).
+    per_model : Estimate, optional
+        The two models' estimates on the shared draws (default ``None``: not kept or not
+        identified).
+    bounds : tuple of float, optional
+        The range of the measure (default ``(-inf, inf)``: unbounded).
 
     Attributes
     ----------
@@ -256,6 +323,19 @@ class ComparisonResult:
 class BestModel:
     """The best model and the probability of each model being the best.
 
+    Returned by :meth:`MultipleComparisonResult.best`.
+
+    Parameters
+    ----------
+    model : str
+        The model with the best point estimate.
+    probability : float
+        The probability that ``model`` is the best.
+    probabilities : pandas.Series
+        The probability that each model is the best, indexed by model.
+    source : {"bootstrap", "posterior"}
+        Where the probabilities come from: the parametric bootstrap or posterior draws.
+
     Attributes
     ----------
     model : str
@@ -282,6 +362,59 @@ class MultipleComparisonResult:
     the family tested, e.g. pairs not involving the baseline for Dunnett), as in
     :class:`scipy.stats._result_classes.TukeyHSDResult`.
 
+    Returned by :func:`~bayes_activeeval.multiple_comparison`.
+
+    Parameters
+    ----------
+    models : tuple of str
+        The ``k`` models compared.
+    estimates : ndarray (k,)
+        Each model's estimate ``Ĝ_i``.
+    cov : ndarray (k, k)
+        Their joint covariance ``Σ̂``.
+    difference : ndarray (k, k)
+        ``Ĝ_i − Ĝ_j`` (NaN outside the family).
+    stderr : ndarray (k, k)
+        The standard errors of the differences (NaN outside the family; the Wald ones, centred
+        at the estimates, also with ``variance="score"``).
+    statistic : ndarray (k, k)
+        The pairs' test statistics.
+    pvalue : ndarray (k, k)
+        The multiplicity-adjusted p-values.
+    raw_pvalue : ndarray (k, k)
+        The unadjusted two-sided p-values.
+    method : {"tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none"}
+        The multiple-comparison procedure.
+    level : float
+        The family-wise confidence level ``1 − α``.
+    critical_value : float
+        The simultaneous critical value at ``level``.
+    baseline : str or None
+        The model every other is compared with (required by Dunnett, optional for Holm,
+        Bonferroni and ``"none"``); ``None`` for all pairs.
+    measure : str
+        The name of the measure compared.
+    greater_is_better : bool
+        Whether larger values of the measure are better.
+    n_draws : int
+        Draws entering the estimates.
+    n_labels : int
+        Labels bought.
+    variance : {"wald", "score"}, optional
+        The tests' variance (default ``"wald"``), as for :class:`ComparisonResult`.
+    critical : FamilyCritical, optional
+        The procedure's critical value at any level (for intervals at another ``level``).
+    sums : ScoreSums, optional
+        k × k sums of the score-type tests, whose inversion gives the ``"test"`` intervals
+        (``None``, the default, for Wald tests and the studentized range).
+    bounds : tuple of float, optional
+        The range of the measure (default ``(-inf, inf)``: unbounded).
+    per_model : Estimate, optional
+        The ``k`` estimates on the shared draws (default ``None``).
+    interval_critical : FamilyCritical, optional
+        The critical value of the default (Newcombe) intervals when it differs from the tests'
+        (default ``None``: ``critical``).
+
     Attributes
     ----------
     models : tuple of str
@@ -300,7 +433,8 @@ class MultipleComparisonResult:
     pvalue : ndarray (k, k)
         Multiplicity-adjusted p-values.
     raw_pvalue : ndarray (k, k)
-        Unadjusted two-sided Wald p-values.
+        Unadjusted two-sided p-values of :attr:`statistic` (Wald, or score with
+        ``variance="score"``).
     method : str
     level : float
         Simultaneous confidence level of :meth:`confidence_interval` and :attr:`reject`.
@@ -668,6 +802,20 @@ class FamilyCritical:
     Data, not a closure, so a :class:`MultipleComparisonResult` pickles: ``method`` with what it
     needs — the max-|z| distribution (``"tukey"``, ``"dunnett"``), ``k`` and ``df``
     (``"studentized_range"``), the family size ``n_pairs`` (``"holm"``, ``"bonferroni"``).
+
+    Parameters
+    ----------
+    method : {"tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none"}
+        The multiple-comparison procedure (``"none"``: the per-pair ``z_{(1+level)/2}``).
+    k : int
+        The number of models.
+    n_pairs : int
+        The number of contrasts in the family.
+    df : float, optional
+        Degrees of freedom of the studentized range (default ``inf``).
+    max_abs_z : MaxAbsZ, optional
+        The max-|z| distribution of the family, needed by ``"tukey"`` and ``"dunnett"``
+        (default ``None``).
     """
 
     method: str

@@ -215,6 +215,17 @@ def lazy_score_strata(pool: LazyPool, n_strata: int, *, method: str, model=None)
     ``model`` names the model whose default scores are stratified, or is a tuple
     ``(fn, *args)`` with ``fn(chunk_pool, offset, *args)`` the scores of a chunk.
 
+    Parameters
+    ----------
+    pool : LazyPool
+    n_strata : int
+        Number of strata requested, at least 1 (fewer may result).
+    method : {"quantile", "csf"}
+        Equal-size strata, or the cumulative-sqrt(F) rule.
+    model : str or tuple, optional
+        The model whose default scores are stratified (default ``None``: the pool's only
+        model), or ``(fn, *args)`` as above.
+
     Returns
     -------
     inner : ndarray
@@ -298,6 +309,37 @@ def stratified_proposal(
     masses ``P_h`` (and for Neyman allocation ``Σ_h p u``, with ``u`` the integrand of Sawade
     (2012), Thm. 4.1) are per-chunk sums; ``q(x) = a_h p(x)/P_h`` is recomputed per chunk.
     ``strata`` must be a number of strata and the scores the pool's (``scores=None``).
+
+    Parameters
+    ----------
+    pool : LazyPool
+    measure : str or Measure, optional
+        The measure whose ``u(x)`` the ``"neyman"`` allocation uses; not needed for
+        ``"proportional"``.
+    strata : int, optional
+        Number of strata (default ``10``).
+    allocation : {"proportional", "neyman"}, optional
+        The share of draws per stratum (default ``"proportional"``).
+    model : str, optional
+        Which model of the pool (default ``None``: the only one): its default scores are
+        stratified (:func:`~bayes_activeeval.proposals.default_scores`) and, for ``"neyman"``,
+        its predictions and probabilities enter ``u(x)``.
+    scores : None
+        Must be ``None`` (the pool's own scores).
+    belief : None, array-like or callable, optional
+        The belief ``π`` of ``u(x)`` for ``"neyman"``, as for :func:`optimal_proposal` (default
+        ``None``: the model's probabilities).
+    method : {"quantile", "csf"}, optional
+        Equal-size strata, or the cumulative-sqrt(F) rule (default ``"quantile"``).
+    mix : float, optional
+        Defensive mixture with ``p`` (default ``0.0``).
+
+    Returns
+    -------
+    LazyProposal
+        ``kind="stratified"``; ``info`` holds ``allocation`` (``a_h``), ``stratum_mass``
+        (``P_h``) and ``mix``, and for ``"neyman"`` ``risk``; ``edges`` has the strata's
+        score boundaries.
     """
     if allocation not in ("proportional", "neyman"):
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")

@@ -70,6 +70,24 @@ class ChunkSpec:
 
     Small and picklable, so it travels to distributed workers with every task.
 
+    Parameters
+    ----------
+    models : tuple of str
+        The pool's model names (the ``<model>`` of the ``"pred/<model>"`` columns).
+    task : str
+        The pool's task, ``"binary"``, ``"multiclass"`` or ``"regression"``.
+    classes : ndarray or None
+        The class values of the whole pool (``None`` for regression).
+    pos_label : object or None
+        The positive class of the whole pool (``None``: none).
+    n_items : int
+        Items in the whole pool.
+    weight_total : float or None
+        Sum of the raw item weights over the pool (``None``: uniform ``p = 1/n_items``).
+    has_probs, has_std, has_scores, has_costs : bool
+        Whether the chunks carry ``"prob/<model>"``, ``"std/<model>"``, ``"score/<model>"`` and
+        ``"cost"`` columns.
+
     Attributes
     ----------
     models : tuple of str
@@ -166,27 +184,93 @@ def run_chunk(spec: ChunkSpec, parts, offset: int, fn: Callable, *args: Any) -> 
 
 
 def get_column(parts, key):
-    """The raw column ``key`` of a chunk (a raw-column task: ``(parts, key)``)."""
+    """The raw column ``key`` of a chunk (a raw-column task: ``(parts, key)``).
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns, keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"cost"``, ….
+    key : str
+        The column, e.g. ``"pred/<model>"`` or ``"cost"``.
+
+    Returns
+    -------
+    ndarray
+    """
     return parts[key]
 
 
 def chunk_p(cp: Pool, offset: int) -> np.ndarray:
-    """``p(x)`` on a chunk."""
+    """``p(x)`` on a chunk.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item (unused).
+
+    Returns
+    -------
+    ndarray (n_k,)
+        The global ``p(x)`` of the chunk's items (not renormalized).
+    """
     return cp.p
 
 
 def first_predictions(parts, offset, models):
-    """The raw predictions of the first model on a chunk (to tell regression from classes)."""
+    """The raw predictions of the first model on a chunk (to tell regression from classes).
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns, keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"cost"``, ….
+    offset : int
+        Global index of the chunk's first item (unused).
+    models : tuple of str
+        The pool's model names; the first one's column is read.
+
+    Returns
+    -------
+    ndarray (n_k,)
+    """
     return np.asarray(parts[f"pred/{models[0]}"])
 
 
 def unique_predictions(parts, offset, models):
-    """The distinct raw predictions of all models on a chunk (to infer the classes)."""
+    """The distinct raw predictions of all models on a chunk (to infer the classes).
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns, keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"cost"``, ….
+    offset : int
+        Global index of the chunk's first item (unused).
+    models : tuple of str
+        The pool's model names.
+
+    Returns
+    -------
+    ndarray
+        Sorted distinct values.
+    """
     return np.unique(np.concatenate([np.unique(np.asarray(parts[f"pred/{m}"])) for m in models]))
 
 
 def weight_sum(parts, offset):
     """``Σ`` of the raw item weights of a chunk, checked finite and non-negative.
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns; its ``"weight"`` column is read.
+    offset : int
+        Global index of the chunk's first item (names a bad item in the error).
+
+    Returns
+    -------
+    float
 
     Raises
     ------
@@ -206,6 +290,20 @@ def take_raw(parts, local: np.ndarray, spec: ChunkSpec) -> dict[str, np.ndarray]
     """The raw columns of the rows ``local`` of a chunk, and their global ``p`` (key ``"__p"``).
 
     The rows are validated and encoded later, together (:meth:`ChunkSpec.pool` with ``p``).
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns, keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"cost"``, ….
+    local : ndarray of int
+        Row indices within the chunk (repeats allowed).
+    spec : ChunkSpec
+        The pool's spec (its ``weight_total`` and ``n_items`` give ``p``).
+
+    Returns
+    -------
+    dict of ndarray
+        Every column but ``"weight"`` at the rows ``local``, and ``"__p"``.
     """
     out = {k: np.asarray(v)[local] for k, v in parts.items() if k != "weight"}
     if spec.weight_total is None:
@@ -247,7 +345,28 @@ def chunk_belief(cp: Pool, offset: int, measure: Measure, model, belief, floor: 
 
 def risk_chunk(cp: Pool, offset: int, measure, model, belief, floor) -> np.ndarray:
     """The chunk's share ``Σ_{x∈k} p(x) E_π[ℓ(x, y)]`` of the intrinsic risk (Sawade (2012),
-    Eq. 4.21-4.22); the shares of all chunks add up to ``R``."""
+    Eq. 4.21-4.22); the shares of all chunks add up to ``R``.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    measure : str or Measure
+        The measure, as given to :func:`~bayes_activeeval.optimal_proposal`.
+    model : str or None
+        Which model, for a pool with several and a measure not bound to models.
+    belief : None, array-like or callable
+        As for :func:`chunk_belief`.
+    floor : float
+        The belief floor.
+
+    Returns
+    -------
+    ndarray (d,)
+    """
     m, views = cp.resolve(measure, model)
     b = chunk_belief(cp, offset, m, model, belief, floor)
     table = loss_table(cp, m, views) if isinstance(b, CategoricalBelief) else None
@@ -259,7 +378,32 @@ def floor_sums_chunk(
 ) -> tuple[float, float]:
     """The chunk's shares of the sums ``S``, ``T`` behind the scaled belief floor
     (:func:`~bayes_activeeval.kernel.belief_floor_sums`, under the unfloored belief, at its
-    intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p c^(-1/2)`` when ``costs``)."""
+    intrinsic risk ``R`` and ``J = Dg(R)``; ``k = p c^(-1/2)`` when ``costs``).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    measure : str or Measure
+        The measure, as given to :func:`~bayes_activeeval.optimal_proposal`.
+    model : str or None
+        Which model, for a pool with several and a measure not bound to models.
+    belief : None, array-like or callable
+        As for :func:`chunk_belief`.
+    R : ndarray (d,)
+        The pool-wide intrinsic risk under the unfloored belief.
+    J : ndarray (m, d)
+        ``Dg(R)``.
+    costs : bool
+        Whether the pool's label costs enter ``k`` (ignored when the pool has none).
+
+    Returns
+    -------
+    S_k, T_k : float
+    """
     m, views = cp.resolve(measure, model)
     b = chunk_belief(cp, offset, m, model, belief, 0.0)
     k = cp.p / np.sqrt(cp.costs) if costs and cp.costs is not None else None
@@ -269,6 +413,33 @@ def floor_sums_chunk(
 @dataclass(frozen=True)
 class OptimalParams:
     """Everything a chunk needs to recompute its ``u``, ``s`` and ``q`` of the optimal proposal.
+
+    Parameters
+    ----------
+    measure : str or Measure
+        The measure, as given to :func:`~bayes_activeeval.optimal_proposal`.
+    model : str or None
+        Which model, for a pool with several and a measure not bound to models.
+    belief : None, array-like or callable
+        The belief, as for :func:`chunk_belief`.
+    floor : float
+        The belief floor applied on every chunk.
+    R : ndarray (d,)
+        The pool-wide risk at which to linearize.
+    J : ndarray (m, d)
+        ``Dg(R)``.
+    estimator : str
+        ``"ipw"`` or ``"model_assisted"``.
+    costs : bool
+        Whether the pool's label costs enter ``s``.
+    uniform : bool
+        Whether ``p`` is uniform (then ``s`` drops it).
+    mix : float, optional
+        Defensive mixture weight ``δ`` (default ``0.0``).
+    S : float, optional
+        ``Σ_x s(x)`` over the pool (default ``1.0``, a placeholder until it is summed).
+    passive : bool, optional
+        Whether the proposal falls back to ``p`` (default ``False``).
 
     Attributes
     ----------
@@ -307,7 +478,22 @@ class OptimalParams:
 def u_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
     """``u(x) = E_π‖Dg(R)(ℓ(x, y) − R)‖²`` on a chunk (Sawade (2012), Thm. 4.1, the integrand of
     Eq. 4.6), or the belief's conditional variance for the model-assisted estimator: the core
-    kernel's :func:`~bayes_activeeval.kernel.deviation_integrand` at the pool-wide ``R``."""
+    kernel's :func:`~bayes_activeeval.kernel.deviation_integrand` at the pool-wide ``R``.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    prm : OptimalParams
+        The optimal proposal's parameters.
+
+    Returns
+    -------
+    ndarray (n_k,)
+    """
     m, _ = cp.resolve(prm.measure, prm.model)
     b = chunk_belief(cp, offset, m, prm.model, prm.belief, 0.0)  # the kernel floors it
     itg = deviation_integrand(
@@ -324,7 +510,23 @@ def u_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
 
 def s_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
     """``s(x) = p(x) c(x)^(-1/2) sqrt(u(x))`` (``p`` dropped when uniform: it cancels), the
-    unnormalized optimal proposal of Sawade (2012), Thm. 4.1 / Thm. 4.2 (Eq. 4.25)."""
+    unnormalized optimal proposal of Sawade (2012), Thm. 4.1 / Thm. 4.2 (Eq. 4.25).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    prm : OptimalParams
+        The optimal proposal's parameters.
+
+    Returns
+    -------
+    ndarray (n_k,)
+        ``p`` itself (a copy) when ``prm.passive``.
+    """
     p = cp.p
     if prm.passive:
         return p.copy()
@@ -336,6 +538,18 @@ def s_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
 
 def mass_chunk(cp: Pool, offset: int, prm: OptimalParams, check_support: bool):
     """The sums of one chunk behind the first level of the two-level draw.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    prm : OptimalParams
+        The optimal proposal's parameters.
+    check_support : bool
+        Also look for items that need ``q > 0`` but get ``s = 0``.
 
     Returns
     -------
@@ -356,7 +570,22 @@ def mass_chunk(cp: Pool, offset: int, prm: OptimalParams, check_support: bool):
 
 def q_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
     """``q(x) = (1 − δ) s(x)/S + δ p(x)`` on a chunk: the mixed optimal proposal
-    (:func:`~bayes_activeeval.kernel.mix_proposal` with the pool-wide normalizer ``S``)."""
+    (:func:`~bayes_activeeval.kernel.mix_proposal` with the pool-wide normalizer ``S``).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    prm : OptimalParams
+        The optimal proposal's parameters.
+
+    Returns
+    -------
+    ndarray (n_k,)
+    """
     return mix_proposal(s_chunk(cp, offset, prm), cp.p, prm.mix, total=prm.S)
 
 
@@ -395,27 +624,107 @@ def draw_chunk(
 
 
 def pred_var_chunk(cp: Pool, offset: int, prm: OptimalParams) -> float:
-    """The chunk's share of ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Lemma 3.4, Eq. 4.4)."""
+    """The chunk's share of ``Σ_x p(x)² u(x)/q(x)`` (Sawade (2012), Lemma 3.4, Eq. 4.4).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    prm : OptimalParams
+        The optimal proposal's parameters.
+
+    Returns
+    -------
+    float
+    """
     return predicted_variance(cp.p, u_chunk(cp, offset, prm), q_chunk(cp, offset, prm))
 
 
 def cost_chunk(cp: Pool, offset: int, qfn: Callable, prm: Any) -> float:
-    """The chunk's share of ``E_q[c] = Σ_x q(x) c(x)`` (``Σ q`` without costs)."""
+    """The chunk's share of ``E_q[c] = Σ_x q(x) c(x)`` (``Σ q`` without costs).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    qfn : callable
+        ``qfn(cp, offset, prm)``: the proposal on the chunk (e.g. :func:`q_chunk`).
+    prm
+        Its parameters.
+
+    Returns
+    -------
+    float
+    """
     q = qfn(cp, offset, prm)
     return float(q @ cp.costs) if cp.costs is not None else float(q.sum())
 
 
 def passive_q(cp: Pool, offset: int, prm: Any) -> np.ndarray:
-    """The passive proposal ``q = p`` on a chunk (``prm`` unused)."""
+    """The passive proposal ``q = p`` on a chunk (``prm`` unused).
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item (unused).
+    prm
+        Unused (the passive proposal has no parameters).
+
+    Returns
+    -------
+    ndarray (n_k,)
+    """
     return cp.p.copy()
 
 
 def passive_mass(cp: Pool, offset: int) -> float:
-    """``P_k = Σ_{x∈k} p(x)``, the chunk's share of the test distribution."""
+    """``P_k = Σ_{x∈k} p(x)``, the chunk's share of the test distribution.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item (unused).
+
+    Returns
+    -------
+    float
+    """
     return float(cp.p.sum())
 
 
 def qp_at(cp: Pool, offset: int, qfn: Callable, prm: Any, local: np.ndarray):
-    """``(q, p)`` at the chunk's items ``local``, with ``q = qfn(cp, offset, prm)``."""
+    """``(q, p)`` at the chunk's items ``local``, with ``q = qfn(cp, offset, prm)``.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    qfn : callable
+        ``qfn(cp, offset, prm)``: the proposal on the chunk (e.g. :func:`q_chunk`).
+    prm
+        Its parameters.
+    local : ndarray of int
+        Item indices within the chunk.
+
+    Returns
+    -------
+    q, p : ndarray
+        At ``local``.
+    """
     q = qfn(cp, offset, prm)
     return q[local], cp.p[local]

@@ -38,7 +38,17 @@ DEFAULT_CHUNK_SIZE = 1 << 20
 
 
 def is_lazy(pool: Any) -> bool:
-    """Whether ``pool`` is a dask-backed :class:`LazyPool`."""
+    """Whether ``pool`` is a dask-backed :class:`LazyPool`.
+
+    Parameters
+    ----------
+    pool : object
+        Any object.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(pool, LazyPool)
 
 
@@ -58,6 +68,36 @@ class LazyPool(Pool):
     :meth:`Pool.from_dask_dataframe`. It supports ``optimal_proposal``, ``passive_proposal``,
     ``Proposal.draw``, ``estimate`` and ``compare``; item-level reads (``view`` on index arrays,
     ``take``) gather only the requested items, chunk by chunk.
+
+    Parameters
+    ----------
+    parts : sequence of dask.delayed.Delayed
+        One task per chunk, in item order, computing the chunk's raw columns: a dict of ndarray
+        keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"std/<model>"``, ``"score/<model>"``,
+        ``"cost"``, ``"weight"``, ``"item_id"`` (:mod:`~bayes_activeeval.lazy.sources`).
+    sizes : sequence of int
+        Items per chunk, one per part; parts of size zero are dropped.
+    models : tuple of str
+        The model names (the ``<model>`` of the columns).
+    has_probs : bool
+        Whether the chunks carry ``"prob/<model>"`` columns.
+    has_std, has_scores, has_costs, has_weights, has_item_ids : bool, optional
+        Whether the chunks carry ``"std/<model>"``, ``"score/<model>"``, ``"cost"``,
+        ``"weight"`` and ``"item_id"`` columns (default ``False`` each).
+    prob_ndim : int, optional
+        ``1`` when a ``"prob/<model>"`` column is the vector ``P(y = pos_label | x)``, ``2``
+        when it is an ``(n, C)`` array (default ``1``).
+    n_prob_cols : int, optional
+        ``C``, the columns of a two-dimensional probability array (default ``None``).
+    classes, pos_label : optional
+        As for :class:`~bayes_activeeval.Pool`; ``classes`` is read from the distinct
+        predictions (one pass over the chunks) when not given.
+    task : {"binary", "multiclass", "classification", "regression"}, optional
+        Regression with ``has_std`` or ``task="regression"``; otherwise classification, except
+        that with ``task=None`` (the default), no probabilities and non-integer float
+        predictions in the first chunk the pool is regression.
+    client : distributed.Client, optional
+        Where to compute (default ``None``: the ambient client if any, else dask's threads).
 
     Attributes
     ----------
@@ -127,8 +167,15 @@ class LazyPool(Pool):
             self.task = "classification"
             if task is None and not has_probs:
                 first = self._compute_parts([0], first_predictions, self.models)[0]
-                if first.dtype.kind == "f" and np.any(first != np.round(first)):
-                    self.task = "regression"
+                if first.dtype.kind == "f":
+                    # as an in-memory pool: regression if any of the first model's predictions
+                    # is not a whole number (a first chunk of whole numbers decides nothing)
+                    if np.all(first == np.round(first)):
+                        first = np.concatenate(
+                            self._compute_parts(None, unique_predictions, self.models[:1])
+                        )
+                    if np.any(first != np.round(first)):
+                        self.task = "regression"
         if self.task == "regression":
             self.classes = None
             self.pos_label, self.pos = None, None

@@ -54,6 +54,25 @@ __all__ = [
 class LazyProposal(Proposal):
     """A proposal over a :class:`LazyPool`: ``q`` is recomputed chunk by chunk when needed.
 
+    Parameters
+    ----------
+    pool : LazyPool
+        The pool the proposal is over.
+    kind : str
+        What kind of proposal (``"optimal"``, ``"passive"``, ``"stratified"``, …).
+    qfn : callable
+        The chunk task ``qfn(chunk_pool, offset, params)`` returning ``q`` on a chunk.
+    params : object
+        Its picklable parameters (e.g. :class:`~bayes_activeeval.lazy.chunks.OptimalParams`).
+    chunk_mass : array-like (n_chunks,)
+        ``Q_k``, the proposal's mass in each chunk.
+    info : dict, optional
+        Its keys ``"normalizer"``, ``"edges"`` and ``"support"`` set the attributes of those
+        names; the others are the fields of the
+        :class:`~bayes_activeeval.proposals.ProposalInfo` (default ``None``: none).
+    item_records : callable, optional
+        ``item_records(chunk_pool, offset, params, local)`` (default ``None``: no records).
+
     Attributes
     ----------
     q, p : dask.array.Array
@@ -284,6 +303,33 @@ def optimal_proposal(
     on a classification pool, from two more passes: the intrinsic risk under the unfloored
     belief, then the sums ``S``, ``T`` of :func:`~bayes_activeeval.kernel.belief_floor_sums`
     (``1e-6`` on a regression pool, as in memory).
+
+    Parameters
+    ----------
+    pool : LazyPool
+    measure : str or Measure
+        Any generalized measure (a difference of two models included).
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    belief : None, array-like or callable, optional
+        ``π(y|x)``, as above (default ``None``: the plug-in from the pool's probabilities or
+        predictive standard deviations, which the pool must then have).
+    risk : array-like (d,), optional
+        The ``R`` at which to linearize (default: the intrinsic risk under the floored belief).
+    costs : None or bool, optional
+        ``None``/``True``: the pool's label costs, if any; ``False``: none (default ``None``).
+    belief_floor : float or "auto", optional
+        Floor on each class probability of the belief, in ``[0, 1)`` (default ``"auto"``).
+    mix : float, optional
+        Defensive mixture weight ``δ`` in ``[0, 1]`` (default ``0.05``).
+    estimator : {"ipw", "model_assisted"}, optional
+        The estimator the proposal is optimal for (default ``"ipw"``).
+
+    Returns
+    -------
+    LazyProposal
+        ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``mix``, ``belief_floor``,
+        ``measure`` and ``estimator``, and ``normalizer`` is ``S = Σ_x s(x)``.
     """
     m0 = pool.resolve(measure, model)[0]  # the measure, from the pool's metadata only
     auto = isinstance(belief_floor, str)

@@ -189,7 +189,39 @@ def from_parquet(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     client: Any = None,
 ) -> LazyPool:
-    """A lazy pool reading Parquet row groups (see :meth:`Pool.from_parquet`)."""
+    """A lazy pool reading Parquet row groups (see :meth:`Pool.from_parquet`).
+
+    Parameters
+    ----------
+    path : str, path, glob or list of them
+        A Parquet file, a directory of them (searched recursively, read in sorted order), a glob
+        or a list. Items are numbered in file order, then row order.
+    predictions : str or dict of str, optional
+        Column name of ``f(x)`` (default ``"pred"``); a dict ``{"a": "pred_a", "b": "pred_b"}``
+        names several models.
+    probs : str, list of str or dict of them, optional
+        One column of ``P(y = pos_label | x)`` (binary) or a list of one column per class, per
+        model as for ``predictions`` (default ``"p"``; ``None`` for none).
+    predictive_std, scores : str or dict, optional
+        Column names, as for ``predictions`` (default ``None``: none).
+    costs, weights : str, optional
+        Column names of the label costs ``c(x)`` and of the item weights (``p(x)`` after
+        normalizing); default ``None``: none (uniform ``p``).
+    classes, pos_label : optional
+        As for :class:`~bayes_activeeval.Pool`; the classes are read from the predictions (one
+        pass over the chunks) when not given.
+    task : {"binary", "multiclass", "regression"}, optional
+        As for :class:`~bayes_activeeval.Pool` (inferred when not given).
+    chunk_size : int, optional
+        Items per chunk (default ``2**20``): whole row groups are grouped up to this many rows
+        (a row group larger than it is a chunk of its own).
+    client : distributed.Client, optional
+        Where to compute (default ``None``: the ambient client if any, else dask's threads).
+
+    Returns
+    -------
+    LazyPool
+    """
     import pyarrow.parquet as pq
 
     dask = import_dask()
@@ -256,7 +288,32 @@ def from_dask(
     chunk_size: int | None = None,
     client: Any = None,
 ) -> LazyPool:
-    """A lazy pool over dask (or NumPy) arrays (see :meth:`Pool.from_dask`)."""
+    """A lazy pool over dask (or NumPy) arrays (see :meth:`Pool.from_dask`).
+
+    Parameters
+    ----------
+    predictions : array-like (n,) or dict of them
+        The models' predictions ``f(x)``; a dict ``{"a": ya, "b": yb}`` holds several models.
+    probs : array-like (n,) or (n, C), or dict of them, optional
+        Class probabilities (default ``None``: none).
+    predictive_std, scores, costs, weights : array-like (n,) or dict, optional
+        As for :class:`~bayes_activeeval.Pool` (``costs`` and ``weights`` one array; default
+        ``None``: none).
+    classes, pos_label : optional
+        As for :class:`~bayes_activeeval.Pool`; the classes are read from the predictions (one
+        pass over the chunks) when not given.
+    task : {"binary", "multiclass", "regression"}, optional
+        As for :class:`~bayes_activeeval.Pool` (inferred when not given).
+    chunk_size : int, optional
+        Items per chunk (default ``None``: the chunks of the first predictions array); every
+        array is rechunked to match.
+    client : distributed.Client, optional
+        Where to compute (default ``None``: the ambient client if any, else dask's threads).
+
+    Returns
+    -------
+    LazyPool
+    """
     import_dask()
     import dask.array as da
 
@@ -330,7 +387,37 @@ def from_zarr(
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     client: Any = None,
 ) -> LazyPool:
-    """A lazy pool over arrays of a Zarr group (see :meth:`Pool.from_zarr`)."""
+    """A lazy pool over arrays of a Zarr group (see :meth:`Pool.from_zarr`).
+
+    Parameters
+    ----------
+    store : str or zarr store
+        The Zarr group (anything :func:`dask.array.from_zarr` opens).
+    predictions : str or dict of str, optional
+        Array name of ``f(x)`` (default ``"pred"``); a dict ``{"a": "pred_a", "b": "pred_b"}``
+        names several models.
+    probs : str, list of str or dict of them, optional
+        One array of ``P(y = pos_label | x)`` (binary) or of shape ``(n, C)``, or a list of one
+        array per class, per model as for ``predictions`` (default ``"p"``; ``None`` for none).
+    predictive_std, scores : str or dict, optional
+        Array names, as for ``predictions`` (default ``None``: none).
+    costs, weights : str, optional
+        Array names of the label costs ``c(x)`` and of the item weights (``p(x)`` after
+        normalizing); default ``None``: none (uniform ``p``).
+    classes, pos_label : optional
+        As for :class:`~bayes_activeeval.Pool`; the classes are read from the predictions (one
+        pass over the chunks) when not given.
+    task : {"binary", "multiclass", "regression"}, optional
+        As for :class:`~bayes_activeeval.Pool` (inferred when not given).
+    chunk_size : int, optional
+        Items per chunk (default ``2**20``; ``None``: the chunks of the predictions array).
+    client : distributed.Client, optional
+        Where to compute (default ``None``: the ambient client if any, else dask's threads).
+
+    Returns
+    -------
+    LazyPool
+    """
     import_dask()
     import dask.array as da
 
@@ -372,7 +459,35 @@ def from_dask_dataframe(
     task: str | None = None,
     client: Any = None,
 ) -> LazyPool:
-    """A lazy pool over the partitions of a dask DataFrame (see :meth:`Pool.from_dask_dataframe`)."""
+    """A lazy pool over the partitions of a dask DataFrame (see :meth:`Pool.from_dask_dataframe`).
+
+    Parameters
+    ----------
+    frame : dask.dataframe.DataFrame
+        The items, one chunk per partition (their lengths are computed once).
+    predictions : str or dict of str, optional
+        Column name of ``f(x)`` (default ``"pred"``); a dict ``{"a": "pred_a", "b": "pred_b"}``
+        names several models.
+    probs : str, list of str or dict of them, optional
+        One column of ``P(y = pos_label | x)`` (binary) or a list of one column per class, per
+        model as for ``predictions`` (default ``"p"``; ``None`` for none).
+    predictive_std, scores : str or dict, optional
+        Column names, as for ``predictions`` (default ``None``: none).
+    costs, weights : str, optional
+        Column names of the label costs ``c(x)`` and of the item weights (``p(x)`` after
+        normalizing); default ``None``: none (uniform ``p``).
+    classes, pos_label : optional
+        As for :class:`~bayes_activeeval.Pool`; the classes are read from the predictions (one
+        pass over the chunks) when not given.
+    task : {"binary", "multiclass", "regression"}, optional
+        As for :class:`~bayes_activeeval.Pool` (inferred when not given).
+    client : distributed.Client, optional
+        Where to compute (default ``None``: the ambient client if any, else dask's threads).
+
+    Returns
+    -------
+    LazyPool
+    """
     dask = import_dask()
     roles, models, prob_ndim, n_cols = _roles(
         predictions, probs, predictive_std, scores, costs, weights

@@ -39,6 +39,17 @@ def log_odds(probs: np.ndarray, pos: int) -> np.ndarray:
 
     Unlike ``logit(clip(p, clip, 1 − clip))`` (the calibration oracle's default covariate) this
     keeps items below the clip apart; only exact zeros are floored (at the smallest normal float).
+
+    Parameters
+    ----------
+    probs : array-like (n, 2)
+        Binary class probabilities, columns ordered as the pool's classes.
+    pos : int
+        Column of the positive class (``0`` or ``1``).
+
+    Returns
+    -------
+    ndarray (n,)
     """
     probs = np.asarray(probs, dtype=float)
     tiny = np.finfo(float).tiny

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..beliefs import CategoricalBelief, pool_belief
+from ._common import check_update
 
 __all__ = ["OracleModel", "PluginOracle", "make_oracle", "register_oracle"]
 
@@ -84,6 +85,12 @@ class PluginOracle(OracleModel):
 
     Under a deterministic oracle, labeled items get a point mass on their label; nothing else is
     learned. With several models the belief is their equal mixture (Sawade (2012), Eq. 5.11).
+
+    Parameters
+    ----------
+    deterministic : bool, optional
+        Whether the oracle gives each item one fixed label, so that labeled items get a point
+        mass on it (default ``True``); ``False``: the belief stays the models' probabilities.
     """
 
     name = "model"
@@ -98,10 +105,39 @@ class PluginOracle(OracleModel):
         self._probs = pool_belief(pool, tuple(models)).probs
         self._ready = True
 
-    def update(self, indices, labels, weights) -> None:
-        if self.deterministic:
-            for i, y in zip(np.asarray(indices).tolist(), np.asarray(labels).tolist(), strict=True):
-                self._known[int(i)] = int(y)
+    def update(self, indices, labels, weights=None) -> None:
+        """Record the labels (a deterministic oracle's point masses); nothing else is learned.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            Pool indices of the labeled draws.
+        labels : array-like of int
+            Their encoded labels (class indices).
+        weights : array-like, optional
+            Importance weights ``p/q`` (checked, not used).
+
+        Raises
+        ------
+        ValueError
+            Indices outside the pool, labels outside ``0..C-1``, or (deterministic oracle) an
+            item given a label other than the one it has.
+        """
+        self.check_ready()
+        n_items, n_classes = self._probs.shape
+        idx, y, _ = check_update(indices, labels, weights, n_items, n_classes)
+        if not self.deterministic:
+            return
+        new: dict[int, int] = {}
+        for i, c in zip(idx.tolist(), y.tolist(), strict=True):
+            had = self._known.get(i, new.get(i, c))
+            if had != c:  # checked before anything is recorded
+                raise ValueError(
+                    f"item {i} has label {had} and now {c}; a deterministic oracle gives one "
+                    "label per item (use deterministic=False)"
+                )
+            new[i] = c
+        self._known.update(new)
 
     def belief(self) -> CategoricalBelief:
         self.check_ready()
@@ -125,12 +161,33 @@ _REGISTRY: dict[str, Callable[..., OracleModel]] = {"model": PluginOracle}
 
 
 def register_oracle(name: str, factory: Callable[..., OracleModel]) -> None:
-    """Make an oracle model available to :func:`make_oracle` under ``name``."""
+    """Make an oracle model available to :func:`make_oracle` under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The name (an existing one is replaced).
+    factory : callable
+        ``factory(**kwargs) -> OracleModel``, e.g. the oracle model's class.
+    """
     _REGISTRY[name] = factory
 
 
 def make_oracle(oracle: str | OracleModel, **kwargs: Any) -> OracleModel:
-    """An oracle model from a name (``"model"``, ``"dirichlet-tree"``, ``"calibration"``, …)."""
+    """An oracle model from a name (``"model"``, ``"dirichlet-tree"``, ``"calibration"``, …).
+
+    Parameters
+    ----------
+    oracle : str or OracleModel
+        A name registered with :func:`register_oracle`, or an oracle model (returned as is).
+    **kwargs
+        Options passed to the named oracle's factory (refused with an oracle model).
+
+    Returns
+    -------
+    OracleModel
+        Not yet initialized when built from a name.
+    """
     if isinstance(oracle, OracleModel):
         if kwargs:
             raise TypeError("options are only accepted with an oracle name")

@@ -29,6 +29,18 @@ __all__ = ["CalibrationOptions", "calibration_map", "calibration_posterior"]
 class CalibrationOptions:
     """Options of the calibration posterior.
 
+    Parameters
+    ----------
+    fit : {"laplace", "nuts"}, optional
+        How the label model's parameters are drawn (default ``"laplace"``).
+    bin_width : float, optional
+        Width of the bins of the unlabeled items on the label model's feature (the log-odds;
+        the raw score for a pool without probabilities), positive (default ``0.1``).
+    calibration_options : dict, optional
+        Keyword arguments of the calibration oracle (default ``None``: its defaults, except
+        ``n_samples = max(512, 2 · chains · draws)`` and unclipped log-odds unless ``clip`` is
+        given).
+
     Attributes
     ----------
     fit : {"laplace", "nuts"}
@@ -79,6 +91,29 @@ def calibration_posterior(
     unlabeled item then draws its own label from the label model's posterior predictive and the
     measure is evaluated on the whole pool per draw (Marchant & Rubinstein (2021), Def. 1, with
     the ranking functional for ``g``).
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool with a positive class.
+    measure : str or Measure
+        A measure of one model, or a threshold-free measure of one model.
+    indices, labels : array-like (n,)
+        The labeled draws (a repeated item counts once) and their labels.
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    options : CalibrationOptions, optional
+        The method's options (default ``None``: ``CalibrationOptions()``).
+    deterministic : bool, optional
+        Must be ``True`` (default): the posterior is for a deterministic oracle.
+    draws, chains : int, optional
+        Posterior draws per chain and chains (default ``1000`` and ``2``).
+    tune : int, optional
+        NUTS tuning steps, ``fit="nuts"`` only (default ``1000``).
+    encoded : bool, optional
+        Labels are already class indices ``0``/``1`` (default ``False``).
+    rng : None, int or numpy.random.Generator, optional
+        Random numbers for the parameter draws and the unlabeled items' labels.
 
     Returns
     -------

@@ -113,6 +113,40 @@ def contingency_table(
     A cell is ``stratum × prediction × score bin`` (``n_bins`` equal-count bins of the score inside
     every stratum-prediction *group*). Parameters are those of :func:`contingency_posterior`.
     Returns a dict of NumPy arrays used by both posterior methods.
+
+    Parameters
+    ----------
+    pool : Pool
+        A classification pool.
+    measure : str or Measure
+        Any classification measure (also one bound to several models).
+    indices, labels, weights : array-like (n,)
+        The labeled draws (repeats included), their labels and importance weights ``p/q``
+        (positive and finite).
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    n_strata : int, optional
+        Score strata (cumulative-sqrt-F rule), default ``20``; ignored with ``strata``.
+    strata : array-like (n_items,), optional
+        Your own stratum per item (default ``None``).
+    n_bins : int, optional
+        Equal-count score bins inside each stratum-prediction group (default ``4``).
+    deterministic : bool, optional
+        Deterministic oracle: a labeled item is counted once (default ``True``).
+    weighting : {"design", "none"}, optional
+        Design-weighted pseudo-counts (default) or plain counts. ``"none"`` with a
+        deterministic oracle is finite-population: ``R_known`` holds the labeled items' losses
+        and ``P_unl`` the unlabeled items' masses.
+    encoded : bool, optional
+        Labels are already class indices (default ``False``).
+
+    Returns
+    -------
+    dict
+        ``measure`` (resolved), ``models``; per cell ``cell_group``, ``cell_bin``, ``P_unl``,
+        ``N_unl``, ``P_all``, ``Lbar`` (cell, class, component), ``prior``, ``logp``, ``raw`` and
+        ``pseudo`` (cell, class); per group ``group_stratum`` and ``group_key``; ``R_known``,
+        ``finite_population``, ``classes``, ``n_classes`` and ``deterministic``.
     """
     m, views = pool.resolve(measure, model)
     models = pool.models_of(m, model)
@@ -250,6 +284,20 @@ def _derived(table: dict[str, Any], theta: np.ndarray, rng=None) -> dict[str, np
 @dataclass(frozen=True)
 class CellOptions:
     """Options of the contingency-cell posteriors (``method="conjugate"`` / ``"pymc"``).
+
+    Parameters
+    ----------
+    n_strata : int, optional
+        The number of score strata (default ``20``).
+    strata : array-like (n_items,), optional
+        A stratum per item, used instead of the score strata (default ``None``).
+    n_bins : int, optional
+        Score bins per stratum-prediction group (default ``4``).
+    prior_strength : float, optional
+        ``s0 > 0`` of the conjugate prior (default ``0.5``).
+    weighting : {"design", "none"}, optional
+        How the labels enter (default ``None``: ``"design"`` for ``"conjugate"``, ``"none"``
+        for ``"pymc"``).
 
     Attributes
     ----------
@@ -419,6 +467,42 @@ def cell_posterior(
     ``method="conjugate"``: independent Dirichlet rows, sampled exactly with NumPy;
     ``method="pymc"``: the hierarchical cell model fitted by NUTS (see the module notes).
     Parameters as :func:`contingency_posterior`, the cell options in ``options``.
+
+    Parameters
+    ----------
+    pool : Pool
+        A classification pool.
+    measure : str or Measure
+        Any classification measure (also one bound to several models).
+    indices, labels : array-like (n,)
+        The labeled draws (repeats included) and their labels.
+    weights : array-like (n,), optional
+        The draws' importance weights ``p/q`` (default ``None``: all ones, a passive sample).
+    model : str, optional
+        Which model, for a pool with several and an unbound measure.
+    method : {"conjugate", "pymc"}, optional
+        Independent conjugate Dirichlet rows (default) or the hierarchical PyMC cell model.
+    options : CellOptions, optional
+        The cell options (default ``None``: ``CellOptions()``).
+    deterministic : bool, optional
+        Deterministic oracle: a labeled item is counted once (default ``True``).
+    draws, chains : int, optional
+        Posterior draws per chain and chains (default ``1000`` and ``2``).
+    tune : int, optional
+        NUTS tuning steps, ``method="pymc"`` only (default ``1000``).
+    encoded : bool, optional
+        Labels are already class indices (default ``False``).
+    rng : None, int or numpy.random.Generator, optional
+        Random numbers for the conjugate draws, the finite-population label draws and the
+        sampler's seed.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior``: ``theta`` (cell, class), ``risk`` (component), ``measure`` (output) and,
+        for ``"pymc"``, ``a``, ``b``, ``sigma`` and ``u``; ``observed_data``: the
+        (pseudo-)counts; ``constant_data``: raw counts, prior means, cell masses, strata,
+        predictions and bins.
     """
     import arviz_base as azb
 

@@ -192,6 +192,24 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     are reused) but enters the estimate again (Sawade (2012), Sec. 4.3 and 6.2). Drawing stops
     before the first new query whose cost would exceed what is left (so the spent cost never
     exceeds ``budget``), or right after the purchase that leaves no affordable query unbought.
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The queries and their costs ``λ(x)`` (``pool.costs``).
+    proposal : Proposal
+        A proposal over the pool's queries (:func:`proposal`).
+    budget : float
+        Label budget in cost units: positive, finite and at least the cost of the cheapest query
+        the proposal can draw.
+    rng : None, int or numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    Draws
+        The drawn queries in draw order, repeats included, with their importance weights;
+        ``n_distinct`` queries are to be graded.
     """
     try:
         budget = float(budget)
@@ -313,6 +331,35 @@ def test(
     weights of the same-list draws inflate the self-normalized standard error (95% intervals
     covered 0.975-0.979 in ``benchmarks/ranking.py`` with 40% of the queries re-ranked; 0.95-0.96
     with it).
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The queries, their documents and the rankers' scores.
+    measure : str or RankingMeasure
+        ``"dcg"``, ``"err"``, ``"dcg@k"``, ``"err@k"``, ``"ndcg@k"`` or ``"precision@k"``
+        (:func:`~bayes_activeeval.ranking.get`).
+    draws : Draws
+        The drawn queries and their importance weights (:func:`draw`).
+    labels : mapping or ndarray
+        ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
+        the pool (``RankingPool.grade_matrix``).
+    models : (str, str), optional
+        The rankers ``(a, b)`` to compare (default: the pool's two rankers, if it has exactly
+        two).
+    alternative : {"two-sided", "less", "greater"}
+        The alternative hypothesis: ``"less"`` is ``H1: G_a < G_b``, ``"greater"``
+        ``H1: G_a > G_b`` (default ``"two-sided"``).
+    estimator : {"model_assisted", "ipw"}
+        As in :func:`estimate` (default ``"model_assisted"``).
+    relevance : ndarray (m, D, K), optional
+        The relevance model for ``"model_assisted"`` (default: the pool's).
+
+    Returns
+    -------
+    ComparisonResult
+        ``Δ̂ = Ĝ_a − Ĝ_b``, its standard error, the Wald statistic and p-value, and each
+        ranker's estimate on the shared draws; ``n_labels`` counts the graded queries.
     """
     rm = get(measure)
     a, b = _models(pool, models, True)
@@ -443,6 +490,38 @@ def compare(
     Parameters are those of :func:`evaluate` (``estimator`` included), with ``models=(a, b)`` and
     ``alternative``
     (``"two-sided"``, ``"less"``: ``G_a < G_b``, ``"greater"``).
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The queries, their documents, costs and the rankers' scores.
+    measure : str or RankingMeasure
+        ``"dcg"``, ``"err"``, ``"dcg@k"``, ``"err@k"``, ``"ndcg@k"`` or ``"precision@k"``.
+    labeler : callable
+        ``labeler(query_ids) -> {qid: {doc: grade}}`` for every document of those queries.
+    budget : float
+        Label budget in cost units (the pool's query costs).
+    models : (str, str), optional
+        The rankers ``(a, b)`` to compare (default: the pool's two rankers, if it has exactly
+        two).
+    design : {"optimal", "passive", "uniform-relevance", "cost"}
+        The query proposal, see :func:`proposal` (default ``"optimal"``).
+    costs : bool
+        Build the proposal with the query costs (default); see :func:`proposal`.
+    mix : float
+        Defensive mixture weight of the proposal (default 0.05); see :func:`proposal`.
+    alternative : {"two-sided", "less", "greater"}
+        The alternative hypothesis: ``"less"`` is ``H1: G_a < G_b``, ``"greater"``
+        ``H1: G_a > G_b`` (default ``"two-sided"``).
+    estimator : {"model_assisted", "ipw"}
+        See :func:`estimate`; the proposal is built for the same estimator.
+    rng : None, int or numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    ComparisonResult
+        The paired test of :func:`test` on the draws bought with ``budget``.
 
     Examples
     --------

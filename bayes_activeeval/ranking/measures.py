@@ -33,6 +33,17 @@ _NAME = re.compile(r"^(dcg|err|ndcg|precision)(?:@(\d+))?$")
 class RankingMeasure:
     """A per-query ranking measure.
 
+    Parameters
+    ----------
+    kind : {"dcg", "err", "ndcg", "precision"}
+        The measure: discounted cumulative gain, expected reciprocal rank, normalized DCG or
+        precision.
+    k : int, optional
+        Cut-off rank, a whole number ``>= 1`` (default ``None``: the whole list; precision
+        requires one).
+    threshold : int, optional
+        Lowest grade counted as relevant by precision@k (default 1).
+
     Attributes
     ----------
     kind : {"dcg", "err", "ndcg", "precision"}
@@ -105,7 +116,20 @@ class RankingMeasure:
 
 def get(measure: str | RankingMeasure) -> RankingMeasure:
     """A :class:`RankingMeasure` from a name: ``"dcg"``, ``"dcg@10"``, ``"err"``, ``"err@5"``,
-    ``"ndcg@10"``, ``"precision@10"``."""
+    ``"ndcg@10"``, ``"precision@10"``.
+
+    Parameters
+    ----------
+    measure : str or RankingMeasure
+        ``"dcg"``, ``"err"``, ``"ndcg"`` or ``"precision"``, optionally with a cut-off ``"@k"``
+        (required for precision); case and surrounding spaces are ignored. A
+        :class:`RankingMeasure` is returned as it is.
+
+    Returns
+    -------
+    RankingMeasure
+        For a name, with ``threshold=1``.
+    """
     if isinstance(measure, RankingMeasure):
         return measure
     if not isinstance(measure, str):
@@ -127,7 +151,29 @@ def query_losses(
     pool: RankingPool, measure: RankingMeasure, model: str, grades: np.ndarray, queries: np.ndarray
 ) -> np.ndarray:
     """``ℓ(r(x), y)`` (n, d) of ``model`` for the queries at pool positions ``queries`` with the
-    grades ``grades`` (m, D) (Sawade (2012), Eq. 6.1-6.2)."""
+    grades ``grades`` (m, D) (Sawade (2012), Eq. 6.1-6.2).
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The queries, their documents and the rankers' rankings.
+    measure : RankingMeasure
+        The measure (a parsed one: see :func:`get`).
+    model : str
+        The ranker whose ranking is scored.
+    grades : ndarray of int (m, D)
+        A grade per query of the pool and document slot (``RankingPool.grade_matrix``); negative
+        entries (ungraded) count as grade 0.
+    queries : array-like of int (n,)
+        Pool positions of the queries to score (repeats allowed).
+
+    Returns
+    -------
+    ndarray (n, d)
+        One row per entry of ``queries``: ``d = 1`` (the DCG or ERR) for DCG and ERR, ``d = 2``
+        (numerator, denominator) for NDCG (DCG@k, IDCG@k) and precision@k (relevant documents
+        in the top ``k``, ``k``).
+    """
     q = np.asarray(queries, dtype=np.int64)
     y = np.where(grades[q] >= 0, grades[q], 0).astype(float)
     pos = pool.truncated_positions(model, measure.k)[q]
@@ -165,7 +211,24 @@ def query_values(
     pool: RankingPool, measure: str | RankingMeasure, model: str, grades: np.ndarray
 ) -> np.ndarray:
     """The per-query value (m,) for fully graded queries: DCG, ERR, NDCG = DCG@k/IDCG@k
-    (0 when IDCG is 0), precision@k. ``grades`` is (m, D)."""
+    (0 when IDCG is 0), precision@k. ``grades`` is (m, D).
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The queries, their documents and the rankers' rankings.
+    measure : str or RankingMeasure
+        The measure, by name (:func:`get`) or parsed.
+    model : str
+        The ranker whose ranking is scored.
+    grades : ndarray of int (m, D)
+        A grade for every document of every query of the pool (``RankingPool.grade_matrix``).
+
+    Returns
+    -------
+    ndarray (m,)
+        The measure's value on each query, in pool order.
+    """
     rm = get(measure)
     L = query_losses(pool, rm, pool.check_model(model), grades, np.arange(pool.n_queries))
     if not rm.is_ratio:

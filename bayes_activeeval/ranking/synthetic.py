@@ -21,9 +21,23 @@ CUTPOINTS = np.array([0.0, 2.0, 4.0, 5.5])
 
 
 def ordered_logistic_probs(eta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
-    """``P(y = k) = σ(η − c_{k−1}) − σ(η − c_k)`` (``c_{−1} = −∞``, ``c_K = ∞``), shape (..., K).
+    """``P(y = k) = σ(η − c_{k−1}) − σ(η − c_k)`` (``c_{−1} = −∞``, ``c_{K−1} = ∞``), shape (..., K).
 
-    ``cutpoints`` (K−1,) or broadcastable against ``η[..., None]``."""
+    ``cutpoints`` (K−1,) or broadcastable against ``η[..., None]``.
+
+    Parameters
+    ----------
+    eta : array-like
+        Linear predictor ``η`` (any shape).
+    cutpoints : array-like (K−1,)
+        Increasing cut-points ``c_0 < … < c_{K−2}`` (e.g. :data:`CUTPOINTS`), or an array
+        broadcastable against ``η[..., None]``.
+
+    Returns
+    -------
+    ndarray (..., K)
+        The probability of each of the ``K`` ordered grades, clipped to ``[0, 1]``.
+    """
     eta = np.asarray(eta, dtype=float)[..., None]
     c = np.asarray(cutpoints, dtype=float)
     above = special.expit(eta - c)  # P(y > k) for k = 0..K-2 (cut-points broadcast)
@@ -36,6 +50,16 @@ def ordered_logistic_probs(eta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray
 @dataclass
 class RankingData:
     """A synthetic ranking pool with its true grades.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (query, document) with the rankers' ranks and scores, the relevance model's
+        grade probabilities, the query cost and the true grade.
+    pool : RankingPool
+        The ranking pool built from ``frame``.
+    grades : ndarray of int (m, D)
+        True grades aligned with ``pool`` (``-1`` padding past each query's documents).
 
     Attributes
     ----------
@@ -96,6 +120,33 @@ def make_ranking_pool(
     Documents have log-normal lengths; a query costs ``Σ_docs log(1 + length)`` raised to
     ``cost_power`` and normalized to mean 1 (Sawade (2012), Sec. 6.4: costs logarithmic in the
     document length, growing with the list).
+
+    Parameters
+    ----------
+    n_queries : int
+        Number of queries (default 2000).
+    min_docs, max_docs : int
+        Each query's number of documents is uniform on ``min_docs..max_docs`` (defaults 10 and
+        100; ``max_docs >= min_docs``).
+    model_noise : float
+        Standard deviation of the relevance model's error on the latent relevance (default 1).
+    ranker_noise : (float, float)
+        Standard deviations of rankers ``a`` and ``b``'s own noise (default ``(1.0, 1.2)``).
+    shared_noise : float
+        Standard deviation of the noise both rankers share (default 1).
+    cost_power : float
+        Exponent of a query's summed log-lengths in its cost (default 1).
+    changed : float
+        Probability that ranker ``b`` re-ranks a query; otherwise it returns ``a``'s list
+        (default 1: every query re-ranked).
+    rng : None, int or numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    RankingData
+        The long-format frame, the :class:`RankingPool` with rankers ``"a"`` and ``"b"``, the
+        relevance model and costs, and the true grades (``labeler`` answers with them).
     """
     n_queries = check_count(n_queries, "n_queries")
     min_docs = check_count(min_docs, "min_docs")

@@ -56,7 +56,17 @@ DELAY_ENV = "BAE_TEST_RECORD_DELAY"
 @dataclass(frozen=True)
 class RecordResult:
     """What :meth:`Session.record` did: labels written, labels already present (skipped), and
-    how many items of the pending stage still wait for a label."""
+    how many items of the pending stage still wait for a label.
+
+    Parameters
+    ----------
+    recorded : int
+        Number of labels written.
+    skipped : int
+        Number of labels not written because the annotator had already given them.
+    pending : int
+        Number of distinct items of the pending stages still without a label after the call.
+    """
 
     recorded: int
     skipped: int
@@ -65,6 +75,22 @@ class RecordResult:
 
 class Session(SessionRecords):
     """A persisted labeling session (one SQLite file). Use :meth:`create` or :meth:`open`.
+
+    Parameters
+    ----------
+    path : str
+        The session file.
+    con : sqlite3.Connection
+        An open connection to it (:func:`~bayes_activeeval.session.store.connect`).
+    pool_file : PoolFile
+        The pool file read with the session's stored options.
+    design : Design
+        The session's design; its sampling strategy is built from it for the pool.
+    readonly : bool
+        Refuse every write (default ``False``).
+    schema : int
+        The file's format version (default the current one, 2; a format-1 file is read as it
+        is).
 
     Attributes
     ----------

@@ -33,6 +33,18 @@ def stage_rng(seed: int, stage: int) -> np.random.Generator:
 
     Independent streams per stage (SPEC 7), so a stage's draws do not depend on how many random
     numbers earlier stages consumed.
+
+    Parameters
+    ----------
+    seed : int
+        The design's seed (``Design.seed``).
+    stage : int
+        The stage number (0 for the first stage).
+
+    Returns
+    -------
+    numpy.random.Generator
+        The same stream for the same ``(seed, stage)``.
     """
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(stage)]))
 
@@ -348,6 +360,28 @@ def _target_measure(design: Design):
 
 
 def per_model_estimates(pool, design: Design, draws: Draws, labels) -> dict[str, Estimate]:
+    """Each evaluated model's estimate of the design's measure from the same labeled draws.
+
+    :func:`~bayes_activeeval.estimate` with its defaults (deterministic oracle, importance-weighted
+    estimate), once per model of ``design.models``; :class:`UndefinedEstimateWarning` is silenced.
+
+    Parameters
+    ----------
+    pool : Pool
+        The session's pool.
+    design : Design
+        Gives the measure (``design.measure``) and the models (``design.models``).
+    draws : Draws
+        The labeled draws.
+    labels : array-like (len(draws),) or mapping
+        The label of each draw, aligned with ``draws.indices``, or ``{item: label}`` covering
+        every drawn item.
+
+    Returns
+    -------
+    dict of str to Estimate
+        One estimate per model, in the order of ``design.models``.
+    """
     out: dict[str, Estimate] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedEstimateWarning)

@@ -28,6 +28,22 @@ class SessionRecords:
     """The stored records of a session file (the base of
     :class:`~bayes_activeeval.session.Session`).
 
+    Parameters
+    ----------
+    path : str
+        The session file.
+    con : sqlite3.Connection
+        An open connection to it (:func:`~bayes_activeeval.session.store.connect`).
+    pool_file : PoolFile
+        The pool file read with the session's stored options.
+    design : Design
+        The session's design.
+    readonly : bool
+        Refuse every write (default ``False``).
+    schema : int
+        The file's format version (default the current one, 2; a format-1 file is read as it
+        is).
+
     Attributes
     ----------
     path : str

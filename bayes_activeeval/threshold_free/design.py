@@ -44,6 +44,25 @@ def expected_sq_influence(
     ``ψ`` is the influence function (:func:`influence`) at the pool distribution under the belief
     ``π(y = 1 | x) = probs[x]``; for a difference ``ψ_a − ψ_b``, for a stack the squared norm of
     the vector (the trace criterion of the package's vector measures).
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=α"`` or a
+        :class:`RankMeasure` (bound, or unbound with ``model``).
+    probs : ndarray (n,)
+        The belief ``π(y = pos | x)`` of every pool item.
+    model : str, optional
+        Which model, for an unbound measure.
+
+    Returns
+    -------
+    u : ndarray (n,)
+        ``E_π ‖ψ(x, y)‖²`` of every item.
+    values : ndarray (m,)
+        The measure under the belief, one entry per output.
     """
     m = rank_measure(measure)
     pi = np.asarray(probs, dtype=float)
@@ -79,6 +98,30 @@ def scaled_rank_floor(
     becomes nearly passive where the model is strong: its asymptotic label ratio against passive
     sampling fell from 3.0 (unfloored) to 0.2 on the strong 1:10,000 pool of
     ``benchmarks/threshold_free.py``, from 2.9 to 0.7 at 1:1,000.
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=α"`` or a
+        :class:`RankMeasure` (bound, or unbound with ``model``).
+    probs : ndarray (n,)
+        The unfloored belief ``π(y = pos | x)`` of every pool item.
+    model : str, optional
+        Which model, for an unbound measure.
+    costs : None, bool or array-like (n,)
+        Label costs ``c(x)`` (:func:`~bayes_activeeval.kernel.label_costs`; default the pool's).
+    mass : float
+        The share of the proposal's mass the floor may add (default ``0.01``).
+    cap : float
+        The largest floor returned (default ``1e-6``); also returned when ``Σ k sqrt(u)`` or
+        ``Σ k t`` is zero or not finite.
+
+    Returns
+    -------
+    float
+        The floor ``f``.
     """
     m = rank_measure(measure)
     pi = np.asarray(probs, dtype=float)
@@ -100,7 +143,24 @@ def proposal_from_u(
     pool, u: np.ndarray, *, costs: Any = None, mix: float = DEFAULT_MIX
 ) -> np.ndarray:
     """``q ∝ p c^(-1/2) sqrt(u)`` mixed with ``p``: the package's core proposal step
-    (:func:`~bayes_activeeval.kernel.proposal_from_scores`; Sawade (2012), Thm. 4.1/4.2)."""
+    (:func:`~bayes_activeeval.kernel.proposal_from_scores`; Sawade (2012), Thm. 4.1/4.2).
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool (its test distribution ``p`` and costs are read).
+    u : ndarray (n,)
+        The integrand ``u(x)`` of every item (negative values count as 0).
+    costs : None, bool or array-like (n,)
+        Label costs ``c(x)`` (:func:`~bayes_activeeval.kernel.label_costs`; default the pool's).
+    mix : float
+        Defensive mixture weight ``δ`` with ``p`` (default 0.05).
+
+    Returns
+    -------
+    ndarray (n,)
+        The proposal probabilities ``q``.
+    """
     return proposal_from_scores(np.sqrt(np.maximum(u, 0.0)), pool.p, label_costs(pool, costs), mix)
 
 
@@ -239,7 +299,28 @@ def comparison_rank_proposal(
     ``q ∝ p c^(-1/2) sqrt(E_π (ψ_a − ψ_b)²)`` (Sawade (2012), Thm. 5.1 with the influence
     function); for ``k > 2`` models the equal mixture of the pairwise proposals (as
     :func:`~bayes_activeeval.comparison_proposal` does). Keyword arguments as
-    :func:`rank_proposal`."""
+    :func:`rank_proposal`.
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        An unbound threshold-free measure (``"roc_auc"``, ``"average_precision"``,
+        ``"recall@fpr=α"``).
+    models : sequence of str, optional
+        Two or more distinct models of the pool (default: all of the pool's models).
+    **kwargs
+        Passed to :func:`rank_proposal` for each pair (``belief``, ``costs``, ``mix``, …; not
+        ``model``).
+
+    Returns
+    -------
+    Proposal
+        ``kind="optimal"``: for two models :func:`rank_proposal`'s for the difference, with its
+        ``info``; for more, the equal mixture, whose ``info`` holds only ``models`` and
+        ``measure``.
+    """
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")

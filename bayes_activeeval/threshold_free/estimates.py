@@ -44,6 +44,46 @@ class RankEstimate(Estimate):
     effective size at the bound, where a sample without a discordant pair has ``SE = 0`` under
     the empirical variance). ``details["influence"]`` holds ``ψ̂`` of each draw (one column per
     model for a stack), ``details["variance"]`` which variance was used.
+
+    Parameters
+    ----------
+    values : ndarray (m,)
+        The estimated measure, one entry per output.
+    cov : ndarray (m, m)
+        Influence-function covariance of ``values``.
+    risk : ndarray (m,)
+        A copy of ``values`` for the estimates of this module (threshold-free measures have no
+        mean loss vector).
+    n_draws : int
+        Number of draws entering the estimate (repeats included).
+    n_labels : int
+        Labels the oracle was asked for.
+    outputs : tuple of str
+        Names of the outputs.
+    measure : str
+        Name of the measure.
+    bounds : (float, float)
+        The measure's range (default unbounded); finite bounds make ``"wilson"`` the default
+        interval.
+    estimator : str
+        ``"ipw"`` (default) or ``"model_assisted"`` (with a control variate).
+    details : dict
+        What the estimate was computed with: ``"influence"``, ``"variance"``,
+        ``"design_weight_df"`` and, with a belief or a control variate, the candidate
+        covariances and ``"lambda"`` (default empty).
+    df : ndarray (m,), optional
+        Satterthwaite degrees of freedom of the variance (``None``: a normal quantile).
+    kish : ndarray (m,), optional
+        Kish size of the scarcer class among the draws.
+    weight_df : ndarray (m,), optional
+        Degrees of freedom of that class's weight heterogeneity (``inf``: no adjustment).
+    n_max : int, optional
+        Cap on the effective sample size of the score-type intervals.
+    event_weight, event_weight_rms : ndarray (m,), optional
+        Mean and root-mean-square weight of one more labeled event, for the ``"gamma"`` interval
+        of :class:`~bayes_activeeval.Estimate` (default ``None``).
+    anticipated_stderr : ndarray (m,), optional
+        The standard error the models' own probabilities anticipate (default ``None``).
     """
 
     def confidence_interval(self, level: float = 0.95, method: str | None = None):
@@ -65,7 +105,20 @@ class RankEstimate(Estimate):
 
 
 def model_scores(pool, model: str) -> np.ndarray:
-    """The ranking score of a model: the pool's ``scores`` if given, else ``P(y = pos | x)``."""
+    """The ranking score of a model: the pool's ``scores`` if given, else ``P(y = pos | x)``.
+
+    Parameters
+    ----------
+    pool : Pool
+        A pool with scores or class probabilities.
+    model : str
+        The model's name.
+
+    Returns
+    -------
+    ndarray (n,)
+        One score per pool item.
+    """
     if pool.scores is not None:
         return np.asarray(pool.scores[model], dtype=float)
     view = pool.view(model)
@@ -78,7 +131,25 @@ def model_scores(pool, model: str) -> np.ndarray:
 
 def positive_probs(pool, belief: Any, models: tuple[str, ...], floor: float) -> np.ndarray:
     """``π(y = pos | x)`` from a belief (default: the models' own probabilities, their equal mixture
-    for several models, Sawade (2012), Eq. 5.11), floored at ``floor`` on both classes."""
+    for several models, Sawade (2012), Eq. 5.11), floored at ``floor`` on both classes.
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    belief : Belief, array-like or None
+        A categorical belief, class probabilities (n, 2) or ``π(y = pos | x)`` (n,); ``None``:
+        the models' own probabilities.
+    models : tuple of str
+        The models whose probabilities make the default belief.
+    floor : float
+        ``π`` is clipped to ``[floor, 1 − floor]`` (``0``: no floor).
+
+    Returns
+    -------
+    ndarray (n,)
+        ``π(y = pos | x)`` of every pool item.
+    """
     b = as_belief(pool, belief, models)
     if not isinstance(b, CategoricalBelief):
         raise TypeError("threshold-free measures need a categorical belief")
@@ -89,6 +160,24 @@ def positive_probs(pool, belief: Any, models: tuple[str, ...], floor: float) -> 
 
 
 def measure_models(pool, measure: RankMeasure, model: str | None) -> tuple[str, ...]:
+    """The models a threshold-free measure reads on ``pool``: those it is bound to, else
+    ``model`` (checked against the pool). The pool must be binary with a positive class.
+
+    Parameters
+    ----------
+    pool : Pool
+        The pool.
+    measure : RankMeasure
+        The measure, bound to models or not.
+    model : str or None
+        The model of an unbound measure (``None``: the pool's only model); must be ``None`` for
+        a bound one.
+
+    Returns
+    -------
+    tuple of str
+        The model names, in the measure's order.
+    """
     if pool.task != "binary" or pool.pos is None:
         raise ValueError(
             f"measure {measure.name!r} needs a binary pool with a positive class; the pool is "
@@ -326,6 +415,18 @@ def expected_influence(
     variate of the model-assisted estimate (:func:`rank_estimate_arrays` with ``control=``) and
     ``Var_π ψ = π (1 − π) (ψ(x, 1) − ψ(x, 0))²`` the integrand of its optimal proposal.
 
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=α"`` or a
+        :class:`RankMeasure` (bound, or unbound with ``model``).
+    probs : ndarray (n,)
+        The belief ``π(y = pos | x)`` of every pool item.
+    model : str, optional
+        Which model, for an unbound measure.
+
     Returns
     -------
     values : ndarray (m,)
@@ -386,8 +487,8 @@ def rank_estimate(
         A binary pool; items are ranked by the model's ``scores`` if the pool has them, else by
         its probability of the positive class.
     measure : str or RankMeasure
-        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=0.01"``, or a bound
-        :class:`RankMeasure`.
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=0.01"``, or a
+        :class:`RankMeasure` (bound, or unbound with ``model``).
     draws : Draws
     labels : array-like (len(draws),) or mapping
         As in :func:`~bayes_activeeval.estimate`.
@@ -465,7 +566,33 @@ def stacked_estimate(
     variance: str = "guarded",
 ) -> RankEstimate:
     """The measure for several models on one sample, with the joint covariance of the estimates
-    (the k × k matrix of DeLong et al. (1988) on uniform weights)."""
+    (the k × k matrix of DeLong et al. (1988) on uniform weights).
+
+    Parameters
+    ----------
+    pool : Pool
+        A binary pool.
+    measure : RankMeasure or str
+        An unbound threshold-free measure (``"roc_auc"``, ``"average_precision"``,
+        ``"recall@fpr=α"``).
+    draws : Draws
+        The labeled draws.
+    labels : array-like (len(draws),) or mapping
+        As in :func:`~bayes_activeeval.estimate`.
+    models : tuple of str
+        The models, one output each, in this order.
+    oracle : {"deterministic", "stochastic"}
+        As in :func:`rank_estimate` (default ``"deterministic"``).
+    belief : Belief or array-like, optional
+        As in :func:`rank_estimate`.
+    variance : {"guarded", "empirical", "belief"}
+        See :func:`rank_estimate_arrays` (default ``"guarded"``).
+
+    Returns
+    -------
+    RankEstimate
+        One output per model, with their joint covariance.
+    """
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_fraction, check_model_names
+from .._validation import check_binary_labels, check_fraction, check_model_names
 
 __all__ = [
     "KINDS",
@@ -34,7 +34,8 @@ _ALIASES = {
     "ap": "average_precision",
     "pr_auc": "average_precision",
 }
-_RECALL_AT = re.compile(r"^(?:recall|tpr)(?:@|_at_)fpr[=_]?([0-9.eE+-]+)$")
+#: ``recall@fpr=α`` and its spellings; read before ``-`` becomes ``_`` (``1e-05``)
+_RECALL_AT = re.compile(r"^(?:recall|tpr)(?:@|[_-]at[_-])fpr[=_-]?([0-9.e+-]+)$")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,14 +144,29 @@ class RankMeasure:
 
 def rank_measure(measure: Any) -> RankMeasure | None:
     """The :class:`RankMeasure` for a name such as ``"roc_auc"``, ``"average_precision"`` or
-    ``"recall@fpr=0.01"`` (or a :class:`RankMeasure` itself); ``None`` for any other measure."""
+    ``"recall@fpr=0.01"`` (or a :class:`RankMeasure` itself); ``None`` for any other measure.
+
+    Parameters
+    ----------
+    measure : str, RankMeasure or any
+        A name, case-insensitive: ``"roc_auc"`` (or ``"auc"``, ``"auroc"``,
+        ``"roc_auc_score"``), ``"average_precision"`` (or ``"ap"``, ``"pr_auc"``,
+        ``"average_precision_score"``), with ``-`` read as ``_`` in these; ``"recall@fpr=α"``
+        (or ``"tpr@fpr=α"``, ``"recall_at_fpr_α"``, ``"recall-at-fpr-α"``, with ``α`` any
+        float literal such as ``1e-05``); a :class:`RankMeasure` is returned as it is,
+        anything else gives ``None``.
+
+    Returns
+    -------
+    RankMeasure or None
+        A new, unbound measure for a name; the given :class:`RankMeasure` itself (bound or
+        not); ``None`` otherwise.
+    """
     if isinstance(measure, RankMeasure):
         return measure
     if not isinstance(measure, str):
         return None
-    key = measure.strip().lower().replace("-", "_")
-    if key in _ALIASES:
-        return RankMeasure(_ALIASES[key])
+    key = measure.strip().lower()
     m = _RECALL_AT.match(key)
     if m:
         try:
@@ -158,7 +174,7 @@ def rank_measure(measure: Any) -> RankMeasure | None:
         except ValueError:
             raise ValueError(f"cannot read the false-positive rate in {measure!r}") from None
         return RankMeasure("recall_at_fpr", fpr)
-    return None
+    return RankMeasure(_ALIASES[key]) if (key := key.replace("-", "_")) in _ALIASES else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -286,6 +302,19 @@ def influence(
       slope of the ROC curve, a secant over ``α(1 ± h)``, ``h = min(½, (n₀ α)^(-1/3))`` with
       ``n₀ = n_eff_neg`` (Hsieh & Turnbull (1996) give the same linearization).
 
+    Parameters
+    ----------
+    measure : RankMeasure or str
+        ``"roc_auc"``, ``"average_precision"``, ``"recall@fpr=α"`` (:func:`rank_measure`); a
+        bound measure is evaluated as its base measure on these scores.
+    scores : array-like (n,)
+        Score of each item (higher = ranked as more likely positive).
+    pos_mass, neg_mass : array-like (n,)
+        Non-negative mass of each item as a positive and as a negative.
+    n_eff_neg : float, optional
+        Effective number of negatives ``n₀`` in the recall-at-FPR slope window (default: the Kish
+        size ``(Σ neg_mass)² / Σ neg_mass²``); not used by the other measures.
+
     Returns
     -------
     value : float
@@ -412,6 +441,20 @@ def weighted_roc_auc(y_true, y_score, sample_weight=None) -> float:
     ``Σ_{i: y=1} Σ_{j: y=0} v_i v_j [1(s_i > s_j) + ½ 1(s_i = s_j)] / (Σ_{y=1} v · Σ_{y=0} v)``
     (Hanley & McNeil (1982)); equals :func:`sklearn.metrics.roc_auc_score` with
     ``sample_weight``.
+
+    Parameters
+    ----------
+    y_true : array-like (n,)
+        Labels: 1 for positive, 0 for negative.
+    y_score : array-like (n,)
+        Scores (higher = more likely positive).
+    sample_weight : array-like (n,), optional
+        Non-negative weights ``v`` (default: all 1).
+
+    Returns
+    -------
+    float
+        The weighted ROC AUC; ``nan`` when either class has no weight.
     """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     return influence("roc_auc", s, v * y, v * (1 - y))[0]
@@ -419,13 +462,28 @@ def weighted_roc_auc(y_true, y_score, sample_weight=None) -> float:
 
 def weighted_average_precision(y_true, y_score, sample_weight=None) -> float:
     """Average precision with weights; equals :func:`sklearn.metrics.average_precision_score`
-    with ``sample_weight``."""
+    with ``sample_weight``.
+
+    Parameters
+    ----------
+    y_true : array-like (n,)
+        Labels: 1 for positive, 0 for negative.
+    y_score : array-like (n,)
+        Scores (higher = more likely positive).
+    sample_weight : array-like (n,), optional
+        Non-negative weights (default: all 1).
+
+    Returns
+    -------
+    float
+        The weighted average precision; ``nan`` when either class has no weight.
+    """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     return influence("average_precision", s, v * y, v * (1 - y))[0]
 
 
 def _arrays(y_true, y_score, sample_weight):
-    y = np.asarray(y_true).astype(float)
+    y = check_binary_labels(y_true)
     s = np.asarray(y_score, dtype=float)
     v = np.ones_like(s) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     if not (y.shape == s.shape == v.shape) or y.ndim != 1:

@@ -18,7 +18,20 @@ __all__ = ["coords", "exact_posterior", "pymc_model"]
 
 
 def coords(classes, tree: Tree) -> dict[str, Any]:
-    """The dimensions of the posterior: ``class``, ``node`` (non-root) and ``stratum``."""
+    """The dimensions of the posterior: ``class``, ``node`` (non-root) and ``stratum``.
+
+    Parameters
+    ----------
+    classes : sequence
+        The class values (converted to strings).
+    tree : Tree
+        The tree: nodes ``1..n_nodes-1`` and strata ``0..K-1``.
+
+    Returns
+    -------
+    dict
+        ``{"class": [...], "node": ndarray, "stratum": ndarray}``.
+    """
     return {
         "class": [str(c) for c in classes],
         "node": np.arange(1, tree.n_nodes),
@@ -37,7 +50,31 @@ def pymc_model(
     """The PyMC model of :meth:`DirichletTreeOracle.pymc_model
     <bayes_activeeval.oracles.DirichletTreeOracle.pymc_model>`: ``obs`` the (K, C) label counts
     (importance-weighted for a stochastic oracle), ``unlabeled`` the unlabeled items per stratum
-    (deterministic oracle: their labels are summed out) or ``None`` (stochastic oracle)."""
+    (deterministic oracle: their labels are summed out) or ``None`` (stochastic oracle).
+
+    Parameters
+    ----------
+    tree : Tree
+        The tree (:func:`~bayes_activeeval.oracles.dirichlet_tree.tree.build_tree`).
+    alpha : ndarray (C,)
+        The concentrations ``α`` of the Dirichlet prior on ``θ``.
+    beta : ndarray (n_nodes - 1, C)
+        The concentrations ``β`` of the Dirichlet priors on the branch probabilities, per non-root
+        node and class (a sibling group's rows are one Dirichlet per class).
+    obs : ndarray (K, C)
+        The label counts per stratum and class (importance-weighted for a stochastic oracle).
+    classes : sequence
+        The class values (named as strings in the ``class`` coordinate).
+    unlabeled : ndarray (K,), optional
+        The number of unlabeled items per stratum (default ``None``: a stochastic oracle).
+
+    Returns
+    -------
+    pymc.Model
+        With the free variables ``theta`` and ``branch_<m>`` (per number ``m`` of children), the
+        deterministics ``branch`` (when the tree has more than one node) and ``pi``, and the
+        counts as the data containers ``counts`` (and ``unlabeled``).
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -90,7 +127,33 @@ def exact_posterior(
     gen: np.random.Generator,
 ):
     """Independent draws from the conjugate posterior of a stochastic oracle (App. H, Eq. 15):
-    ``θ ~ Dir(α̃)``, ``b_ν ~ Dir(β̃_ν)``, as a DataTree (:func:`arviz_base.from_dict`)."""
+    ``θ ~ Dir(α̃)``, ``b_ν ~ Dir(β̃_ν)``, as a DataTree (:func:`arviz_base.from_dict`).
+
+    Parameters
+    ----------
+    tree : Tree
+        The tree (:func:`~bayes_activeeval.oracles.dirichlet_tree.tree.build_tree`).
+    alpha : ndarray (C,)
+        The concentrations ``α`` of the Dirichlet prior on ``θ``.
+    beta : ndarray (n_nodes - 1, C)
+        The concentrations ``β`` of the Dirichlet priors on the branch probabilities, per non-root
+        node and class (a sibling group's rows are one Dirichlet per class).
+    obs : ndarray (K, C)
+        The label counts per stratum and class (importance-weighted for a stochastic oracle).
+    classes : sequence
+        The class values (named as strings in the ``class`` coordinate).
+    draws, chains : int
+        Draws per chain and number of chains (all draws are independent).
+    gen : numpy.random.Generator
+        The random number generator.
+
+    Returns
+    -------
+    xarray.DataTree
+        Its ``posterior`` group holds ``theta`` (chain, draw, class), ``branch`` (chain, draw,
+        node, class; only when the tree has more than one node) and ``pi`` (chain, draw,
+        stratum, class).
+    """
     from arviz_base import from_dict
 
     K, C = obs.shape

@@ -21,7 +21,22 @@ LOGIT_CLIP = 35.0  # |logit s| beyond this is numerically 0 or 1 in float64
 
 
 def leaf_ranges(strata: np.ndarray, values: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-leaf minimum and maximum of ``values`` (one stable sort, then ``reduceat``)."""
+    """Per-leaf minimum and maximum of ``values`` (one stable sort, then ``reduceat``).
+
+    Parameters
+    ----------
+    strata : ndarray of int (n,)
+        Leaf of every item, in ``0..K-1``.
+    values : ndarray (n,)
+        One value per item.
+    K : int
+        Number of leaves.
+
+    Returns
+    -------
+    lo, hi : ndarray (K,)
+        Per-leaf minimum and maximum (``0`` for a leaf without items).
+    """
     order = np.argsort(strata, kind="stable")
     counts = np.bincount(strata, minlength=K)
     starts = np.r_[0, np.cumsum(counts)[:-1]]

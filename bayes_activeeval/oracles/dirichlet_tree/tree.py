@@ -22,6 +22,19 @@ class Tree:
 
     Nodes are numbered in breadth-first order (root ``0``), so siblings are contiguous.
 
+    Parameters
+    ----------
+    parent : ndarray of int (n_nodes,)
+        Parent of each node, ``-1`` for the root.
+    level : ndarray of int (n_nodes,)
+        Depth of each node.
+    leaf : ndarray of int (n_nodes,)
+        Stratum of each leaf node, ``-1`` for an internal node.
+    path : scipy.sparse.csr_matrix (n_nodes - 1, K)
+        ``1`` where a non-root node covers a leaf.
+    siblings : scipy.sparse.csr_matrix (n_nodes - 1, n_nodes - 1)
+        ``1`` where two non-root nodes share a parent.
+
     Attributes
     ----------
     parent : ndarray (n_nodes,)
@@ -120,7 +133,22 @@ def build_tree(n_leaves: int, depth: int = 8) -> Tree:
 
 
 def lse(x: np.ndarray, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
-    """``log Σ exp x`` for small finite arrays (faster than scipy's for the EM inner loop)."""
+    """``log Σ exp x`` for small finite arrays (faster than scipy's for the EM inner loop).
+
+    Parameters
+    ----------
+    x : ndarray
+        Finite values.
+    axis : int, optional
+        The axis to sum over (default ``None``: all entries).
+    keepdims : bool, optional
+        Keep the summed axis with length one (default ``False``).
+
+    Returns
+    -------
+    ndarray
+        A 0-d array when ``axis`` is ``None`` and ``keepdims`` is ``False``.
+    """
     m = np.max(x, axis=axis, keepdims=True)
     out = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
     if not keepdims:
@@ -131,7 +159,13 @@ def lse(x: np.ndarray, axis: int | None = None, keepdims: bool = False) -> np.nd
 class TreeOps:
     """What the EM inner loop needs of the tree: the CSR path matrix (``log ψ = δᵀ log b``) and,
     since every node covers a contiguous range ``[lo, hi)`` of leaves, node counts as differences
-    of cumulative sums (no sparse product in the M-step)."""
+    of cumulative sums (no sparse product in the M-step).
+
+    Parameters
+    ----------
+    tree : Tree
+        The tree whose path matrix and sibling groups are precomputed.
+    """
 
     def __init__(self, tree: Tree) -> None:
         P = tree.path.tocsr()
@@ -164,13 +198,40 @@ class TreeOps:
 
 
 def lse_rows(x: np.ndarray) -> np.ndarray:
-    """``log Σ_y exp x[k, y]`` per row, shape (K, 1); one ufunc call for two classes."""
+    """``log Σ_y exp x[k, y]`` per row, shape (K, 1); one ufunc call for two classes.
+
+    Parameters
+    ----------
+    x : ndarray (K, C)
+        Finite values.
+
+    Returns
+    -------
+    ndarray (K, 1)
+    """
     if x.shape[1] == 2:
         return np.logaddexp(x[:, :1], x[:, 1:])
     return lse(x, axis=1, keepdims=True)
 
 
 def log_normalize_siblings(ops: TreeOps, log_b: np.ndarray) -> np.ndarray:
+    """Log branch weights normalized within every sibling group: ``log b − log Σ_siblings b``.
+
+    Each column (class) of every group of siblings then holds log probabilities summing to one
+    (the branch probabilities of a node, per class). One global shift by the largest entry
+    guards against overflow.
+
+    Parameters
+    ----------
+    ops : TreeOps
+        The tree's operations (its sibling groups).
+    log_b : ndarray (n_nodes - 1, C)
+        Unnormalized log weights per non-root node and class.
+
+    Returns
+    -------
+    ndarray (n_nodes - 1, C)
+    """
     if log_b.shape[0] == 0:
         return log_b
     mx = log_b.max()
