@@ -909,6 +909,11 @@ def compare(session, level, pool_path):
     """Compare the session's models: estimates and pairwise tests of their differences."""
     from .report import comparison_table
 
+    if _ranking(session):
+        raise ValueError(
+            "bae compare is for labeling sessions; for a ranking session of two rankers, "
+            "bae status reports their paired test"
+        )
     with _open(session, pool_path, readonly=True) as s:
         if len(s.design.models) < 2:
             raise ValueError(

@@ -66,6 +66,7 @@ def run_demo(
     """
     import warnings
 
+    measures = (measures,) if isinstance(measures, str) else tuple(measures)
     unknown = [m for m in measures if m not in ("f1", "accuracy")]
     if unknown:
         raise ValueError(

@@ -239,9 +239,17 @@ def labels_for_power(
         raise ValueError("the belief predicts no variance at all; power is 1 for any n")
     n = _solve_n(lambda n: _power(n, difference, var, alpha=alpha, alternative=alternative), pw)
     if not np.isfinite(n):
+        wrong_way = (alternative == "less" and difference > 0) or (
+            alternative == "greater" and difference < 0
+        )
+        why = (
+            "a one-sided test against the direction of the difference"
+            if wrong_way
+            else "it would take more than 1e15 draws"
+        )
         raise ValueError(
             f"power={pw:g} is out of reach at difference={difference:g} with "
-            f"alternative={alternative!r} (a one-sided test in the other direction)"
+            f"alternative={alternative!r}: {why}"
         )
     n_int = int(np.ceil(n - 1e-9))
     target = f"power={pw:g} at difference={difference:g}, alpha={alpha:g} ({alternative})"

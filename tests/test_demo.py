@@ -12,6 +12,8 @@ def test_run_demo_names_the_measures_it_knows():
 
     with pytest.raises(ValueError, match="'f1' or 'accuracy'"):
         run_demo(measures=("precision",))
+    with pytest.raises(ValueError, match=r"\['precision'\]"):  # a string is one measure
+        run_demo(measures="precision")
 
 
 def test_run_demo_covers_and_beats_passive():

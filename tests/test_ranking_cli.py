@@ -361,6 +361,8 @@ def test_a_moved_pool_file_is_found_with_pool(pool_csv, tmp_path):
     ok("record", sess, _grade(tmp_path / "b.csv", truth, tmp_path / "g.csv"), "--pool", moved)
     ok("report", sess, "--out", tmp_path / "r.txt", "--pool", moved)
     ok("next", sess, "--n", 1, "--out", tmp_path / "b2.csv", "--pool", moved)
+    res = run("compare", sess, "--pool", moved)  # said "not a bae session" before
+    assert res.exit_code != 0 and "bae status" in res.stderr
     moved.write_text(moved.read_text() + "\n")  # other bytes: refused, as for a labeling session
     res = run("status", sess, "--pool", moved)
     assert res.exit_code != 0 and "changed" in res.stderr

@@ -312,7 +312,7 @@ def test_names_and_errors(rare_pool):
     assert tf.rank_measure("average_precision_score").kind == "average_precision"
     assert tf.rank_measure("recall@fpr=0.01").fpr == 0.01
     # a measure's name reads back as the measure, small rates (written 1e-05) included
-    for fpr in (0.5, 0.01, 1e-3, 1e-5, 2.5e-7):
+    for fpr in (0.5, 0.01, 1e-3, 1e-5, 2.5e-7, 0.0123456789, 1 / 3):
         m = tf.RankMeasure("recall_at_fpr", fpr)
         assert tf.rank_measure(m.name) == m, m.name
     for spelling in (

@@ -298,7 +298,7 @@ def _poisson_inclusion(a: np.ndarray, budget: int, floor: np.ndarray | float) ->
         hi *= 2
     lam = optimize.brentq(lambda v: total(v) - budget, 0.0, hi, xtol=1e-14 * hi)
     p = np.clip(lam * a, floor, 1.0)
-    return p * (budget / p.sum())
+    return np.minimum(p * (budget / p.sum()), 1.0)  # the rescale is ~1e-15: keep the cap
 
 
 def _poisson_floored(

@@ -61,6 +61,7 @@ __all__ = [
     "u_chunk",
     "unique_predictions",
     "weight_sum",
+    "whole_and_distinct",
 ]
 
 
@@ -256,6 +257,32 @@ def unique_predictions(parts, offset, models):
         Sorted distinct values.
     """
     return np.unique(np.concatenate([np.unique(np.asarray(parts[f"pred/{m}"])) for m in models]))
+
+
+def whole_and_distinct(parts, offset, models):
+    """Whether the first model's raw predictions on a chunk are all whole numbers, and if so the
+    distinct predictions of all models (to infer the task and the classes in one pass).
+
+    Parameters
+    ----------
+    parts : dict of ndarray
+        The chunk's raw columns, keyed ``"pred/<model>"``, ``"prob/<model>"``, ``"cost"``, ….
+    offset : int
+        Global index of the chunk's first item (unused).
+    models : tuple of str
+        The pool's model names.
+
+    Returns
+    -------
+    whole : bool
+        ``False`` if a prediction of the first model is a non-whole (or NaN) float.
+    distinct : ndarray or None
+        Sorted distinct predictions of all models (``None`` when not ``whole``).
+    """
+    first = np.asarray(parts[f"pred/{models[0]}"])
+    if first.dtype.kind == "f" and not np.all(first == np.round(first)):
+        return False, None
+    return True, unique_predictions(parts, offset, models)
 
 
 def weight_sum(parts, offset):

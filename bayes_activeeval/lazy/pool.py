@@ -28,6 +28,7 @@ from .chunks import (
     take_raw,
     unique_predictions,
     weight_sum,
+    whole_and_distinct,
 )
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "LazyPool", "import_dask", "is_lazy"]
@@ -94,8 +95,9 @@ class LazyPool(Pool):
         predictions (one pass over the chunks) when not given.
     task : {"binary", "multiclass", "classification", "regression"}, optional
         Regression with ``has_std`` or ``task="regression"``; otherwise classification, except
-        that with ``task=None`` (the default), no probabilities and non-integer float
-        predictions in the first chunk the pool is regression.
+        that with ``task=None`` (the default) and no probabilities, float predictions of the
+        first model that are not all whole numbers make the pool regression (as an in-memory
+        pool).
     client : distributed.Client, optional
         Where to compute (default ``None``: the ambient client if any, else dask's threads).
 
@@ -155,6 +157,7 @@ class LazyPool(Pool):
             "item_id": has_item_ids,
         }
         # the task and the classes: from the arguments, else from the data (one cheap pass)
+        distinct = None  # the distinct predictions, when the task inference read them
         if has_std or task == "regression":
             if has_probs:
                 raise ValueError(
@@ -169,12 +172,12 @@ class LazyPool(Pool):
                 first = self._compute_parts([0], first_predictions, self.models)[0]
                 if first.dtype.kind == "f":
                     # as an in-memory pool: regression if any of the first model's predictions
-                    # is not a whole number (a first chunk of whole numbers decides nothing)
-                    if np.all(first == np.round(first)):
-                        first = np.concatenate(
-                            self._compute_parts(None, unique_predictions, self.models[:1])
-                        )
-                    if np.any(first != np.round(first)):
+                    # is not a whole number; a first chunk of whole numbers decides nothing, so
+                    # one pass reads every chunk and keeps the distinct values for the classes
+                    seen = self._compute_parts(None, whole_and_distinct, self.models)
+                    if all(whole for whole, _ in seen):
+                        distinct = np.unique(np.concatenate([d for _, d in seen]))
+                    else:
                         self.task = "regression"
         if self.task == "regression":
             self.classes = None
@@ -182,7 +185,10 @@ class LazyPool(Pool):
         else:
             # the classes and the positive class exactly as an in-memory pool infers them: from a
             # probe pool over the distinct predictions (or the given classes)
-            values = self._unique_predictions() if classes is None else np.asarray(classes)
+            if classes is not None:
+                values = np.asarray(classes)
+            else:
+                values = distinct if distinct is not None else self._unique_predictions()
             probe_probs = None
             if has_probs:
                 probe_probs = (

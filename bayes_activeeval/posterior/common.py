@@ -25,8 +25,9 @@ def check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.nd
     labels : array-like (n,)
         Their labels: pool class values, or class indices with ``encoded=True``.
     encoded : bool
-        ``True``: ``labels`` are already class indices (taken as they are, unchecked); ``False``:
-        they are encoded (and checked) by :meth:`~bayes_activeeval.Pool.encode_labels`.
+        ``True``: ``labels`` are already class indices (checked to be whole numbers in
+        ``0..C-1``); ``False``: they are encoded (and checked) by
+        :meth:`~bayes_activeeval.Pool.encode_labels`.
 
     Returns
     -------
@@ -42,7 +43,12 @@ def check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.nd
         raise ValueError(f"indices has entries outside 0..{M - 1}")
     if not encoded:
         return idx, np.asarray(pool.encode_labels(labels), dtype=np.int64)
-    y = np.asarray(labels, dtype=np.int64)
+    raw = np.asarray(labels)
+    if raw.dtype.kind not in "iub" and not (
+        raw.dtype.kind == "f" and np.all(np.isfinite(raw)) and np.all(raw == np.round(raw))
+    ):
+        raise ValueError(f"encoded labels must be whole class indices, got dtype {raw.dtype}")
+    y = raw.astype(np.int64)
     C = max(pool.n_classes, 1)
     bad = np.flatnonzero((y < 0) | (y >= C)) if pool.n_classes else np.empty(0, dtype=int)
     if bad.size:  # -1 would wrap to the last class

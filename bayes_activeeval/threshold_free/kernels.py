@@ -80,7 +80,8 @@ class RankMeasure:
 
     @property
     def base_name(self) -> str:
-        return self.kind if self.kind != "recall_at_fpr" else f"recall@fpr={self.fpr:g}"
+        # repr: the shortest text that reads back as the same float (``:g`` kept 6 digits)
+        return self.kind if self.kind != "recall_at_fpr" else f"recall@fpr={float(self.fpr)!r}"
 
     @property
     def name(self) -> str:
