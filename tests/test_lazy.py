@@ -293,6 +293,8 @@ def test_active_evaluator_matches_in_memory(parquet_path, frame, two_model, meas
         ("recall", {"model": "b", "mix": 0.1}, {"weights": "w"}),
         ("precision", {"model": "a", "oracle_options": {"n_strata": 0}}, {"costs": "cost"}),
         (bae.difference("f1", "a", "b"), {}, {}),
+        # the calibration oracle's own model (the lazy evaluator recalibrated "a" regardless)
+        (bae.difference("f1", "a", "b"), {"oracle_options": {"model": "b"}}, {}),
         (
             "f1",
             {"model": "a", "oracle_options": {"upper_asymptote": 0.5, "lower_asymptote": 0.5}},

@@ -351,12 +351,14 @@ class LazyActiveEvaluator(ActiveEvaluator):
 
     def _calibrated_model(self, model: str | None) -> str:
         """The model whose scores the calibration oracle recalibrates, chosen as the in-memory
-        evaluator does: ``model``, or for a measure bound to models the pool's only model, else
-        the measure's first."""
+        evaluator does (``CalibrationOracle.initialize``): ``model``, else the oracle's own
+        ``oracle_options["model"]``; for a measure bound to models the oracle's model, else the
+        pool's only model, else the measure's first."""
+        own = self.oracle_options.get("model")
         if self.measure.models is None:
-            return self.pool.check_model(model)
+            return self.pool.check_model(model if model is not None else own)
         try:
-            return self.pool.check_model(None)
+            return self.pool.check_model(own)
         except ValueError:
             return self.pool.check_model(self.measure.models[0])
 
