@@ -70,20 +70,37 @@ def check_probabilities(arr: np.ndarray, name: str, *, n: int | None = None) -> 
 
 
 def check_binary_labels(values: Any, name: str = "y_true") -> np.ndarray:
-    """``values`` as a float array of 0/1 labels; a clear error names the first other value.
-
-    Labels in {-1, 1} or {1, 2} would otherwise be read as weights of the positive class.
-    """
+    """``values`` (one-dimensional) as a float array of 0/1 labels, 1 the positive class; the
+    error names the first other value (labels in {-1, 1} or {1, 2} would otherwise be read as
+    weights of the positive class)."""
     arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     try:
         y = arr.astype(float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold 1 (positive) or 0 (negative) labels") from None
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must hold 0/1 labels, got dtype {arr.dtype}") from exc
     bad = np.flatnonzero((y != 0) & (y != 1))
     if bad.size:
+        raise ValueError(f"{name}[{bad[0]}] = {show(arr[bad[0]])}; expected 0 or 1")
+    return y
+
+
+def check_encoded_labels(values: Any, n_classes: int, name: str = "labels") -> np.ndarray:
+    """``values`` as int64 class indices ``0..n_classes-1`` (whole floats accepted)."""
+    y = np.asarray(values)
+    if y.size and y.dtype.kind not in "iub":
+        if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+            y = y.astype(np.int64)
+        else:
+            raise TypeError(
+                f"{name} must be encoded class indices (pool.encode_labels), got dtype {y.dtype}"
+            )
+    y = y.astype(np.int64, copy=False)
+    bad = np.flatnonzero((y < 0) | (y >= n_classes))
+    if bad.size:
         raise ValueError(
-            f"{name} must be 1 (positive) or 0 (negative), got {name}[{bad[0]}] = "
-            f"{show(arr.reshape(-1)[bad[0]])}"
+            f"{name}[{bad[0]}] = {y[bad[0]]} is not an encoded class index 0..{n_classes - 1}"
         )
     return y
 

@@ -222,7 +222,7 @@ def test_labeled_items_are_checked(rare, method):
     for bad in (-1, 2):
         with pytest.raises(ValueError, match=rf"labels\[1\] = {bad}"):
             contingency_posterior(pool, "f1", [0, 1], [0, bad], encoded=True, **kw)
-    with pytest.raises(ValueError, match="whole class indices"):  # 0.7 was cut to 0
+    with pytest.raises(TypeError, match="encoded class indices"):  # 0.7 was cut to 0
         contingency_posterior(pool, "f1", [0, 1], [0.7, 1.0], encoded=True, **kw)
 
 

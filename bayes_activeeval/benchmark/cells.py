@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._validation import check_binary_labels
+
 #: Measures reported by :func:`~bayes_activeeval.benchmark.evaluate`, in this order.
 MEASURES: tuple[str, ...] = ("sensitivity", "specificity", "precision", "f1", "accuracy")
 
@@ -102,19 +104,7 @@ def population_measures(labels: Any, rule_predictions: Any) -> xr.DataArray:
 
 
 def as_binary(values: Any, name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype == bool:
-        return arr.astype(np.int8)
-    try:
-        f = arr.astype(float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must hold 0/1 labels, got dtype {arr.dtype}") from exc
-    bad = np.flatnonzero(~((f == 0) | (f == 1)))
-    if bad.size:
-        raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]].item()!r}; expected 0 or 1")
-    return f.astype(np.int8)
+    return check_binary_labels(values, name).astype(np.int8)
 
 
 def rules_matrix(rule_predictions: Any, n_pool: int, n_sample: int, indices=None):

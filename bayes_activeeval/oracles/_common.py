@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from .._validation import check_encoded_labels
+
 __all__ = ["LabelCache", "check_update", "log_odds", "prior_probs", "stratification_scores"]
 
 
@@ -90,19 +92,7 @@ def check_update(
     y = np.asarray(labels)
     if y.shape != idx.shape:
         raise ValueError(f"labels has shape {y.shape} but indices has shape {idx.shape}")
-    if y.size and y.dtype.kind not in "iub":
-        if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
-            y = y.astype(np.int64)
-        else:
-            raise TypeError(
-                f"labels must be encoded class indices (pool.encode_labels), got dtype {y.dtype}"
-            )
-    y = y.astype(np.int64, copy=False)
-    bad = np.flatnonzero((y < 0) | (y >= n_classes))
-    if bad.size:
-        raise ValueError(
-            f"labels[{bad[0]}] = {y[bad[0]]} is not an encoded class index 0..{n_classes - 1}"
-        )
+    y = check_encoded_labels(y, n_classes)
     if weights is None:
         w = np.ones(idx.size)
     else:

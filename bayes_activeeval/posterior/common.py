@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_encoded_labels
 from ..measures import Measure
 from ..proposals import CHUNK
 
@@ -43,18 +44,9 @@ def check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.nd
         raise ValueError(f"indices has entries outside 0..{M - 1}")
     if not encoded:
         return idx, np.asarray(pool.encode_labels(labels), dtype=np.int64)
-    raw = np.asarray(labels)
-    if raw.dtype.kind not in "iub" and not (
-        raw.dtype.kind == "f" and np.all(np.isfinite(raw)) and np.all(raw == np.round(raw))
-    ):
-        raise ValueError(f"encoded labels must be whole class indices, got dtype {raw.dtype}")
-    y = raw.astype(np.int64)
-    C = max(pool.n_classes, 1)
-    bad = np.flatnonzero((y < 0) | (y >= C)) if pool.n_classes else np.empty(0, dtype=int)
-    if bad.size:  # -1 would wrap to the last class
-        raise ValueError(
-            f"encoded labels must be class indices 0..{C - 1}, got labels[{bad[0]}] = {y[bad[0]]}"
-        )
+    if not pool.n_classes:  # regression: no classes to check against
+        return idx, np.asarray(labels, dtype=np.int64)
+    y = check_encoded_labels(labels, pool.n_classes)
     return idx, y
 
 
