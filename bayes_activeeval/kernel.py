@@ -996,7 +996,8 @@ def inverse_cdf(cdf: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Inverse-CDF sampling: the index ``i`` with ``cdf[i-1] <= t < cdf[i]`` for each target.
 
     ``cdf`` is the cumulative sum of a proposal (or of per-chunk masses) and ``targets`` uniform
-    on ``[0, cdf[-1])``; the last index catches rounding at the top. This is how every draw in
+    on ``[0, cdf[-1])``; a target at or above ``cdf[-1]`` (rounding at the top) goes to the last
+    item with positive mass, never to a zero-mass item after it. This is how every draw in
     the package turns uniform numbers into items (Sawade (2012), Algorithm 2, line 3).
 
     Parameters
@@ -1011,4 +1012,5 @@ def inverse_cdf(cdf: np.ndarray, targets: np.ndarray) -> np.ndarray:
     ndarray of int64
     """
     idx = np.searchsorted(cdf, targets, side="right")
-    return np.minimum(idx, cdf.size - 1).astype(np.int64)
+    last = int(np.searchsorted(cdf, cdf[-1], side="left")) if cdf.size else 0
+    return np.minimum(idx, last).astype(np.int64)

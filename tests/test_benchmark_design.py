@@ -41,6 +41,21 @@ def test_poisson_design_keeps_the_floor_of_every_stratum(method):
         bm.design(s, budget=200, n_strata=8, min_per_stratum=50, scheme="poisson")
 
 
+def test_poisson_inclusion_never_zero():
+    # an item whose allocation share is 0 (in a stratum that shares the budget freely) got
+    # inclusion 0, invisible to Horvitz-Thompson; `design` keeps shares positive today, the
+    # helper must not rely on it
+    from bayes_activeeval.benchmark.design import _poisson_floored
+
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0.0, 1.0, 4_000)
+    a[rng.choice(a.size, 400, replace=False)] = 0.0
+    h = np.repeat(np.arange(4), 1_000)
+    incl = _poisson_floored(a, h, np.full(4, 1_000), 300, 2)
+    assert np.all(incl > 0)
+    assert incl.sum() == pytest.approx(300, rel=1e-9)
+
+
 def test_sqrt_design_oversamples_minority_and_predicts_gain(world):
     _, s, y, _, _ = world
     d = bm.design(s, budget=400)

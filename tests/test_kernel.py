@@ -77,3 +77,14 @@ def test_proposal_info_is_typed_and_readable_by_key(rare_pool):
     assert Proposal(p.copy(), p, "custom", {"mix": 0.1}).info.mix == 0.1
     with pytest.raises(TypeError):
         Proposal(p.copy(), p, "custom", {"nonsense": 1})
+
+
+def test_inverse_cdf_never_returns_a_zero_mass_tail_item():
+    """Targets at or above the total (rounding at the top) go to the last item with mass, not
+    to the zero-mass items after it; inside the range it is the usual inverse CDF."""
+    from bayes_activeeval.kernel import inverse_cdf
+
+    cdf = np.cumsum([0.2, 0.0, 0.5, 0.3, 0.0, 0.0])
+    out = inverse_cdf(cdf, np.array([0.0, 0.1, 0.2, 0.65, 0.99, 1.0, 1.0 + 1e-15]))
+    np.testing.assert_array_equal(out, [0, 0, 2, 2, 3, 3, 3])
+    assert inverse_cdf(np.cumsum([0.0, 1.0]), np.array([1.0]))[0] == 1

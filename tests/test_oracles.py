@@ -981,12 +981,54 @@ def test_plugin_oracle_checks_its_labels():
         o.update([50], [1])
     with pytest.raises(ValueError, match="class index"):
         o.update([5], [2])
-    with pytest.raises(ValueError, match="item 4 has label 0 and now 1"):
+    with pytest.raises(ValueError, match="item 4 was labeled 0 before and 1 now"):
         o.update([6, 4], [1, 1])
-    assert o.get_state()["known"] == {"3": 1, "4": 0}  # nothing of the refused update kept
+    with pytest.raises(ValueError, match="item 7 has two different labels"):
+        o.update([7, 7], [1, 0])
+    st = o.get_state()  # nothing of the refused updates kept
+    assert st["items"].tolist() == [3, 4] and st["labels"].tolist() == [1, 0]
     b = o.belief().probs
     assert b[3, 1] == 1.0 and b[4, 0] == 1.0
     s = PluginOracle(deterministic=False)
     s.initialize(pool)
     s.update([4, 4], [0, 1])  # a stochastic oracle may give one item two labels
     np.testing.assert_array_equal(s.belief().probs, o._probs)
+
+
+def test_plugin_oracle_reads_its_old_state():
+    # before the label cache its state was {"known": {item: label}} in order of labeling; a
+    # session saved then must load to the same belief and keep refusing a changed label
+    from bayes_activeeval.oracles import PluginOracle
+
+    rng = np.random.default_rng(1)
+    pool = bae.Pool(predictions=rng.integers(0, 2, 40), probs=rng.uniform(0.05, 0.95, 40))
+    new = PluginOracle()
+    new.initialize(pool)
+    new.update([9, 2, 30], [1, 0, 1])
+    old = PluginOracle()
+    old.initialize(pool)
+    old.set_state({"known": {"9": 1, "2": 0, "30": 1}})
+    np.testing.assert_array_equal(old.belief().probs, new.belief().probs)
+    assert old.get_state()["items"].tolist() == [9, 2, 30]
+    with pytest.raises(ValueError, match="item 2 was labeled 0"):
+        old.update([2], [1])
+    with pytest.raises(ValueError, match="outside the pool"):
+        old.set_state({"known": {"40": 1}})
+
+
+def test_log_normalize_siblings_per_group_shift():
+    """Each sibling group is normalized with its own log-sum-exp: a group ~800 nats below the
+    others neither underflows to -inf nor loses its shape (one global shift made it log 0)."""
+    from bayes_activeeval.oracles.dirichlet_tree.tree import TreeOps, log_normalize_siblings
+
+    tree = build_tree(8, depth=3)
+    ops = TreeOps(tree)
+    rng = np.random.default_rng(0)
+    log_b = rng.normal(size=(tree.parent.size - 1, 2))
+    last = slice(ops.starts[-1], ops.starts[-1] + ops.lengths[-1])
+    log_b[last] -= 800.0
+    out = log_normalize_siblings(ops, log_b)
+    assert np.all(np.isfinite(out))
+    for st, ln in zip(ops.starts, ops.lengths, strict=True):
+        g = slice(st, st + ln)
+        np.testing.assert_allclose(out[g], log_b[g] - special.logsumexp(log_b[g], axis=0))

@@ -305,13 +305,17 @@ def _poisson_floored(
     a: np.ndarray, h: np.ndarray, sizes: np.ndarray, budget: int, minimum: int
 ) -> np.ndarray:
     """Poisson inclusion probabilities ``∝ a`` (capped at 1) summing to ``budget`` with at least
-    ``min(N_h, minimum)`` expected labels in every stratum ``h``.
+    ``min(N_h, minimum)`` expected labels in every stratum ``h``. An item with ``a = 0`` (a guess
+    of exactly 0 with no defensive mixture) gets ``1e-9`` of the largest ``a``: an inclusion
+    probability of 0 would hide it from the Horvitz-Thompson estimate.
 
     A stratum whose share falls below its floor gets exactly the floor (spread ``∝ a`` inside it)
     and the others share the rest; strata are added to the floored set until none is below its
     floor (at most one pass per stratum: a stratum, once floored, stays floored).
     """
     floor = np.minimum(sizes, minimum).astype(float)
+    if a.max() > 0:  # every item keeps some share, so Horvitz-Thompson sees every item
+        a = np.where(a > 0, a, 1e-9 * a.max())
     if floor.sum() > budget:
         raise ValueError(
             f"budget={budget} is too small: each of the {len(sizes)} strata needs at least "

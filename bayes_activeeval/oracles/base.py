@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..beliefs import CategoricalBelief, pool_belief
-from ._common import check_update
+from ._common import LabelCache, check_update
 
 __all__ = ["OracleModel", "PluginOracle", "make_oracle", "register_oracle"]
 
@@ -98,11 +98,12 @@ class PluginOracle(OracleModel):
     def __init__(self, deterministic: bool = True) -> None:
         self.deterministic = bool(deterministic)
         self._probs: np.ndarray | None = None
-        self._known: dict[int, int] = {}
+        self.cache: LabelCache | None = None
 
     def initialize(self, pool, model: str | None = None) -> None:
         models = pool.models if model is None else (pool.check_model(model),)
         self._probs = pool_belief(pool, tuple(models)).probs
+        self.cache = LabelCache(self._probs.shape[0])
         self._ready = True
 
     def update(self, indices, labels, weights=None) -> None:
@@ -121,40 +122,35 @@ class PluginOracle(OracleModel):
         ------
         ValueError
             Indices outside the pool, labels outside ``0..C-1``, or (deterministic oracle) an
-            item given a label other than the one it has.
+            item given a label other than the one it has; nothing of a refused update is kept.
         """
         self.check_ready()
         n_items, n_classes = self._probs.shape
         idx, y, _ = check_update(indices, labels, weights, n_items, n_classes)
-        if not self.deterministic:
-            return
-        new: dict[int, int] = {}
-        for i, c in zip(idx.tolist(), y.tolist(), strict=True):
-            had = self._known.get(i, new.get(i, c))
-            if had != c:  # checked before anything is recorded
-                raise ValueError(
-                    f"item {i} has label {had} and now {c}; a deterministic oracle gives one "
-                    "label per item (use deterministic=False)"
-                )
-            new[i] = c
-        self._known.update(new)
+        if self.deterministic:
+            self.cache.add(idx, y)
 
     def belief(self) -> CategoricalBelief:
         self.check_ready()
-        if not self._known:
+        if not self.cache.n_labeled:
             return CategoricalBelief(self._probs)
-        probs = self._probs.copy()
-        idx = np.fromiter(self._known.keys(), dtype=np.int64)
-        lab = np.fromiter(self._known.values(), dtype=np.int64)
-        probs[idx] = 0.0
-        probs[idx, lab] = 1.0
-        return CategoricalBelief(probs)
+        return CategoricalBelief(self.cache.point_masses(self._probs.copy()))
 
     def get_state(self) -> dict[str, Any]:
-        return {"known": {str(k): v for k, v in self._known.items()}}
+        self.check_ready()
+        return self.cache.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._known = {int(k): int(v) for k, v in state.get("known", {}).items()}
+        """Restore the labels of :meth:`get_state`; also reads the ``{"known": {item: label}}``
+        states written before the label cache (in order of first labeling, as saved)."""
+        self.check_ready()
+        if "known" in state:
+            known = state["known"]
+            state = {
+                "items": [int(k) for k in known],
+                "labels": [int(v) for v in known.values()],
+            }
+        self.cache.set_state(state)
 
 
 _REGISTRY: dict[str, Callable[..., OracleModel]] = {"model": PluginOracle}

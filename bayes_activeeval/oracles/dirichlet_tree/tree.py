@@ -218,8 +218,11 @@ def log_normalize_siblings(ops: TreeOps, log_b: np.ndarray) -> np.ndarray:
     """Log branch weights normalized within every sibling group: ``log b − log Σ_siblings b``.
 
     Each column (class) of every group of siblings then holds log probabilities summing to one
-    (the branch probabilities of a node, per class). One global shift by the largest entry
-    guards against overflow.
+    (the branch probabilities of a node, per class). One shift by the largest entry guards
+    against overflow; a group so far below it that its sum underflows (about 745 nats) is
+    normalized with its own largest entry instead (a log-sum-exp per group), so it never becomes
+    ``log 0``. (Shifting every group by its own maximum always would change the last bits of
+    every fitted tree, and with them the draws of runs already recorded.)
 
     Parameters
     ----------
@@ -236,4 +239,11 @@ def log_normalize_siblings(ops: TreeOps, log_b: np.ndarray) -> np.ndarray:
         return log_b
     mx = log_b.max()
     s = ops.sibling_sum(np.exp(log_b - mx))
+    low = ~(s > 0)
+    if low.any():  # groups that underflowed: their own shift
+        gmx = np.maximum.reduceat(log_b, ops.starts, axis=0)
+        gmx = np.repeat(np.where(np.isfinite(gmx), gmx, 0.0), ops.lengths, axis=0)
+        gs = ops.sibling_sum(np.exp(log_b - gmx))
+        with np.errstate(divide="ignore"):
+            return np.where(low, log_b - gmx - np.log(gs), log_b - mx - np.log(s))
     return log_b - mx - np.log(s)
