@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import special
 
 from . import intervals
-from ._validation import check_level
+from ._validation import check_finite, check_level
 from .beliefs import as_belief
 from .measures import Measure
 from .proposals import Draws, intrinsic_risk
@@ -138,10 +138,13 @@ class Estimate:
         degrees of freedom are not applied.
     event_weight : ndarray (m,), optional
         The weight one labeled event carries in each output on the unit scale of the range. Set
-        by :func:`difference_estimate` for a measure with an affine ``g`` (accuracy, error rate,
-        their differences), whose default interval is then ``"gamma"`` (Fay & Feuer (1997),
-        :func:`~bayes_activeeval.intervals.weighted_gamma`); ``None`` for a ratio such as F1,
-        which keeps ``"modified_wilson"``. The mean weight of one more event (``ū``).
+        by :func:`difference_estimate` for a measure with an affine ``g`` each of whose outputs
+        reads one loss column (accuracy, the error rate, a stack of them), whose default
+        interval is then ``"gamma"`` (Fay & Feuer (1997),
+        :func:`~bayes_activeeval.intervals.weighted_gamma`); ``None`` for a ratio such as F1 and
+        for a difference of two models' accuracies (not a count of events: a difference near 0
+        sits mid-range), which keep ``"modified_wilson"``. The mean weight of one more event
+        (``ū``).
     event_weight_rms : ndarray (m,), optional
         The root-mean-square weight of one more event, set with :attr:`event_weight`: the
         ``"gamma"`` interval's variance increment is its square where an event has been labeled.
@@ -437,6 +440,43 @@ def delta_method_bias(
     return out
 
 
+#: Fewest draws from which :func:`model_assisted_estimate` tunes its ``λ`` (fewer: ``λ = 1``, the
+#: difference estimator): the fitted ``λ`` uses a degree of freedom of the residuals, which a
+#: handful of draws cannot spare.
+MIN_TUNE_DRAWS = 10
+
+
+def _check_draws(L: np.ndarray, v: np.ndarray, name: str = "weights") -> None:
+    """Refuse importance weights that are not finite and non-negative, and losses that do not
+    match them (a negative weight put an accuracy estimate at 1.43, outside its own interval)."""
+    check_finite(v, name)
+    if np.any(v < 0):
+        i = int(np.flatnonzero(v < 0)[0])
+        raise ValueError(f"{name}[{i}] = {float(v[i])!r}; importance weights must be >= 0")
+    if v.size and (L.ndim != 2 or L.shape[0] != v.size):
+        raise ValueError(
+            f"losses must be an (n, d) array with one row per weight; got shape {L.shape} for "
+            f"{v.size} weights"
+        )
+    check_finite(L, "losses")
+
+
+def _read_pattern(measure: Measure, R: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """Which loss columns each output reads, as a 0/1 matrix shaped like ``J = Dg(R̂)``: the
+    nonzero entries of ``Dg`` at ``R̂`` and at a point next to it. At ``R̂`` alone an entry can
+    vanish by accident — precision's ``∂/∂R2 = −R1/R2²`` with no true positive labeled — and the
+    output would then count as read from one column, carried by every draw
+    (:func:`~bayes_activeeval.intervals.carrying_sizes`), which collapsed the interval of a
+    precision of 0 out of 5 predicted positives to the Kish size of all 1,000 draws."""
+    R = np.asarray(R, dtype=float)
+    with np.errstate(all="ignore"):
+        J2 = np.atleast_2d(np.asarray(measure.jacobian(R + 1e-6 * (1.0 + np.abs(R))), dtype=float))
+    J = np.atleast_2d(np.asarray(J, dtype=float))
+    if J2.shape != J.shape:
+        J2 = J
+    return ((np.nan_to_num(J, nan=1.0) != 0) | (np.nan_to_num(J2, nan=1.0) != 0)).astype(float)
+
+
 def weighted_estimate(
     losses: np.ndarray,
     weights: np.ndarray,
@@ -479,6 +519,7 @@ def weighted_estimate(
     """
     L = np.asarray(losses, dtype=float)
     v = np.asarray(weights, dtype=float)
+    _check_draws(L, v)
     n = v.size
     m = measure.n_outputs
     sv = v.sum()
@@ -517,7 +558,11 @@ def weighted_estimate(
         v2 = v if variance_weights is None else np.asarray(variance_weights, dtype=float)
         cov = (r * (v * v2)[:, None]).T @ r / sv**2
         df = satterthwaite_df(v * v2, r)
-    kish, wdf = intervals.carrying_sizes(v, L, J) if df is not None else (None, None)
+    kish, wdf = (
+        intervals.carrying_sizes(v, L, _read_pattern(measure, R, J))
+        if df is not None
+        else (None, None)
+    )
     n_lab = n if n_labels is None else int(n_labels)
     details: dict[str, Any] = {}
     if bias_correction and df is not None:
@@ -579,7 +624,10 @@ def model_assisted_estimate(
         ``M``, the belief's expected loss over the pool (exact, no labels needed).
     measure : Measure
     tune : bool
-        Estimate ``λ`` (default) or use ``λ = 1``.
+        Estimate ``λ`` (default) or use ``λ = 1``. With fewer than :data:`MIN_TUNE_DRAWS` draws
+        ``λ = 1`` whatever ``tune`` says: fitted on two draws, ``λ`` makes both residuals exactly 0
+        and the standard error 0 (a ranking session showed ``ERR 0.8246 ± 0.0000`` for a true 0.497
+        after two graded queries).
     n_labels : int, optional
         Labels bought (default the number of draws).
     bias_correction : bool
@@ -596,6 +644,7 @@ def model_assisted_estimate(
     mm = np.asarray(expected, dtype=float)
     v = np.asarray(weights, dtype=float)
     M = np.asarray(pool_expected, dtype=float)
+    _check_draws(L, v)
     sv = v.sum()
     if v.size == 0 or sv <= 0:
         est = weighted_estimate(L, v, measure, n_labels=n_labels)
@@ -611,7 +660,7 @@ def model_assisted_estimate(
                 break
             el = (L - R_is) @ J.T
             em = (mm - M_is) @ J.T
-            if tune:
+            if tune and v.size >= MIN_TUNE_DRAWS:
                 den = np.sum(v**2 * np.einsum("ij,ij->i", em, em))
                 # den = 0: the sample cannot tune λ; keep the difference estimator (λ = 1)
                 lam = float(np.sum(v**2 * np.einsum("ij,ij->i", el, em)) / den) if den > 0 else 1.0
@@ -632,7 +681,11 @@ def model_assisted_estimate(
         r = e @ J.T
         cov = (r * (v * v)[:, None]).T @ r / sv**2
         df = satterthwaite_df(v * v, r)
-    kish, wdf = intervals.carrying_sizes(v, L, J) if df is not None else (None, None)
+    kish, wdf = (
+        intervals.carrying_sizes(v, L, _read_pattern(measure, R, J))
+        if df is not None
+        else (None, None)
+    )
     n = v.size
     n_lab = n if n_labels is None else int(n_labels)
     details: dict[str, Any] = {"lambda": lam}
@@ -860,7 +913,11 @@ def difference_estimate(
       of ``Ĝ`` one draw's loss vector in ``[0, 1]^d`` can make, on the unit scale; exact for a
       plain risk). With no error it is ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.
       A ratio such as F1 keeps the clipped estimate and the modified Wilson interval: its event
-      weight grows as ``1/R`` with a rare class (``Measure.affine`` is ``False``).
+      weight grows as ``1/R`` with a rare class (``Measure.affine`` is ``False``). So does a
+      difference of two models' accuracies, whose outputs read two loss columns: it is no
+      count of events, and near 0 it sits mid-range, where one more event at the draws' weight
+      stretched one side of the gamma interval about 20 times (it never excluded 0 where the
+      Wald interval always did).
     - **Unseen heavy events.** The martingale variance only sees the errors that were drawn. Where
       the stage beliefs think a region of the pool error-free, ``q`` sits at the defensive floor
       there and an error in it weighs up to ``1/δ``; when fewer than about one such error is
@@ -964,7 +1021,7 @@ def difference_estimate(
         r = (phi - R) @ J.T
         cov = (r * (a * a)[:, None]).T @ r / a.sum() ** 2
         df = satterthwaite_df(a * a, r)
-        kish, wdf = intervals.carrying_sizes(v, L, J)
+        kish, wdf = intervals.carrying_sizes(v, L, _read_pattern(measure, R, J))
         details.update(raw=G, stage_weights=a)
         if model_expected is not None and model_value is not None and measure.affine:
             anticipated, model_weight = _anticipated_variance(
@@ -1079,6 +1136,11 @@ def _at_bound(G, cov, L, v, a, J, measure, details):
         cov[at, :] = 0.0
         cov[:, at] = 0.0
     details["at_bound"] = at
+    if np.any(np.count_nonzero(J, axis=1) != 1):
+        # an output that reads several loss columns (a difference of two models' accuracies)
+        # is no weighted count of events: a near-0 difference sits mid-range, and one more
+        # event at the draws' weight would stretch one side of its interval many times
+        return G, cov, None, None
     # one more event at a draw taken at random: mean weight ū, mean squared weight u₂²
     scale = np.abs(J).sum(axis=1) / width / a.sum()
     return G, cov, float(np.mean(a * v)) * scale, float(np.sqrt(np.mean((a * v) ** 2))) * scale

@@ -56,6 +56,8 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
+from ._validation import check_level
+
 __all__ = [
     "BOUNDED_METHODS",
     "DEFAULT_METHOD",
@@ -82,7 +84,7 @@ DEFAULT_METHOD = "modified_wilson"
 
 
 def _z(level: float) -> float:
-    return float(stats.norm.ppf(0.5 + level / 2))
+    return float(stats.norm.ppf(0.5 + check_level(level) / 2))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def jeffreys(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarra
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
-    a = (1.0 - level) / 2
+    a = (1.0 - check_level(level)) / 2
     k = x * n
     lo = special.betaincinv(k + 0.5, n - k + 0.5, a)
     hi = special.betaincinv(k + 0.5, n - k + 0.5, 1.0 - a)
@@ -226,7 +228,7 @@ def clopper_pearson(x: Any, n: Any, level: float = 0.95) -> tuple[np.ndarray, np
     """
     x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
     n = np.asarray(n, dtype=float)
-    a = (1.0 - level) / 2
+    a = (1.0 - check_level(level)) / 2
     k = x * n
     with np.errstate(invalid="ignore"):
         lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1e-300), n - k + 1.0, a), 0.0)
@@ -291,7 +293,7 @@ def weighted_gamma(
     vf = v if far_var is None else np.maximum(v, np.nan_to_num(np.asarray(far_var, dtype=float)))
     u = np.asarray(event_weight, dtype=float)
     u2 = u if event_weight_rms is None else np.asarray(event_weight_rms, dtype=float)
-    a = (1.0 - level) / 2
+    a = (1.0 - check_level(level)) / 2
     pos = (y > 0) & (v > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         shape = np.where(pos, y * y / np.where(pos, v, 1.0), 1.0)
@@ -567,9 +569,29 @@ def interval(
         Always inside ``bounds``. A proportion-method interval has positive width whenever some
         draw carries the measure; with none it is the whole range.
     """
+    level = check_level(level)
+    se = np.asarray(stderr, dtype=float)
+    if np.any(se < 0):
+        raise ValueError(f"stderr must be >= 0, got {float(se[se < 0].ravel()[0])!r}")
+    low, high = _interval(
+        value, se, bounds, level, method, df, kish, n_df, n_max, event_weight, event_weight_rms,
+        anticipated_stderr,
+    )  # fmt: skip
+    # an undefined standard error gives an undefined interval (the proportion methods would
+    # otherwise read it as 0 and fall back to the Kish size)
+    undefined = ~np.isfinite(se)
+    if undefined.any():
+        low = np.where(undefined, np.nan, low)
+        high = np.where(undefined, np.nan, high)
+    return low, high
+
+
+def _interval(
+    value, se, bounds, level, method, df, kish, n_df, n_max, event_weight, event_weight_rms,
+    anticipated_stderr,
+):  # fmt: skip
     lo, hi = (float(b) for b in bounds)
     G = np.asarray(value, dtype=float)
-    se = np.asarray(stderr, dtype=float)
     bounded = np.isfinite(lo) and np.isfinite(hi)
     if (method in BOUNDED_METHODS or method == "gamma") and not bounded:
         method = "t"

@@ -318,3 +318,68 @@ def test_intervals_stay_in_the_measure_range(rare_pool):
     mse = bae.measures.get("mse")
     e = bae.weighted_estimate(np.array([[0.1], [5.0], [0.2]]), np.ones(3), mse)
     assert e.confidence_interval(0.95).low >= 0.0
+
+
+def test_ratio_with_no_true_positive_is_carried_by_its_own_draws():
+    """Precision 0 of 5 predicted positives among 1,000 passive draws: the interval is that of
+    0 out of 5 (modified Wilson, n = 5), not of 0 out of 1,000 — ``Dg`` at ``R̂`` has an exact 0
+    in the column of the predicted positives when no true positive is labeled, which made the
+    output count as read from one column and carried by every draw."""
+    from bayes_activeeval.intervals import modified_wilson
+    from bayes_activeeval.measures import get
+
+    n = 1000
+    f = np.zeros(n)
+    f[:5] = 1
+    e = bae.weighted_estimate(np.c_[np.zeros(n), f], np.ones(n), get("precision"))
+    assert e.value == 0.0 and float(e.kish[0]) == 5.0
+    lo, hi = e.confidence_interval()
+    assert float(lo) == 0.0
+    assert float(hi) == pytest.approx(float(modified_wilson(0.0, 5.0)[1]), rel=1e-12)
+    y = np.zeros(n)
+    y[-5:] = 1  # 5 positives, none predicted: recall 0 of 5
+    er = bae.weighted_estimate(np.c_[np.zeros(n), y], np.ones(n), get("recall"))
+    assert float(er.kish[0]) == 5.0
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([1.0, -0.9, 1.0, 1.0], r"weights\[1\] = -0.9"),
+        ([1.0, np.nan, 1.0, 1.0], r"weights\[1\]"),
+        ([1.0, 1.0, 1.0], "one row per weight"),
+    ],
+)
+def test_weighted_estimates_refuse_bad_weights(weights, match):
+    # a negative weight put an accuracy at 1.43, outside its own interval; a NaN weight said
+    # "the labeled sample does not define 'accuracy' yet"
+    from bayes_activeeval.measures import get
+
+    L = np.array([[1.0], [0.0], [1.0], [1.0]])
+    w = np.asarray(weights, dtype=float)
+    with pytest.raises(ValueError, match=match):
+        bae.weighted_estimate(L, w, get("accuracy"))
+    with pytest.raises(ValueError, match=match):
+        bae.estimators.model_assisted_estimate(
+            L, w, np.full((4, 1), 0.7), np.array([0.7]), get("accuracy")
+        )
+
+
+def test_model_assisted_does_not_tune_on_a_handful_of_draws():
+    """Two draws: a tuned λ makes both residuals 0 and the standard error 0; below
+    MIN_TUNE_DRAWS the estimate is the difference estimate (λ = 1) with a positive error."""
+    from bayes_activeeval.estimators import MIN_TUNE_DRAWS, model_assisted_estimate
+    from bayes_activeeval.measures import get
+
+    L = np.array([[0.223], [0.549]])
+    mm = np.array([[0.30], [0.41]])
+    e = model_assisted_estimate(L, np.array([1.2, 0.8]), mm, np.array([0.35]), get("mse"))
+    assert e.details["lambda"] == 1.0 and float(e.stderrs[0]) > 0
+    rng = np.random.default_rng(0)
+    n = MIN_TUNE_DRAWS
+    mm = rng.uniform(0, 1, (n, 1))
+    L = mm + rng.normal(0, 0.1, (n, 1))
+    assert (
+        model_assisted_estimate(L, np.ones(n), mm, np.array([0.5]), get("mse")).details["lambda"]
+        != 1.0
+    )

@@ -209,3 +209,28 @@ def test_estimate_api_passive_is_wilson_and_modified_wilson():
     assert est.confidence_interval(0.95, "t") == (1.0, 1.0)
     lo, hi = est.confidence_interval(0.95)
     assert hi == 1.0 and lo == pytest.approx(20 / (20 + stats.norm.ppf(0.975) ** 2))
+
+
+@pytest.mark.parametrize("level", [95, 1.0, 0.0, -0.5, float("nan")])
+def test_every_interval_refuses_a_level_outside_0_1(level):
+    # 95 (a percentage) gave NaN or, with "gamma", the whole range; -0.5 an inverted interval
+    from bayes_activeeval import intervals as iv
+
+    for method in ("modified_wilson", "wald", "t", "gamma", "logit"):
+        with pytest.raises(ValueError, match="level"):
+            iv.interval(0.9, 0.03, (0, 1), level, method, kish=100.0, df=50.0)
+    for f in (iv.wilson, iv.modified_wilson, iv.jeffreys, iv.clopper_pearson):
+        with pytest.raises(ValueError, match="level"):
+            f(0.3, 20.0, level)
+
+
+def test_undefined_or_negative_stderr():
+    # a NaN standard error gave a finite interval from the Kish size; a negative one too
+    from bayes_activeeval import intervals as iv
+
+    lo, hi = iv.interval(0.7, np.nan, (0, 1), kish=50.0)
+    assert np.isnan(lo) and np.isnan(hi)
+    with pytest.raises(ValueError, match="stderr must be >= 0"):
+        iv.interval(0.7, -0.05, (0, 1), kish=50.0)
+    lo, hi = iv.interval(np.array([0.7, 0.6]), np.array([0.05, np.nan]), (0, 1), kish=50.0)
+    assert np.isfinite(lo[0]) and np.isnan(lo[1]) and np.isnan(hi[1])

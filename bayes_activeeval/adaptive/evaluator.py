@@ -54,6 +54,24 @@ def draw_count(need: int, mass: float) -> int:
     return int(min(math.ceil(need / mass * 1.2 - 1e-9) + 16, MAX_DRAWS_PER_QUERY))
 
 
+def cost_cut(take, item_costs, spent, max_cost, strict):
+    """Cut a batch of new items at a cost budget: ``(take, cut, spent)``.
+
+    ``take`` are the positions (in the draws) of the batch's new items in draw order and
+    ``item_costs`` their costs; ``spent`` is what the query's earlier batches cost. Not strict: the
+    item whose cost crosses ``max_cost`` is kept (as :meth:`ActiveEvaluator.run`'s last stage).
+    Strict: the cut is before it, so the spending never exceeds ``max_cost``. ``cut`` is ``None``
+    while the budget is not reached, else the number of draws to keep (the query then ends with
+    this batch); ``spent`` includes the items kept."""
+    cum = spent + np.cumsum(item_costs)
+    stop = int(np.searchsorted(cum, max_cost, side="right" if strict else "left"))
+    if stop >= take.size:
+        return take, None, float(cum[-1])
+    keep = stop if strict else stop + 1
+    cut = int(take[keep]) if strict else int(take[keep - 1]) + 1
+    return take[:keep], cut, float(cum[keep - 1]) if keep else float(spent)
+
+
 def default_oracle(pool) -> str:
     """The oracle name :class:`ActiveEvaluator` uses by default on ``pool``: ``DEFAULT_ORACLE``
     (``"auto"``) on an in-memory binary pool with a positive class, ``"calibration"`` on such a
@@ -416,7 +434,9 @@ class ActiveEvaluator(EvaluatorState):
         )
 
     # -- the loop ----------------------------------------------------------------------------------
-    def query(self, n: int | None = None, max_cost: float | None = None) -> np.ndarray:
+    def query(
+        self, n: int | None = None, max_cost: float | None = None, *, strict: bool = False
+    ) -> np.ndarray:
         """Items to label next, drawn from the current proposal ``q_t``.
 
         Under a deterministic oracle, draws continue until ``n`` *new* items (without a label and
@@ -432,6 +452,11 @@ class ActiveEvaluator(EvaluatorState):
         max_cost : float, optional
             With label costs: stop once the new items' cost reaches this (the item that crosses
             it is kept, as in :meth:`run`'s last stage).
+        strict : bool
+            With ``max_cost``: never exceed it — stop before the first new item whose cost would
+            cross it (possibly returning no item). A session's budget is strict (static and
+            adaptive designs alike). The cut depends on the costs only, never on labels, so the
+            draws kept are still a stopped sequence of draws from ``q_t``.
 
         Returns
         -------
@@ -441,7 +466,7 @@ class ActiveEvaluator(EvaluatorState):
         n = self.batch_size if n is None else check_count(n, "n")
         if max_cost is not None and not (np.isfinite(max_cost) and max_cost >= 0):
             raise ValueError(f"max_cost must be a non-negative number, got {max_cost!r}")
-        return self._query(n, None if max_cost is None else float(max_cost))
+        return self._query(n, None if max_cost is None else float(max_cost), strict=bool(strict))
 
     def _fresh_mask(self) -> np.ndarray:
         return (self._label < 0) & ~self._requested
@@ -452,7 +477,7 @@ class ActiveEvaluator(EvaluatorState):
             return int(np.count_nonzero(self._proposal.q))
         return int(np.count_nonzero(self._fresh_mask() & (self._proposal.q > 0)))
 
-    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
+    def _query(self, n: int, max_cost: float | None, strict: bool = False) -> np.ndarray:
         prop = self._proposal
         costs = self._costs
         if not self.deterministic:
@@ -460,7 +485,8 @@ class ActiveEvaluator(EvaluatorState):
             idx = d.indices
             if max_cost is not None and costs is not None:
                 cum = np.cumsum(costs[idx])
-                cut = int(np.searchsorted(cum, max_cost, side="left")) + 1
+                cut = int(np.searchsorted(cum, max_cost, side="right" if strict else "left"))
+                cut += 0 if strict else 1
                 idx = idx[:cut]
                 d = d[:cut]
             self._add_pending(d.indices, d.weights, d.q, np.full(idx.size, -1, dtype=np.int64))
@@ -491,14 +517,13 @@ class ActiveEvaluator(EvaluatorState):
             _, first = np.unique(ind[pos], return_index=True)
             firstpos = np.sort(pos[first])
             take = firstpos[:need]
+            cut = None
             if max_cost is not None and costs is not None and take.size:
-                cum = spent + np.cumsum(costs[ind[take]])
-                stop = int(np.searchsorted(cum, max_cost, side="left"))
-                if stop < take.size:  # the budget is reached at the (stop+1)-th new item
-                    take = take[: stop + 1]
-                    need = take.size  # finish after this batch
-                spent = float(cum[take.size - 1])
-            cut = int(take[-1]) + 1 if take.size >= need else ind.size
+                take, cut, spent = cost_cut(take, costs[ind[take]], spent, max_cost, strict)
+            if cut is not None:
+                need = take.size  # the budget is reached: finish after this batch
+            else:
+                cut = int(take[-1]) + 1 if take.size >= need else ind.size
             ind_c = ind[:cut]
             new = ind[take]
             fresh[new] = False

@@ -62,6 +62,7 @@ from .evaluator import (
     DEFAULT_STAGE_GROWTH,
     MAX_DRAWS_PER_QUERY,
     ActiveEvaluator,
+    cost_cut,
     default_oracle,
     draw_count,
 )
@@ -622,7 +623,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             n_taken += p > 0 and (self.mix > 0 or prm.passive or bool(positive_key[key]))
         return self._proposal.support - n_taken
 
-    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
+    def _query(self, n: int, max_cost: float | None, strict: bool = False) -> np.ndarray:
         prop = self._proposal
         n_avail = self.available()
         if n > n_avail:
@@ -662,14 +663,14 @@ class LazyActiveEvaluator(ActiveEvaluator):
             _, first = np.unique(ind[pos], return_index=True)
             firstpos = np.sort(pos[first])
             take = firstpos[:need]
+            cut = None
             if max_cost is not None and self._costs is not None and take.size:
-                cum = spent + np.cumsum([self._rec[i][3] for i in ind[take].tolist()])
-                stop = int(np.searchsorted(cum, max_cost, side="left"))
-                if stop < take.size:
-                    take = take[: stop + 1]
-                    need = take.size
-                spent = float(cum[take.size - 1])
-            cut = int(take[-1]) + 1 if take.size >= need else ind.size
+                item_costs = np.array([self._rec[i][3] for i in ind[take].tolist()])
+                take, cut, spent = cost_cut(take, item_costs, spent, max_cost, strict)
+            if cut is not None:
+                need = take.size  # the budget is reached: finish after this batch
+            else:
+                cut = int(take[-1]) + 1 if take.size >= need else ind.size
             ind_c = ind[:cut]
             new = ind[take]
             mass -= float(qd[take].sum())

@@ -266,7 +266,8 @@ class AdaptiveDesign:
         for s in range(start, n_done):
             n_req, items, info = stages[s]
             try:
-                ev.query(n_req, max_cost=info.get("max_cost"))  # as drawn: cut at the budget
+                # as drawn: cut at the budget (strictly since the stage records "strict")
+                ev.query(n_req, max_cost=info.get("max_cost"), strict=info.get("strict", False))
                 got = ev.pending_draws.indices
             except ValueError:
                 if not corrected:
@@ -295,9 +296,15 @@ class AdaptiveDesign:
             raise SessionError("no unlabeled item has positive probability; nothing to label")
         n = min(n, avail)
         max_cost = left if (left is not None and self.pool.costs is not None) else None
-        ev.query(n, max_cost=max_cost)  # the evaluator's own cost-budget cut
+        # the budget is strict, as for the static design: never the item that would cross it
+        new = ev.query(n, max_cost=max_cost, strict=True)
+        if new.size == 0:
+            raise SessionError(
+                f"the budget left ({left:g}) is below the cost of the next item drawn"
+            )
         draws = ev.pending_draws
-        return draws, {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost}, snapshot
+        info = {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost, "strict": True}
+        return draws, info, snapshot
 
     def current_q(self, session, n_done: int) -> np.ndarray:
         return self.evaluator(session, n_done).proposal.q  # lazily: a dask array
