@@ -15,6 +15,12 @@ For a comparison with true difference ``Δ``, the Wald test from ``n`` draws has
     1 − [Φ(z − μ) − Φ(−z − μ)],    μ = √n Δ / σ_q,   z = Φ⁻¹(1 − α/2)
 
 and a Wald interval has half-width ``z σ_q / √n``. The predictions are only as good as the belief.
+
+A comparison design that is zero where the two models agree (``active_neq``, ``active_0``,
+``active_inf`` with ``mix=0``; Sawade (2012), Sec. 5.2.2) estimates ``Δ = s Δ_S`` with
+``s = Σ_{q>0} p`` the support mass and ``Δ_S`` the self-normalized difference on the support;
+for a plain risk, whose paired difference ``δ`` is identically 0 off the support, its variance
+per draw is ``σ_q² = Σ_{q>0} p² E_π(δ − Δ̌/s)² / q`` (:func:`restricted_variance`).
 """
 
 from __future__ import annotations
@@ -27,8 +33,17 @@ import numpy as np
 from scipy import optimize, stats
 
 from ._validation import check_fraction, check_level
-from .comparison.pairwise import comparison_proposal, models_arg
+from .comparison.pairwise import (
+    comparison_proposal,
+    disagreement,
+    is_linear,
+    models_arg,
+    support_mass_of,
+)
+from .kernel import deviation_integrand
+from .kernel import predicted_variance as _predicted_variance
 from .measures import Measure
+from .measures import difference as difference_measure
 from .measures import get as get_measure
 from .proposals import DEFAULT_MIX, Proposal, optimal_proposal, passive_proposal
 
@@ -146,19 +161,94 @@ def expected_labels(q: np.ndarray, n: int) -> float:
     return float(np.sum(-np.expm1(n * np.log1p(-np.clip(q, 0.0, 1.0 - 1e-15)))))
 
 
-def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Proposal, np.ndarray]:
-    """The proposal for ``design`` and ``u(x)`` under the comparison belief."""
+def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Proposal, Proposal]:
+    """The proposal for ``design`` and the optimal one (whose info holds ``u(x)`` and ``R``
+    under the comparison belief)."""
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
     opt = comparison_proposal(pool, measure, models, kind="optimal", mix=mix, belief=belief)
-    u = opt.info.u
-    if u is None:
+    if opt.info.u is None:
         raise ValueError("planning for more than two models is not supported; give two models")
     if design == "optimal":
-        return opt, u
+        return opt, opt
     if design == "passive":
-        return passive_proposal(pool), u
-    return comparison_proposal(pool, measure, models, kind=design, mix=mix, belief=belief), u
+        return passive_proposal(pool), opt
+    return comparison_proposal(pool, measure, models, kind=design, mix=mix, belief=belief), opt
+
+
+def restricted_variance(
+    pool, measure, models, proposal: Proposal, optimal: Proposal, belief: Any = None
+) -> float:
+    """Predicted variance per draw of a comparison under a proposal that is zero somewhere.
+
+    With ``S = {q > 0}``, ``s = Σ_S p`` and ``v = p/q``, :func:`~bayes_activeeval.compare`
+    estimates ``Δ̂ = s Σ v δ / Σ v`` (Sawade (2012), Sec. 5.2.2). For a plain risk whose paired
+    difference ``δ`` is identically 0 off ``S``, ``Σ v δ / Σ v`` tends to ``Δ/s`` and, by the delta
+    method for the ratio (Sawade (2012), Lemma 3.4), ``n Var(Σ v δ / Σ v) → E_q[v² (δ − Δ/s)²] / s²
+    = Σ_S p² (δ − Δ/s)² / (q s²)``; multiplying by ``s`` gives::
+
+        σ_q² = Σ_{q>0} p² E_π(δ − Δ̌/s)² / q
+
+    with the belief ``π`` and intrinsic difference ``Δ̌`` of the comparison (Eqs. 5.11-5.12).
+    (``Σ p² u/q`` with ``u = E_π(δ − Δ̌)²`` is infinite here: ``u = Δ̌² > 0`` where the models
+    agree and ``q = 0``, although ``δ ≡ 0`` there.)
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+        A plain risk (error rate, accuracy, MSE, …).
+    models : (str, str)
+    proposal : Proposal
+        The design's proposal, zero somewhere.
+    optimal : Proposal
+        The two models' optimal comparison proposal, built with ``belief`` (its ``info`` holds
+        ``Δ̌``'s risks ``R`` and the belief floor).
+    belief : optional
+        The label belief ``optimal`` was built with (default: the models' equal mixture).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the measure is not a plain risk, or ``q = 0`` on an item where the two models' losses
+        can differ (the difference is then not identified).
+    """
+    base = get_measure(measure)
+    a, b = models
+    off = (proposal.q <= 0) & (proposal.p > 0)
+    if not is_linear(base):
+        raise ValueError(
+            f"the {proposal.kind!r} proposal gives zero mass to {int(off.sum())} items; for the "
+            f"non-linear measure {base.name!r} every item moves the estimate: use mix > 0"
+        )
+    bad = np.flatnonzero(off & disagreement(pool, base, a, b))
+    if bad.size:
+        raise ValueError(
+            f"the {proposal.kind!r} proposal gives zero mass to item {bad[0]} (and "
+            f"{bad.size - 1} more) where the difference can vary; use mix > 0"
+        )
+    s = support_mass_of(proposal)
+    on = proposal.q > 0
+    u_s = deviation_integrand(
+        pool,
+        difference_measure(base, a, b),
+        belief=belief,
+        risk=np.asarray(optimal.info.risk, dtype=float) / s,
+        belief_floor=optimal.info.belief_floor,
+    ).u
+    return _predicted_variance(proposal.p[on], u_s[on], proposal.q[on])
+
+
+def _design_variance(pool, measure, models, design, mix, belief) -> tuple[Proposal, float]:
+    """The design's proposal and its predicted variance per draw ``σ_q²``."""
+    prop, opt = _design_proposal(pool, measure, models, design, mix, belief)
+    if support_mass_of(prop) < 1.0 - 1e-12:
+        return prop, restricted_variance(pool, measure, models, prop, opt, belief)
+    return prop, prop.predicted_variance(opt.info.u)
 
 
 def _solve_n(fn, target: float) -> float:
@@ -190,7 +280,9 @@ def labels_for_power(
 
     Solves ``1 − [Φ(z − μ) − Φ(−z − μ)] = power``, ``μ = √n Δ/σ_q`` (Sawade (2012), Eq. 5.4) with
     ``σ_q² = Σ p² u/q`` predicted from the mixture belief (Eq. 5.11) and intrinsic difference
-    (Eq. 5.12); ``q`` is the power-optimal proposal (Thm. 5.1) or a baseline.
+    (Eq. 5.12); ``q`` is the power-optimal proposal (Thm. 5.1) or a baseline. A baseline that is
+    zero where the models agree (``mix=0``) is planned with :func:`restricted_variance` (plain
+    risks only).
 
     Parameters
     ----------
@@ -229,8 +321,7 @@ def labels_for_power(
     pair = models_arg(pool, models, 2, two=True)
     if len(pair) != 2:
         raise ValueError(f"models must name exactly two models, got {models!r}")
-    prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
-    var = prop.predicted_variance(u)
+    prop, var = _design_variance(pool, measure, pair, design, mix, belief)
     if not np.isfinite(var):
         raise ValueError(
             f"the {design!r} proposal gives zero mass where the difference can vary; use mix > 0"
@@ -303,14 +394,13 @@ def labels_for_width(
         pair = models_arg(pool, models, 2, two=True)
         if len(pair) != 2:
             raise ValueError(f"models must name exactly two models, got {models!r}")
-        prop, u = _design_proposal(pool, measure, pair, design, mix, belief)
+        prop, var = _design_variance(pool, measure, pair, design, mix, belief)
     else:
         if design not in ("optimal", "passive"):
             raise ValueError(f"design must be 'optimal' or 'passive' for one model, got {design!r}")
         opt = optimal_proposal(pool, get_measure(measure), model=model, belief=belief, mix=mix)
-        u = opt.info.u
         prop = opt if design == "optimal" else passive_proposal(pool)
-    var = prop.predicted_variance(u)
+        var = prop.predicted_variance(opt.info.u)
     if not np.isfinite(var):
         raise ValueError(f"the {design!r} proposal gives zero mass where it is needed; use mix > 0")
     z = stats.norm.ppf(0.5 + level / 2)

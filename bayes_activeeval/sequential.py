@@ -20,6 +20,8 @@ by exact recursive numerical integration (Armitage, McPherson & Rowe (1969); Jen
 from __future__ import annotations
 
 import functools
+import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from ._validation import check_count, check_fraction, check_rng
+from ._validation import check_count, check_fraction, check_rng, show
 from .comparison import ComparisonResult, compare, comparison_proposal
 from .estimators import ConfidenceInterval
 from .proposals import Proposal
@@ -128,6 +130,17 @@ def _design_boundaries(looks: tuple[int, ...], alpha: float, spending: str) -> n
     return _boundaries(t, np.diff(np.concatenate([[0.0], cum])))
 
 
+def _whole_look(x: Any, k: int, looks: Any) -> int:
+    """Look ``k`` as an int, refusing a non-integral or non-numeric value."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"looks[{k}] = {show(x)} is not a draw count; looks = {show(looks)}")
+    if not float(x).is_integer():
+        raise ValueError(
+            f"looks[{k}] = {show(x)} is not a whole number of draws; looks = {show(looks)}"
+        )
+    return int(x)
+
+
 def _trap_weights(grid: np.ndarray) -> np.ndarray:
     h = grid[1] - grid[0]
     w = np.full(grid.size, h)
@@ -142,8 +155,9 @@ class GroupSequentialDesign:
     Parameters
     ----------
     looks : sequence of int
-        Cumulative numbers of draws at which the test is looked at (increasing); the last one is
-        the maximum ``N_max`` (information fraction ``t_k = n_k/N_max``).
+        Cumulative numbers of draws at which the test is looked at (whole numbers, strictly
+        increasing, at least 1); the last one is the maximum ``N_max`` (information fraction
+        ``t_k = n_k/N_max``).
     alpha : float
         Overall two-sided type-I error.
     spending : {"obrien-fleming", "pocock", "naive"}
@@ -160,9 +174,11 @@ class GroupSequentialDesign:
     spending: str = "obrien-fleming"
 
     def __post_init__(self) -> None:
-        looks = tuple(int(x) for x in self.looks)
+        looks = tuple(_whole_look(x, k, self.looks) for k, x in enumerate(self.looks))
         if not looks or any(x < 1 for x in looks) or any(np.diff(looks) <= 0):
-            raise ValueError(f"looks must be increasing positive draw counts, got {self.looks!r}")
+            raise ValueError(
+                f"looks must be strictly increasing positive draw counts, got {show(self.looks)}"
+            )
         object.__setattr__(self, "looks", looks)
         check_fraction(self.alpha, "alpha", allow_zero=False)
         if self.spending not in SPENDING:
@@ -174,11 +190,32 @@ class GroupSequentialDesign:
     def equally_spaced(
         cls, max_draws: int, n_looks: int, *, first: int | None = None, **kwargs
     ) -> GroupSequentialDesign:
-        """Looks at ``first, …, max_draws`` equally spaced (``first`` defaults to one step)."""
+        """``n_looks`` looks at ``first, …, max_draws``, equally spaced and rounded to whole draws.
+
+        ``first`` defaults to one step, ``max_draws // n_looks``. The looks must be distinct
+        draw counts: ``n_looks`` may not exceed ``max_draws`` (nor ``max_draws − first + 1``),
+        else a ``ValueError``.
+        """
         max_draws = check_count(max_draws, "max_draws")
         n_looks = check_count(n_looks, "n_looks")
+        if n_looks > max_draws:
+            raise ValueError(
+                f"n_looks={n_looks} looks need at least {n_looks} draws, but max_draws={max_draws}"
+            )
         first = max_draws // n_looks if first is None else check_count(first, "first")
-        looks = np.unique(np.round(np.linspace(first, max_draws, n_looks)).astype(int))
+        if first > max_draws:
+            raise ValueError(f"first={first} is larger than max_draws={max_draws}")
+        if n_looks == 1 and first != max_draws:
+            raise ValueError(
+                f"with n_looks=1 the only look is at max_draws={max_draws}; got first={first}"
+            )
+        looks = np.round(np.linspace(first, max_draws, n_looks)).astype(int)
+        if np.any(np.diff(looks) <= 0):
+            raise ValueError(
+                f"n_looks={n_looks} equally spaced looks from first={first} to "
+                f"max_draws={max_draws} are not distinct draw counts ({looks.tolist()}); "
+                "use fewer looks or an earlier first look"
+            )
         return cls(tuple(looks.tolist()), **kwargs)
 
     @property
@@ -263,9 +300,28 @@ class SequentialResult:
 
     def confidence_interval(self) -> ConfidenceInterval:
         """The repeated confidence interval at the stopping look (Jennison & Turnbull (2000),
-        Ch. 9): the comparison's own interval (Wald or score, dual to its test) at the nominal
-        level ``1 − 2(1 − Φ(c_k))`` of the look's boundary, so its coverage holds simultaneously
-        over all looks at level ``1 − α`` and it excludes 0 exactly when the run rejected."""
+        Ch. 9).
+
+        The comparison's own interval (Wald or score, dual to its test:
+        ``confidence_interval(method="test")`` of :attr:`result`) at the nominal level
+        ``1 − 2(1 − Φ(c_k))`` of the look's boundary ``c_k``, so it excludes 0 exactly when the
+        run rejected. With alpha-spending boundaries (``"obrien-fleming"``, ``"pocock"``) these
+        intervals cover the true difference at all looks simultaneously with probability
+        ``1 − α`` (asymptotically), so the one at the stopping look does too. With
+        ``spending="naive"`` they do not: the boundary is the nominal ``z_{1−α/2}`` at every
+        look, the interval is only the fixed-sample interval of the stopping look, and its
+        coverage over the looks falls below ``1 − α`` (0.82-0.89 instead of 0.95 over 8 looks
+        in our checks); a ``UserWarning`` says so.
+        """
+        if self.design.spending == "naive":
+            warnings.warn(
+                "spending='naive' uses the nominal z at every look: this interval is the "
+                f"fixed-sample one of look {self.look + 1}, and its coverage over the "
+                f"{len(self.design.looks)} looks is below {1 - self.design.alpha:g}; use an "
+                "alpha-spending design for a repeated confidence interval",
+                UserWarning,
+                stacklevel=2,
+            )
         level = min(1.0 - 2.0 * stats.norm.sf(self.boundary), 1.0 - 1e-15)
         return self.result.confidence_interval(level, method="test")
 

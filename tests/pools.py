@@ -36,3 +36,23 @@ def permuted_null(pool, labels, models, q):
     null = bae.Pool(predictions=preds, probs=probs, classes=pool.classes)
     prop = Proposal(np.tile(q, k) / k, null.p, "null")
     return null, np.tile(labels, k), prop
+
+
+def overlap_pool(m=5000, errors=(500, 500), overlap=250, seed=0):
+    """Two binary classifiers, ``a`` wrong on ``errors[0]`` items and ``b`` on ``errors[1]``,
+    ``overlap`` of them shared (``overlap = errors[0]``: ``b``'s errors are ``a``'s plus more),
+    with rough probabilities around 0.7/0.3: they agree on most items, so an active proposal
+    puts large weights on the few draws where they agree."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, m)
+    perm = rng.permutation(m)
+    ea, eb = errors
+    wa = perm[:ea]
+    wb = np.concatenate([perm[:overlap], perm[ea : ea + eb - overlap]])
+    preds, probs = {}, {}
+    for name, w in (("a", wa), ("b", wb)):
+        pred = y.copy()
+        pred[w] = 1 - pred[w]
+        preds[name] = pred
+        probs[name] = np.clip(np.where(pred == 1, 0.7, 0.3) + rng.normal(0, 0.1, m), 0.01, 0.99)
+    return bae.Pool(predictions=preds, probs=probs, classes=[0, 1]), y

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pools import binary_pool, permuted_null
+from pools import binary_pool, overlap_pool, permuted_null
 from scipy import stats
 
 import bayes_activeeval as bae
 from bayes_activeeval.beliefs import GaussianBelief, pool_belief
-from bayes_activeeval.comparison import disagreement
+from bayes_activeeval.comparison import ScoreSums, disagreement, invert_score_test, wald_test
 from bayes_activeeval.proposals import Draws, optimal_proposal
 
 
@@ -621,14 +621,17 @@ def test_multiple_comparison_resolves_variance_as_compare(two):
 
 
 def test_compare_interval_is_newcombe_inside_the_range(two):
-    """Issue 13: the default interval of a difference of a bounded measure is Newcombe's hybrid
-    of the two models' own intervals — inside [-1, 1], not a point when every draw agrees."""
+    """Issue 13: Newcombe's hybrid of the two models' own intervals for a difference of a
+    bounded measure — inside [-1, 1], not a point when every draw agrees; the default under
+    passive sampling (under an active proposal the default is the test's interval)."""
     pool, y = two
     d = bae.comparison_proposal(pool, "accuracy", mix=0.1).draw(200, rng=4)
     lab = y[d.indices]
     res = bae.compare(pool, "accuracy", d, lab, models=("m0", "m1"))
+    assert not res.equal_weights
+    assert res.confidence_interval(0.95) == res.confidence_interval(0.95, method="test")
     ci = res.model_intervals(0.95)
-    lo, hi = res.confidence_interval(0.95)
+    lo, hi = res.confidence_interval(0.95, method="newcombe")
     ref = bae.intervals.newcombe_difference(
         (res.estimates["m0"], res.estimates["m1"]),
         (tuple(ci["m0"]), tuple(ci["m1"])),
@@ -651,6 +654,7 @@ def test_compare_interval_is_newcombe_inside_the_range(two):
     dd = bae.passive_proposal(same).draw(30, rng=1)
     yy = same.view("a").pred[dd.indices]
     r = bae.compare(same, "accuracy", dd, yy, models=("a", "b"))
+    assert r.equal_weights
     lo, hi = r.confidence_interval(0.95)
     assert -1.0 <= lo < 0.0 < hi <= 1.0
     assert r.confidence_interval(0.95, method="test") == (0.0, 0.0)
@@ -742,3 +746,148 @@ def test_simultaneous_interval_critical_value():
     assert auc.per_model is None
     with pytest.raises(ValueError, match="needs a measure with a bounded range"):
         auc.confidence_interval(method="newcombe")
+
+
+# ------------------------------------------------------------------------------------------------
+# the default interval, the score-test inversion and the checks of compare agree with the test
+# ------------------------------------------------------------------------------------------------
+def _nested_pools():
+    """b's errors are a's plus 150 more (Δ = −0.03 on 5000 items); three models for k > 2."""
+    pool, y = overlap_pool(errors=(500, 650), overlap=500)
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(y.size)
+    preds = {}
+    for name, extra in (("m0", 0), ("m1", 150), ("m2", 75)):
+        pred = y.copy()
+        pred[perm[: 500 + extra]] ^= 1
+        preds[name] = pred
+    probs = {
+        k: np.clip(np.where(v == 1, 0.7, 0.3) + rng.normal(0, 0.1, y.size), 0.01, 0.99)
+        for k, v in preds.items()
+    }
+    return (pool, y), (bae.Pool(predictions=preds, probs=probs, classes=[0, 1]), y)
+
+
+def test_default_interval_agrees_with_the_test_under_an_active_proposal():
+    """Under the default (active) comparison proposal the default interval is the one dual to
+    the test: Newcombe's, built from the two models' wide and skewed own intervals, contained 0
+    in every run although p < 0.01 (correlation of the two estimates ~0.99). Passive draws (equal
+    weights) keep Newcombe's interval as the default."""
+    (pool, y), (pool3, y3) = _nested_pools()
+    prop = bae.comparison_proposal(pool, "error_rate")
+    newcombe_has_0 = 0
+    for r in range(20):
+        d = prop.draw(200, rng=r)
+        res = bae.compare(pool, "error_rate", d, y[d.indices])
+        assert not res.equal_weights and res.pvalue < 0.01
+        lo, hi = res.confidence_interval(0.95)
+        assert (lo, hi) == res.confidence_interval(0.95, method="test")
+        assert -1.0 <= lo < res.estimate < hi < 0.0
+        nlo, nhi = res.confidence_interval(0.95, method="newcombe")
+        newcombe_has_0 += bool(nlo <= 0.0 <= nhi)
+    assert newcombe_has_0 >= 15  # what the default interval used to be
+    d = bae.passive_proposal(pool).draw(400, rng=0)
+    res = bae.compare(pool, "error_rate", d, y[d.indices])
+    assert res.equal_weights
+    assert res.confidence_interval(0.95) == res.confidence_interval(0.95, method="newcombe")
+    # k models: the table's intervals exclude 0 exactly for the rejected pairs
+    prop3 = bae.comparison_proposal(pool3, "error_rate")
+    for r in range(2):
+        d = prop3.draw(300, rng=r)
+        for method, baseline in (("tukey", None), ("dunnett", "m0"), ("none", None)):
+            mc = bae.multiple_comparison(
+                pool3, "error_rate", d, y3[d.indices], method=method, baseline=baseline,
+                n_points=4096, rng=0,
+            )  # fmt: skip
+            assert not mc.equal_weights
+            f = mc.to_frame()
+            assert f.reject.all()  # every pair differs clearly (p < 1e-6)
+            assert np.all((f.lower > 0) | (f.upper < 0))
+    d = bae.passive_proposal(pool3).draw(300, rng=0)
+    mc = bae.multiple_comparison(pool3, "error_rate", d, y3[d.indices], n_points=4096, rng=0)
+    assert mc.equal_weights
+    np.testing.assert_array_equal(
+        mc.confidence_interval().low, mc.confidence_interval(method="newcombe").low
+    )
+
+
+def _score_stat(sums, d0):
+    return (sums.A - sums.W * d0) / np.sqrt(sums.B - 2 * sums.C * d0 + sums.D * d0 * d0)
+
+
+def test_score_interval_is_dual_when_the_effective_size_is_below_z2():
+    """When W²/D < z² the Δ0 the score test accepts are two rays; the interval used to be the
+    whole line even where the test rejected Δ = 0. It is now the whole range when the test does
+    not reject and the ray on the estimate's side when it does."""
+    z = stats.norm.ppf(0.975)
+    # two heavy draws where the models agree, six light ones where a is worse: ESS ≈ 2.2
+    v = np.array([10.0, 10.0] + [0.5] * 6)
+    delta = np.array([0.0, 0.0] + [1.0] * 6)
+    sums = ScoreSums(
+        A=v @ delta, W=v.sum(), B=(v * v) @ delta**2, C=(v * v) @ delta, D=(v * v).sum()
+    )
+    assert sums.W**2 / sums.D < z * z and abs(_score_stat(sums, 0.0)) > z
+    lo, hi = invert_score_test(sums, z)
+    assert 0.0 < lo <= sums.A / sums.W and hi == np.inf
+    grid = np.linspace(lo, lo + 5, 200)
+    assert np.all(np.abs(_score_stat(sums, grid)) <= z + 1e-9)  # inside: accepted
+    assert abs(_score_stat(sums, lo * (1 - 1e-6))) > z - 1e-6  # lo is the boundary
+    neg = ScoreSums(A=-sums.A, W=sums.W, B=sums.B, C=-sums.C, D=sums.D)
+    assert invert_score_test(neg, z) == pytest.approx((-np.inf, -lo))
+    # the test does not reject Δ = 0: the whole line, even where two rays are accepted
+    assert invert_score_test(sums, 3.0) == (-np.inf, np.inf)
+    # end to end: 50 draws of the default proposal on a pool without difference
+    pool, y = overlap_pool()
+    prop = bae.comparison_proposal(pool, "error_rate")
+    thin = 0
+    for r in range(100):
+        d = prop.draw(50, rng=r)
+        res = bae.compare(pool, "error_rate", d, y[d.indices])
+        for level in (0.95, 0.99):
+            lo, hi = res.confidence_interval(level, method="test")
+            assert (res.pvalue < 1 - level) == (not lo <= 0.0 <= hi)
+        thin += res.pvalue < 0.05 and res.sums.W**2 / res.sums.D < z * z
+        for alt in ("less", "greater"):
+            one = bae.compare(pool, "error_rate", d, y[d.indices], alternative=alt)
+            lo, hi = one.confidence_interval(0.95)
+            assert (one.pvalue < 0.05) == (not lo <= 0.0 <= hi)
+        mc = bae.multiple_comparison(pool, "error_rate", d, y[d.indices], method="none")
+        lo, hi = mc.confidence_interval(method="test")
+        assert mc.reject[0, 1] == (not lo[0, 1] <= 0.0 <= hi[0, 1])
+    assert thin >= 3  # the case arises (5 of these 100 runs)
+
+
+def test_compare_threshold_free_checks_the_proposal_and_clips(two):
+    pool, y = two
+    pair = ("m0", "m1")
+    neq = bae.comparison_proposal(pool, "error_rate", pair, kind="active_neq", mix=0.0)
+    d = neq.draw(300, rng=0)
+    with pytest.raises(ValueError, match=r"zero mass.*'roc_auc'.*full support"):
+        bae.compare(pool, "roc_auc", d, y[d.indices], pair, proposal=neq)
+    with pytest.raises(ValueError, match=r"zero mass.*'average_precision'.*full support"):
+        bae.compare(pool, "average_precision", d, y[d.indices], pair, proposal=neq)
+    small = bae.passive_proposal(binary_pool(m=100)[0])
+    d = bae.passive_proposal(pool).draw(20, rng=3)
+    with pytest.raises(ValueError, match="proposal covers 100 items but the pool has 4000"):
+        bae.compare(pool, "roc_auc", d, y[d.indices], pair, proposal=small)
+    # a good and a nearly random scorer on 30 draws: the Wald interval leaves [-1, 1]
+    pool, y = binary_pool(m=2000, noises=(0.1, 10.0), seed=2)
+    d = bae.passive_proposal(pool).draw(30, rng=0)
+    res = bae.compare(pool, "roc_auc", d, y[d.indices], pair, proposal=bae.passive_proposal(pool))
+    assert res.difference_bounds == (-1.0, 1.0)
+    level = 1 - 1e-12
+    h = stats.norm.ppf(0.5 + level / 2) * res.stderr
+    assert res.estimate + h > 1.0 or res.estimate - h < -1.0  # the Wald interval leaves [-1, 1]
+    lo, hi = res.confidence_interval(level)
+    assert -1.0 <= lo < res.estimate < hi <= 1.0
+
+
+def test_wald_test_refuses_a_negative_standard_error():
+    with pytest.raises(ValueError, match=r"stderr must be non-negative, got -0\.1"):
+        wald_test(0.3, -0.1)
+    with pytest.raises(ValueError, match="stderr must be non-negative"):
+        wald_test(0.0, -5.0, "less")
+    z, p = wald_test(0.3, np.nan)
+    assert np.isnan(z) and np.isnan(p)
+    assert wald_test(0.0, 0.0) == (0.0, 1.0)
+    assert wald_test(0.3, 0.1) == pytest.approx((3.0, 2 * stats.norm.sf(3.0)))

@@ -9,6 +9,7 @@ from scipy import stats
 
 import bayes_activeeval as bae
 from bayes_activeeval import planning
+from bayes_activeeval.proposals import Proposal
 
 
 # ------------------------------------------------------------------------------------------------
@@ -69,3 +70,70 @@ def test_planning_predictions_hold_when_belief_is_true():
         planning.labels_for_power(pool, "error_rate", 1e-9)
     with pytest.raises(ValueError, match="half_width"):
         planning.labels_for_width(pool, "error_rate", -1, model="m0")
+
+
+def _restricted_pool(m=2000, seed=3):
+    """a and b disagree on 200 items (s = 0.1): a alone wrong on 20, b alone wrong on 180;
+    both wrong on 100 more. Δ = −0.08, Δ/s = −0.8 and δ ≡ 0 where they agree."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, m)
+    perm = rng.permutation(m)
+    pa, pb = y.copy(), y.copy()
+    pa[np.r_[perm[:20], perm[200:300]]] ^= 1
+    pb[np.r_[perm[20:200], perm[200:300]]] ^= 1
+    probs = {
+        k: np.clip(np.where(v == 1, 0.7, 0.3) + rng.normal(0, 0.1, m), 0.01, 0.99)
+        for k, v in (("a", pa), ("b", pb))
+    }
+    return bae.Pool(predictions={"a": pa, "b": pb}, probs=probs, classes=[0, 1]), y
+
+
+def test_planning_a_design_without_full_support():
+    """active_neq with mix=0 (zero where the models agree, Sawade (2012), Sec. 5.2.2) used to be
+    refused (u = Δ̌² > 0 where q = 0); for a plain risk its variance per draw is
+    Σ_{q>0} p² E_π(δ − Δ̌/s)²/q: here, with the truth as the belief and q = p/s on the
+    disagreement set, s² Var_S(δ) = 0.01 · 0.36."""
+    pool, y = _restricted_pool()
+    truth = np.eye(2)[y]
+    pa, pb = pool.view("a").pred, pool.view("b").pred
+    delta = (pa != y).astype(float) - (pb != y)
+    S = pa != pb
+    s = S.mean()
+    expected = s**2 * np.var(delta[S])
+    assert expected == pytest.approx(0.0036)
+    kw = dict(design="active_neq", mix=0.0, belief=truth)
+    plan = planning.labels_for_power(pool, "error_rate", -0.08, **kw)
+    assert plan.proposal.info.support_mass == pytest.approx(0.1)
+    assert plan.variance == pytest.approx(expected, rel=1e-4)
+    wide = planning.labels_for_width(pool, "error_rate", 0.01, models=("a", "b"), **kw)
+    assert wide.variance == pytest.approx(plan.variance, rel=1e-12)
+    # what compare's estimate (rescaled by the support mass) does: n Var(Δ̂) over 400 runs
+    rng = np.random.default_rng(4)
+    n, reps = 100, 400
+    est = []
+    for _ in range(reps):
+        d = plan.proposal.draw(n, rng)
+        est.append(
+            bae.compare(pool, "error_rate", d, y[d.indices], proposal=plan.proposal).estimate
+        )
+    assert n * np.var(est) == pytest.approx(plan.variance, rel=4 * np.sqrt(2 / reps))
+    # the mixture belief (default) plans too, and a full-support design is unchanged
+    assert np.isfinite(
+        planning.labels_for_power(pool, "error_rate", -0.08, design="active_neq", mix=0.0).variance
+    )
+    full = planning.labels_for_power(pool, "error_rate", -0.08, design="active_neq", mix=0.1)
+    opt = bae.comparison_proposal(pool, "error_rate", mix=0.1)
+    assert full.variance == pytest.approx(full.proposal.predicted_variance(opt.info.u), rel=1e-12)
+    # still refused where the difference is not identified: a ratio measure, or q = 0 on an
+    # item where the two models disagree
+    with pytest.raises(ValueError, match=r"zero mass to 1800 items.*non-linear measure 'f1'"):
+        planning.labels_for_power(pool, "f1", -0.05, design="active_neq", mix=0.0)
+    neq = plan.proposal
+    q = np.where(np.arange(pool.n_items) == np.flatnonzero(neq.q > 0)[0], 0.0, neq.q)
+    hole = Proposal(q / q.sum(), neq.p, "hole")
+    opt = bae.comparison_proposal(pool, "error_rate", mix=0.0, belief=truth)
+    with pytest.raises(
+        ValueError,
+        match=r"'hole' proposal gives zero mass to item \d+ \(and 0 more\) where the difference",
+    ):
+        planning.restricted_variance(pool, "error_rate", ("a", "b"), hole, opt, truth)

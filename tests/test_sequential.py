@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
-from pools import binary_pool, permuted_null
+from pools import binary_pool, overlap_pool, permuted_null
 
 import bayes_activeeval as bae
 from bayes_activeeval.sequential import GroupSequentialDesign
@@ -73,3 +75,52 @@ def test_sequential_compare_h0_and_h1(two):
     _, hi = r.confidence_interval()
     assert hi < 0 and "SequentialResult(" in repr(r)
     assert len(r.history) == r.look + 1
+
+
+def test_repeated_interval_is_dual_to_the_stop_and_warns_for_naive():
+    """The RCI excludes 0 exactly when the run rejected — also when it stopped at a look with an
+    effective sample size below c_k² (it used to be (-1, 1) there) — and the naive design, whose
+    intervals do not cover simultaneously over the looks, says so."""
+    pool, y = overlap_pool()
+    prop = bae.comparison_proposal(pool, "error_rate")
+    rejected = 0
+    for r in range(60):
+        res = bae.sequential_compare(
+            pool, "error_rate", lambda i: y[i], proposal=prop, max_draws=400, batch=50,
+            spending="naive", rng=r,
+        )  # fmt: skip
+        with pytest.warns(UserWarning, match=r"spending='naive'.*coverage over the 8 looks"):
+            lo, hi = res.confidence_interval()
+        assert res.reject == (not lo <= 0.0 <= hi)
+        rejected += res.reject
+    assert rejected >= 2  # seeds 43 and 59 stop at the first look with W²/D < z²
+    res = bae.sequential_compare(
+        pool, "error_rate", lambda i: y[i], proposal=prop, max_draws=400, batch=50,
+        spending="pocock", rng=0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = res.confidence_interval()
+    assert res.reject == (not lo <= 0.0 <= hi)
+
+
+def test_design_refuses_bad_looks():
+    with pytest.raises(ValueError, match=r"looks\[0\] = 10\.7 is not a whole number of draws"):
+        GroupSequentialDesign((10.7, 20.9))
+    with pytest.raises(TypeError, match=r"looks\[1\] = '20' is not a draw count"):
+        GroupSequentialDesign((10, "20"))
+    assert GroupSequentialDesign((10.0, np.int64(20))).looks == (10, 20)
+    with pytest.raises(ValueError, match=r"strictly increasing positive draw counts"):
+        GroupSequentialDesign((10, 10))
+    equally = GroupSequentialDesign.equally_spaced
+    with pytest.raises(ValueError, match=r"n_looks=10 looks need at least 10 draws.*max_draws=5"):
+        equally(5, 10)
+    with pytest.raises(ValueError, match=r"from first=18 to max_draws=20 are not distinct"):
+        equally(20, 10, first=18)  # used to merge them silently into 3 looks
+    with pytest.raises(ValueError, match=r"first=30 is larger than max_draws=20"):
+        equally(20, 2, first=30)
+    with pytest.raises(ValueError, match=r"n_looks=1.*first=5"):
+        equally(20, 1, first=5)
+    assert equally(100, 4).looks == (25, 50, 75, 100)
+    assert equally(10, 10).looks == tuple(range(1, 11))
+    assert equally(20, 1).looks == (20,)

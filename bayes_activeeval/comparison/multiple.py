@@ -15,8 +15,20 @@ from ..measures import Measure, stack
 from ..measures import get as get_measure
 from ..proposals import Draws, Proposal
 from ..threshold_free import RankMeasure, stacked_estimate
-from .pairwise import check_inputs, models_arg, resolve_variance, support_mass_of
-from .results import FamilyCritical, MaxAbsZ, MultipleComparisonResult, ScoreSums
+from .pairwise import (
+    check_inputs,
+    check_proposal,
+    models_arg,
+    resolve_variance,
+    support_mass_of,
+)
+from .results import (
+    FamilyCritical,
+    MaxAbsZ,
+    MultipleComparisonResult,
+    ScoreSums,
+    has_equal_weights,
+)
 
 MC_METHODS = ("tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none")
 
@@ -125,8 +137,7 @@ def multiple_comparison(
     models = models_arg(pool, models, 2)
     k = len(models)
     if proposal is not None:
-        if not isinstance(proposal, Proposal):
-            raise TypeError(f"proposal must be a Proposal, got {type(proposal).__name__}")
+        check_proposal(proposal, pool)
         if support_mass_of(proposal) < 1.0 - 1e-12:
             raise ValueError(
                 "the proposal gives zero mass to some items; the k per-model estimates need a "
@@ -274,4 +285,5 @@ def multiple_comparison(
         bounds=base.bounds,
         per_model=None if isinstance(base, RankMeasure) else est,
         interval_critical=interval_crit,
+        equal_weights=has_equal_weights(draws.weights),
     )

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .._validation import check_fraction, check_model_names
+from .._validation import check_fraction, check_model_names, show
 from ..beliefs import as_belief, pool_belief
 from ..estimators import draw_labels, weighted_estimate
 from ..kernel import (
@@ -29,7 +29,7 @@ from ..threshold_free import (
     rank_estimate,
     stacked_estimate,
 )
-from .results import ComparisonResult, ScoreSums
+from .results import ComparisonResult, ScoreSums, has_equal_weights
 
 _ALTERNATIVES = ("two-sided", "less", "greater")
 PROPOSAL_KINDS = ("optimal", "passive", "active_0", "active_inf", "active_neq", "active_risk")
@@ -117,14 +117,14 @@ def wald_test(
 
     For callers that estimate ``Δ̂`` and its standard error themselves (e.g.
     :mod:`bayes_activeeval.ranking`). A zero standard error gives ``T = 0`` if ``Δ̂ = 0`` and
-    ``±inf`` otherwise.
+    ``±inf`` otherwise; a negative one is a ``ValueError``.
 
     Parameters
     ----------
     estimate : float
         ``Δ̂``, the estimated difference ``G_a − G_b``.
     stderr : float
-        Its standard error.
+        Its standard error, ``≥ 0`` (NaN gives NaN).
     alternative : {"two-sided", "less", "greater"}, optional
         ``"less"``: ``H1: Δ < 0``; ``"greater"``: ``H1: Δ > 0`` (default ``"two-sided"``).
 
@@ -134,8 +134,15 @@ def wald_test(
         ``T`` (NaN when ``estimate`` or ``stderr`` is not finite).
     pvalue : float
         Its p-value under the standard normal (NaN with ``T``).
+
+    Raises
+    ------
+    ValueError
+        If ``stderr`` is negative.
     """
     alternative = _check_alternative(alternative)
+    if float(stderr) < 0:
+        raise ValueError(f"stderr must be non-negative, got {show(stderr)}")
     z = _z(float(estimate), float(stderr))
     return float(z), _wald_pvalue(z, alternative)
 
@@ -183,6 +190,25 @@ def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
     return out
 
 
+def check_proposal(proposal: Any, pool: Any) -> None:
+    """Refuse a ``proposal`` that is not a :class:`~bayes_activeeval.proposals.Proposal` over
+    ``pool``'s items.
+
+    Parameters
+    ----------
+    proposal : Proposal
+        The proposal the draws came from.
+    pool : Pool
+        The pool the comparison is on.
+    """
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"proposal must be a Proposal, got {type(proposal).__name__}")
+    if proposal.n_items != pool.n_items:
+        raise ValueError(
+            f"proposal covers {proposal.n_items} items but the pool has {pool.n_items}"
+        )
+
+
 def support_mass_of(proposal: Proposal) -> float:
     return float(proposal.p[proposal.q > 0].sum())
 
@@ -227,7 +253,9 @@ def compare(
         models agree (``active_≠``, ``active_0``, ``active_inf`` with ``mix=0``): the
         self-normalized estimate then targets the difference *on the support*, and is multiplied
         by the support mass ``Σ_{q>0} p`` to give ``Δ`` (Sawade (2012), Sec. 5.2.2). The test
-        statistic and p-value do not change.
+        statistic and p-value do not change. It must cover the pool's items; threshold-free
+        measures (ROC AUC, average precision, recall@FPR) rank every item and refuse a proposal
+        without full support.
     variance : {"auto", "wald", "score"}
         The variance in the test statistic. ``"wald"``: the thesis form centred at the estimate,
         ``S² = n Σ v² (δ − Δ̂)²/(Σ v)²`` (Eq. 3.22). ``"score"``: the same form centred at the
@@ -240,8 +268,10 @@ def compare(
         the swap protocol and asymptotically equivalent. ``"auto"`` (default): ``"score"`` for
         plain risks, ``"wald"`` otherwise (ratio measures such as F1). :attr:`stderr` is always
         the Wald standard error of the estimate; ``confidence_interval(method="test")`` is
-        dual to the test, the default (two-sided, bounded measure) is Newcombe's hybrid score
-        interval from the two models' own intervals (:meth:`ComparisonResult.confidence_interval`).
+        dual to the test. The default interval is that one unless the draws are passive (equal
+        weights), where it is Newcombe's hybrid score interval from the two models' own
+        intervals for a two-sided comparison of a bounded measure
+        (:meth:`ComparisonResult.confidence_interval`).
 
     Returns
     -------
@@ -269,10 +299,20 @@ def compare(
             f"measure {base.name!r} is already bound to models {base.models}; pass the plain "
             "measure and models=(a, b)"
         )
+    scale = 1.0
+    if proposal is not None:
+        check_proposal(proposal, pool)
+        scale = support_mass_of(proposal)
     if isinstance(base, RankMeasure):
         if variance == "score":
             raise ValueError(
                 f"variance='score' needs a plain risk; {base.name!r} is threshold-free"
+            )
+        if scale < 1.0 - 1e-12:
+            raise ValueError(
+                f"the proposal gives zero mass to {int(np.sum(proposal.q <= 0))} items (support "
+                f"mass {scale:.6g}); the threshold-free measure {base.name!r} ranks every item "
+                "of the pool, so it needs a proposal with full support (mix > 0)"
             )
         return _compare_rank(pool, base, draws, labels, (a, b), alternative, oracle)
     diff_m, views = pool.resolve(difference(base, a, b))
@@ -283,17 +323,8 @@ def compare(
     est = weighted_estimate(L, draws.weights, diff_m, n_labels=n_labels)
     per = weighted_estimate(L, draws.weights, st_m, n_labels=n_labels)
 
-    scale = 1.0
-    if proposal is not None:
-        if not isinstance(proposal, Proposal):
-            raise TypeError(f"proposal must be a Proposal, got {type(proposal).__name__}")
-        if proposal.n_items != pool.n_items:
-            raise ValueError(
-                f"proposal covers {proposal.n_items} items but the pool has {pool.n_items}"
-            )
-        scale = support_mass_of(proposal)
-        if scale < 1.0 - 1e-12:
-            _check_restricted(pool, base, a, b, proposal, draws)
+    if scale < 1.0 - 1e-12:
+        _check_restricted(pool, base, a, b, proposal, draws)
     variance = resolve_variance(base, variance)
     value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
     sums = None
@@ -335,6 +366,7 @@ def compare(
         sums=sums,
         per_model=per if scale >= 1.0 - 1e-12 else None,
         bounds=base.bounds,
+        equal_weights=has_equal_weights(draws.weights),
     )
 
 
@@ -343,7 +375,8 @@ def _compare_rank(pool, base, draws, labels, pair, alternative, oracle) -> Compa
     Clarke-Pearson (1988) with importance weights — both measures from the same draws, the
     difference with influence function ``ψ_a − ψ_b`` and the guarded variance of
     :func:`~bayes_activeeval.threshold_free.rank_estimate` (DeLong's paired variance on uniform
-    weights with ``variance="empirical"``)."""
+    weights with ``variance="empirical"``). The measure's range ``[0, 1]`` bounds the difference
+    to ``[-1, 1]``, where the interval is clipped."""
     a, b = pair
     per = stacked_estimate(pool, base, draws, labels, pair, oracle=oracle)
     est = rank_estimate(pool, base.bind(pair, difference=True), draws, labels, oracle=oracle)
@@ -363,6 +396,8 @@ def _compare_rank(pool, base, draws, labels, pair, alternative, oracle) -> Compa
         measure=base.base_name,
         greater_is_better=True,
         variance="wald",
+        bounds=base.bounds,
+        equal_weights=has_equal_weights(draws.weights),
     )
 
 

@@ -51,12 +51,27 @@ class ScoreSums:
 
 
 def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
-    """The ``Δ0`` that the score-type test does not reject at critical value ``z``.
+    """The interval of ``Δ0`` dual to the score-type test at critical value ``z``.
 
     ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` is the quadratic inequality
-    ``a Δ0² − 2 b Δ0 + c ≤ 0`` with ``a = W² − z² D``, ``b = A W − z² C``, ``c = A² − z² B``:
-    the interval ``(b ∓ sqrt(b² − a c)) / a`` when ``a > 0`` (a Wilson-type interval), the whole
-    line otherwise (effective sample size ``W²/D`` below ``z²``). Works elementwise on arrays.
+    ``a Δ0² − 2 b Δ0 + c ≤ 0`` with ``a = W² − z² D``, ``b = A W − z² C``, ``c = A² − z² B``
+    (Sawade (2012), Eq. 3.23 with the variance under ``H0: Δ = Δ0``). When ``a > 0`` the ``Δ0``
+    it accepts are the interval ``(b ∓ sqrt(b² − a c)) / a`` (a Wilson-type interval). When
+    ``a ≤ 0`` — the effective sample size ``W²/D`` is at most ``z²``, which happens under active
+    proposals when a few draws where the models agree carry most of the weight — the accepted
+    ``Δ0`` are the whole line or two rays around a bounded set of rejected ones; ``c > 0``
+    (``|A|/sqrt(B) > z``) means that the test of ``Δ = 0`` rejects, so that ``0`` lies in that
+    rejected set. Two rays are not an interval; what is returned keeps the interval dual to the
+    test of ``Δ = 0`` (it contains 0 exactly when that test does not reject at ``z``):
+
+    - ``c ≤ 0`` (no rejection at 0): the whole line;
+    - ``c > 0``: the ray on the side of the estimate ``A/W`` (which it always contains, its
+      statistic is 0), from the root of the quadratic on that side of 0 — ``c/(b + sqrt(b² − a c))``
+      (``A > 0``) or ``c/(b − sqrt(b² − a c))`` (``A < 0``) — to ``±inf``. The ray left out lies
+      beyond 0 on the other side: it would take a difference of the other sign than the
+      estimate's, and farther from 0 than the rejected set.
+
+    Works elementwise on arrays.
 
     Parameters
     ----------
@@ -68,7 +83,7 @@ def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     Returns
     -------
     low, high : float or ndarray
-        The interval's ends (``−inf`` and ``inf`` where it is the whole line); floats for scalar
+        The interval's ends (``−inf``/``inf`` for a ray or the whole line); floats for scalar
         sums.
     """
     a = sums.W * sums.W - z * z * sums.D
@@ -76,24 +91,41 @@ def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     c = sums.A * sums.A - z * z * sums.B
     with np.errstate(invalid="ignore", divide="ignore"):
         root = np.sqrt(np.clip(b * b - a * c, 0.0, None))
-        lo = np.where(a > 0, (b - root) / a, -np.inf)
-        hi = np.where(a > 0, (b + root) / a, np.inf)
+        rays = (a <= 0) & (c > 0)  # the test of Δ = 0 rejects: keep the estimate's ray
+        up = rays & (sums.A > 0)
+        down = rays & (sums.A < 0)
+        lo = np.where(a > 0, (b - root) / a, np.where(up, c / (b + root), -np.inf))
+        hi = np.where(a > 0, (b + root) / a, np.where(down, c / (b - root), np.inf))
     if np.ndim(lo) == 0:
         return float(lo), float(hi)
     return lo, hi
 
 
-def interval_method(method: str | None, newcombe_ok: bool, why: str) -> str:
-    """The interval method of a comparison: ``"newcombe"`` by default where it applies (``why``
-    says when), else ``"test"``; a bad name, or ``"newcombe"`` where it does not apply, is a
-    ``ValueError``."""
+def interval_method(
+    method: str | None, newcombe_ok: bool, why: str, *, equal_weights: bool = True
+) -> str:
+    """The interval method of a comparison.
+
+    By default ``"newcombe"`` where it applies (``newcombe_ok``; ``why`` says when) and the draws
+    have equal importance weights (passive sampling), else ``"test"``; a bad name, or
+    ``"newcombe"`` where it does not apply, is a ``ValueError``.
+    """
     if method is None:
-        return "newcombe" if newcombe_ok else "test"
+        return "newcombe" if newcombe_ok and equal_weights else "test"
     if method not in ("newcombe", "test"):
         raise ValueError(f"method must be 'newcombe' or 'test', got {method!r}")
     if method == "newcombe" and not newcombe_ok:
         raise ValueError(f"method='newcombe' needs {why} (a proposal with full support)")
     return method
+
+
+def has_equal_weights(weights: Any) -> bool:
+    """Whether the importance weights of the draws are all equal (passive sampling, ``q ∝ p``
+    on the drawn items), up to rounding."""
+    w = np.asarray(weights, dtype=float)
+    if w.size == 0:
+        return True
+    return bool(np.ptp(w) <= 1e-9 * np.max(np.abs(w)))
 
 
 @dataclass(frozen=True, repr=False)
@@ -140,6 +172,9 @@ class ComparisonResult:
         identified).
     bounds : tuple of float, optional
         The range of the measure (default ``(-inf, inf)``: unbounded).
+    equal_weights : bool, optional
+        Whether the draws had equal importance weights (passive sampling; default ``False``:
+        not known), which makes Newcombe's interval the default.
 
     Attributes
     ----------
@@ -174,6 +209,8 @@ class ComparisonResult:
     bounds : (float, float)
         The range of the measure (``Measure.bounds``); the difference lies in
         ``[lo − hi, hi − lo]``.
+    equal_weights : bool
+        Whether every draw had the same importance weight (passive sampling).
     """
 
     statistic: float
@@ -193,6 +230,7 @@ class ComparisonResult:
     sums: ScoreSums | None = field(default=None, repr=False)
     per_model: Estimate | None = field(default=None, repr=False)
     bounds: tuple[float, float] = (-np.inf, np.inf)
+    equal_weights: bool = False
 
     @property
     def difference_bounds(self) -> tuple[float, float]:
@@ -225,23 +263,37 @@ class ComparisonResult:
     ) -> ConfidenceInterval:
         """Confidence interval for ``Δ = G_a − G_b``.
 
+        Under an active proposal (unequal importance weights) the default is the interval dual
+        to the test: it excludes 0 exactly when :attr:`pvalue` is below ``1 − level``. Under
+        passive sampling it is Newcombe's hybrid, which agrees with the test except when only a
+        handful of draws are discordant (4 discordant draws, all one way: score test
+        ``p = 0.046`` but Newcombe's 95 % interval contains 0; the exact sign test gives
+        ``p = 0.125``); ``method="test"`` always matches the p-value.
+
         Parameters
         ----------
         level : float
         method : {"newcombe", "test"}, optional
             ``"newcombe"`` (default for a two-sided comparison of a measure with a bounded range
-            when both models' estimates are identified): Newcombe's (1998) hybrid score interval
+            when both models' estimates are identified and every draw has the same importance
+            weight — passive sampling): Newcombe's (1998) hybrid score interval
             (method 10) from the two models' own intervals (:meth:`model_intervals`, the
             score-type default of :meth:`Estimate.confidence_interval`) and the correlation of
             their estimates (:func:`~bayes_activeeval.intervals.newcombe_difference`). It lies
             in ``[lo − hi, hi − lo]`` and keeps its width when every draw agrees (the test's
-            interval is then the point ``Δ̂``).
+            interval is then the point ``Δ̂``). Under an active proposal (unequal weights) it is
+            not the default: the models' own intervals are then wide and skewed (modified Wilson
+            on a small effective sample size), and their skew does not cancel in the difference
+            even when the two estimates are 0.997 correlated — the interval then contained 0 in
+            runs where the test gave ``p = 3e-43``.
             ``"test"`` (default otherwise): the interval dual to the test.
             ``variance="wald"``: ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012), Sec. 3.2.2,
             Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the score-type
             test does not reject, ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` — a quadratic
-            inequality in ``Δ0`` (the whole line if the effective sample size ``(Σ v)²/Σ v²``
-            is below ``z²``). One-sided alternatives give one-sided intervals, as
+            inequality in ``Δ0``; where the effective sample size ``(Σ v)²/Σ v²`` is at most
+            ``z²`` that set is the whole line or two rays, and the interval is the whole range
+            if the test does not reject ``Δ = 0`` and the ray on the estimate's side if it does
+            (:func:`invert_score_test`). One-sided alternatives give one-sided intervals, as
             :func:`scipy.stats.ttest_rel`. Two-sided ones are clipped to the difference's range.
         """
         level = check_level(level)
@@ -253,7 +305,8 @@ class ComparisonResult:
             and bool(np.all(np.isfinite(self.per_model.values)))
         )
         why = "a two-sided comparison of a measure with a bounded range and both models' estimates"
-        if interval_method(method, newcombe_ok, why) == "newcombe":
+        chosen = interval_method(method, newcombe_ok, why, equal_weights=self.equal_weights)
+        if chosen == "newcombe":
             return self._newcombe_interval(level)
         ci = self._test_interval(level)
         if self.alternative == "two-sided":
@@ -414,6 +467,9 @@ class MultipleComparisonResult:
     interval_critical : FamilyCritical, optional
         The critical value of the default (Newcombe) intervals when it differs from the tests'
         (default ``None``: ``critical``).
+    equal_weights : bool, optional
+        Whether the draws had equal importance weights (passive sampling; default ``False``:
+        not known), which makes Newcombe's intervals the default.
 
     Attributes
     ----------
@@ -448,8 +504,10 @@ class MultipleComparisonResult:
         The ``k`` estimates on the shared draws (the stacked measure, its joint covariance and
         each model's own interval); ``None`` for threshold-free measures.
     interval_critical : FamilyCritical or None
-        The max-|z| on ``Σ̂`` behind the default (Newcombe) intervals of Tukey and Dunnett when
-        the tests used another covariance (``variance="score"``).
+        The max-|z| on ``Σ̂`` behind the Newcombe intervals of Tukey and Dunnett when the tests
+        used another covariance (``variance="score"``).
+    equal_weights : bool
+        Whether every draw had the same importance weight (passive sampling).
     """
 
     models: tuple[str, ...]
@@ -474,6 +532,7 @@ class MultipleComparisonResult:
     bounds: tuple[float, float] = (-np.inf, np.inf)
     per_model: Estimate | None = field(default=None, repr=False)
     interval_critical: FamilyCritical | None = field(default=None, repr=False)
+    equal_weights: bool = False
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -496,13 +555,19 @@ class MultipleComparisonResult:
     ) -> ConfidenceInterval:
         """Simultaneous intervals for every ``G_i − G_j`` in the family, ``(low, high)`` k × k.
 
+        Under an active proposal (unequal importance weights) the default is the intervals dual
+        to the tests (:attr:`reject`); under passive sampling it is Newcombe's hybrid, which
+        agrees with them except when a pair has only a handful of discordant draws, as for two
+        models (:meth:`ComparisonResult.confidence_interval`).
+
         Parameters
         ----------
         level : float, optional
             Simultaneous level (default :attr:`level`).
         method : {"newcombe", "test"}, optional
             ``"newcombe"`` (default for a measure with a bounded range when every model's
-            estimate is identified): Newcombe's (1998) hybrid score interval per pair, as
+            estimate is identified and every draw has the same importance weight — passive
+            sampling): Newcombe's (1998) hybrid score interval per pair, as
             :meth:`ComparisonResult.confidence_interval` gives for two models, with the normal
             quantile ``z`` replaced by the simultaneous critical value ``c`` of the family — each
             model's own score interval (:meth:`Estimate.confidence_interval`, modified Wilson on
@@ -512,20 +577,26 @@ class MultipleComparisonResult:
             quantile of ``max_{(i,j)} |Z_i − Z_j|/SE_ij`` for ``Z ∼ N(0, Σ̂)`` (Tukey, Dunnett:
             the single-step max-|z| of Hothorn, Bretz & Westfall (2008), on ``Σ̂`` whatever
             ``variance`` the tests used), ``z_{1−α/2K}`` (Bonferroni, Holm), ``q_{k,ν}/√2``
-            (studentized range) or ``z_{1−α/2}`` (``"none"``). For large samples the interval
-            is ``Δ̂_ij ± c SE_ij``, the max-|z| interval; near a bound it keeps the width of the
-            models' score intervals where the Wald form collapses to a point, and it always lies
-            inside ``[lo − hi, hi − lo]``. Where some contrast of the family has ``SE = 0``
-            (every draw agrees on it), ``Σ̂`` says nothing about its joint distribution and
-            ``c`` is Bonferroni's, always valid (the max-|z| quantile lies between ``z_{1−α/2}``
-            and it). Not exactly dual to the tests (:attr:`reject`), as for two models.
+            (studentized range) or ``z_{1−α/2}`` (``"none"``). Under passive sampling and for
+            large samples the interval is close to ``Δ̂_ij ± c SE_ij``, the max-|z| interval;
+            near a bound it keeps the width of the models' score intervals where the Wald form
+            collapses to a point, and it always lies inside ``[lo − hi, hi − lo]``. Where some
+            contrast of the family has ``SE = 0`` (every draw agrees on it), ``Σ̂`` says
+            nothing about its joint distribution and ``c`` is Bonferroni's, always valid (the
+            max-|z| quantile lies between ``z_{1−α/2}`` and it). Not exactly dual to the tests
+            (:attr:`reject`), as for two models. Under an active proposal (unequal weights) it
+            is not the default and it is not ``Δ̂_ij ± c SE_ij`` even for large samples: the
+            models' own intervals are wide and skewed (small effective sample size) and the skew
+            does not cancel in the difference, so it can contain 0 for a pair the tests reject
+            with ``p = 2e-33``.
             ``"test"`` (default otherwise): the intervals dual to the tests —
             Tukey/Dunnett ``Δ̂_ij ± c SE_ij`` with ``c`` the quantile of the tests' max-|z|
-            (with ``variance="score"``: the pairs' score tests inverted at ``c``); studentized
-            range: ``c = q_{k,ν}(level)/√2`` with the pooled SE; Holm and Bonferroni:
-            Bonferroni intervals (level ``1 − (1 − level)/K``; Holm has no matching simultaneous
-            intervals); ``"none"``: per-pair Wald intervals — clipped to the range of a
-            difference, which never changes whether an interval contains 0.
+            (with ``variance="score"``: the pairs' score tests inverted at ``c`` by
+            :func:`invert_score_test`); studentized range: ``c = q_{k,ν}(level)/√2`` with the
+            pooled SE; Holm and Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``;
+            Holm has no matching simultaneous intervals); ``"none"``: per-pair Wald intervals —
+            clipped to the range of a difference, which never changes whether an interval
+            contains 0.
         """
         level = self.level if level is None else check_level(level)
         lo_b, hi_b = self.bounds
@@ -536,7 +607,8 @@ class MultipleComparisonResult:
             and bool(np.all(np.isfinite(self.per_model.values)))
         )
         why = "a measure with a bounded range and every model's estimate"
-        if interval_method(method, newcombe_ok, why) == "newcombe":
+        chosen = interval_method(method, newcombe_ok, why, equal_weights=self.equal_weights)
+        if chosen == "newcombe":
             return self._newcombe_interval(level)
         c = self.critical_value if level == self.level else self.critical.quantile(level)
         if self.sums is not None:
@@ -553,7 +625,7 @@ class MultipleComparisonResult:
         )
 
     def interval_critical_value(self, level: float | None = None) -> float:
-        """The simultaneous critical value ``c`` of the default (Newcombe) intervals: the
+        """The simultaneous critical value ``c`` of the Newcombe intervals: the
         ``level`` quantile of the family's max-|z| under ``N(0, Σ̂)`` for Tukey and Dunnett
         (Bonferroni's where a contrast has ``SE = 0``), the tests' critical value otherwise."""
         level = self.level if level is None else check_level(level)
