@@ -167,6 +167,11 @@ def _protected(s) -> list[tuple[str, str]]:
     return [(s.path, "the session file"), (s.pool_file.path, "the pool file")]
 
 
+def _protected_ranking(rs) -> list[tuple[str, str]]:
+    """:func:`_protected` of a ranking session (the pool file where it is now)."""
+    return [(rs.path, "the session file"), (rs.meta["pool_path"], "the pool file")]
+
+
 _pool_option = click.option(
     "--pool", "pool_path", default=None, help="Where the pool file is now, if it moved."
 )
@@ -303,7 +308,7 @@ def _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_pat
 
     with RankingSession.open(session, pool_path=pool_path) as rs:
         if out:
-            check_output(out, overwrite=overwrite)
+            check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
         frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0).map(escape_cell)
     if out:
         frame.to_csv(out, index=False)
@@ -766,8 +771,11 @@ def report(session, out, overwrite, level, pool_path):
     from .report import write_report
 
     if _ranking(session):
-        check_output(out, overwrite=overwrite)
-        text = _ranking_text(session, level, False, pool_path)
+
+        def check(rs) -> None:
+            check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
+
+        text = _ranking_text(session, level, False, pool_path, check=check)
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
         click.echo(text)
@@ -780,10 +788,16 @@ def report(session, out, overwrite, level, pool_path):
     click.echo(f"report written to {out}")
 
 
-def _ranking_text(session: str, level: float, as_json: bool, pool_path: str | None) -> str:
+def _ranking_text(
+    session: str, level: float, as_json: bool, pool_path: str | None, check=None
+) -> str:
+    """The ranking session's summary as text or JSON; ``check(rs)`` runs first (e.g. the output
+    file check of ``bae report``, which needs the session's paths)."""
     from .ranking_session import RankingSession
 
     with RankingSession.open(session, readonly=True, pool_path=pool_path) as rs:
+        if check is not None:
+            check(rs)
         st = rs.summary(level)
     if as_json:
         return json.dumps(st, indent=2, default=float)

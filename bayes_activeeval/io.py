@@ -360,19 +360,40 @@ def _predictions(series: pd.Series, ids: np.ndarray, path: Path, regression: boo
     return values
 
 
-def _coerce_classes(classes: tuple | None, preds: Mapping[str, np.ndarray]) -> np.ndarray | None:
+def _as_kind(value: Any, kind: str, what: str) -> Any:
+    """``value`` (e.g. the text of ``--classes`` or ``--pos-label``) as a value of the predictions'
+    dtype kind: an int for integer predictions (``"1"``, ``"1.0"``), a float for float ones, a
+    bool for boolean ones (``"1"``/``"true"``, ``"0"``/``"false"``); text stays text."""
+    if kind in ("i", "u", "f"):
+        try:
+            v = float(str(value).strip()) if isinstance(value, str) else float(value)
+        except (TypeError, ValueError):
+            v = float("nan")
+        if kind == "f" and np.isfinite(v):
+            return v
+        if kind in ("i", "u") and np.isfinite(v) and v == int(v):
+            return int(v)
+        number = "a whole number" if kind in ("i", "u") else "a number"
+        raise ValueError(f"{what} {value!r} is not {number}, but the predictions are")
+    if kind == "b":
+        text = str(value).strip().lower()
+        if text in ("1", "true"):
+            return True
+        if text in ("0", "false"):
+            return False
+        raise ValueError(
+            f"{what} {value!r} is not a boolean (true/false, 1/0), but the predictions are"
+        )
+    return value
+
+
+def _coerce_classes(classes: tuple | None, kind: str) -> np.ndarray | None:
     if classes is None:
         return None
-    first = next(iter(preds.values()))
-    if first.dtype.kind in "iu":
-        try:
-            return np.array(sorted(int(c) for c in classes))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"classes {list(classes)} are not integers but the predictions are"
-            ) from exc
-    if first.dtype.kind == "b":
-        return np.array(sorted(str(c).lower() in ("1", "true") for c in classes))
+    if kind in ("i", "u", "f", "b"):
+        return np.array(
+            sorted(_as_kind(c, kind, f"class in classes {list(classes)}") for c in classes)
+        )
     return np.array(sorted(str(c) for c in classes))
 
 
@@ -465,10 +486,16 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
     def unwrap(d):
         return d if d is None or not single else d[DEFAULT_MODEL]
 
-    classes = _coerce_classes(spec.classes, preds)
-    pos_label = spec.pos_label
-    if pos_label is not None and classes is not None and classes.dtype.kind in "iub":
-        pos_label = classes.dtype.type(int(pos_label) if classes.dtype.kind != "b" else pos_label)
+    # --classes and --pos-label arrive as text: as values of the predictions' dtype (0/1
+    # predictions read as integers or floats take "1"); a regression pool has no classes
+    kind = "" if regression else next(iter(preds.values())).dtype.kind
+    try:
+        classes = _coerce_classes(spec.classes, kind)
+        pos_label = spec.pos_label
+        if pos_label is not None:
+            pos_label = _as_kind(pos_label, kind, "pos_label")
+    except ValueError as exc:
+        raise ValueError(f"{p.name}: {exc}") from exc
     try:
         pool = Pool(
             unwrap(preds),
@@ -497,8 +524,9 @@ def label_codec(pool: Pool):
     the pool (a class value, or a float for regression), raising :class:`ValueError` otherwise.
 
     The text is stripped; a class matches its text case-insensitively (boolean classes also
-    ``"0"``/``"1"``), and a number equal to an integer class's value (``"1.0"`` for class ``1``);
-    a regression label must be a finite number. ``where`` is appended to the error message.
+    ``"0"``/``"1"``), and a number equal to a numeric class's value (``"1.0"`` for class ``1``,
+    ``"1"`` for class ``1.0``); a regression label must be a finite number. ``where`` is appended
+    to the error message.
 
     Parameters
     ----------
@@ -530,6 +558,9 @@ def label_codec(pool: Pool):
         if isinstance(c, (bool, np.bool_)):
             table["1" if c else "0"] = c
     classes = [str(c) for c in pool.classes]
+    # numeric classes (integers or floats): a label is any text of the same number ("1", "1.0")
+    kind = np.asarray(pool.classes).dtype.kind
+    numeric = {float(c): c for c in pool.classes} if kind in ("i", "u", "f") else {}
 
     def parse(text: Any, where: str = "") -> Any:
         key = str(text).strip()
@@ -539,10 +570,12 @@ def label_codec(pool: Pool):
             return table[key.lower()]
         try:
             f = float(key)
-            if f == int(f) and str(int(f)) in table:
-                return table[str(int(f))]
         except (ValueError, OverflowError):
-            pass
+            f = None
+        if f is not None and f in numeric:
+            return numeric[f]
+        if f is not None and np.isfinite(f) and f == int(f) and str(int(f)) in table:
+            return table[str(int(f))]
         raise ValueError(f"label {key!r}{where} is not one of the classes {classes}")
 
     return parse
@@ -650,8 +683,14 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
+#: Columns whose filled-in cells are labels: ``label`` (a batch of ``bae next``) and ``grade``
+#: (a ranking batch: one grade per query and document).
+_LABEL_COLUMNS = ("label", "grade")
+
+
 def _holds_labels(path: Path) -> str | None:
-    """Why the file must not be replaced (a session, or a CSV with filled-in labels), or None."""
+    """Why the file must not be replaced (a session, or a CSV with filled-in labels or grades),
+    or None."""
     import csv
 
     if _is_sqlite(path):
@@ -660,13 +699,21 @@ def _holds_labels(path: Path) -> str | None:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             header = next(reader, None) or []
-            cols = [k for k, c in enumerate(header) if c.strip().lower() == "label"]
+            names = [c.strip().lower() for c in header]
+            cols = {n: [k for k, c in enumerate(names) if c == n] for n in _LABEL_COLUMNS}
+            cols = {n: ks for n, ks in cols.items() if ks}
             if not cols:
                 return None
-            filled = sum(1 for row in reader if any(k < len(row) and row[k].strip() for k in cols))
+            filled = dict.fromkeys(cols, 0)
+            for row in reader:
+                for name, ks in cols.items():
+                    filled[name] += any(k < len(row) and row[k].strip() for k in ks)
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
-    return f"it holds {filled} labels (column 'label')" if filled else None
+    for name, n in filled.items():
+        if n:
+            return f"it holds {n} {name}s (column {name!r})"
+    return None
 
 
 def check_output(
@@ -678,7 +725,7 @@ def check_output(
     """Check that ``out`` may be written: its directory exists; it is none of the ``protected``
     files (``(path, what)``: the session, the pool, an input); an existing file is replaced only
     with ``overwrite``, and never when it holds labels (a session, or a CSV whose ``label``
-    column is filled in).
+    column, or ``grade`` column of a ranking batch, is filled in).
 
     Parameters
     ----------
@@ -868,14 +915,40 @@ def _read_lazy_pool(p: Path, fmt: str, spec: PoolSpec) -> LazyPoolFile:
     def one(cols):
         return cols[0] if len(cols) == 1 else list(cols)
 
+    # --classes and --pos-label as values of the predictions' type, as read_pool does: here the
+    # type of the first prediction column in the Parquet schema
+    kind = ""
+    if spec.task != "regression" and not norm["std"]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.ParquetFile(p).schema_arrow
+        except Exception:  # Pool.from_parquet says what is wrong with the file
+            schema = None
+        col = next(iter(norm["pred"].values()))
+        if schema is not None and col in schema.names:
+            t = schema.field(col).type
+            if pa.types.is_integer(t):
+                kind = "i"
+            elif pa.types.is_floating(t):
+                kind = "f"
+            elif pa.types.is_boolean(t):
+                kind = "b"
+    try:
+        classes = _coerce_classes(spec.classes, kind)
+        pos_label = None if spec.pos_label is None else _as_kind(spec.pos_label, kind, "pos_label")
+    except ValueError as exc:
+        raise ValueError(f"{p.name}: {exc}") from exc
+
     pool = Pool.from_parquet(
         str(p),
         predictions=norm["pred"],
         probs={m: one(c) for m, c in norm["prob"].items()} or None,
         scores=norm["score"] or None,
         predictive_std=norm["std"] or None,
-        classes=None if spec.classes is None else list(spec.classes),
-        pos_label=spec.pos_label,
+        classes=None if classes is None else classes.tolist(),
+        pos_label=pos_label,
         task=spec.task,
     )
     if spec.id_col:

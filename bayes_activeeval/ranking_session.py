@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validation import check_count
+from ._validation import check_count, show
 from .io import file_checksum
 from .proposals import Draws
 from .ranking import RankingPool, draw, estimate, get, proposal, test
@@ -125,6 +125,45 @@ class RankingRecordResult:
     pending: int
 
 
+def _corrected(
+    con: Any, qi: int, iid: str, fixed: dict[str, int], annotator: str, own: bool
+) -> dict[str, int]:
+    """The grades a correction of query ``qi`` writes (see :meth:`RankingSession.relabel`)."""
+    row = con.execute("SELECT seq, label FROM labels WHERE item=?", (qi,)).fetchone()
+    if not own:
+        if row is None:
+            raise SessionError(f"query {iid!r} has no grades yet: record them first")
+        return {d: fixed.get(d, g) for d, g in json.loads(row[1]).items()}
+    mine = team.annotator_labels(con, annotator).get(qi)
+    if mine is None:
+        raise SessionError(f"query {iid!r} has no grades by {annotator} yet: record them first")
+    mine = json.loads(mine)
+    root = con.execute(
+        "SELECT seq FROM annotations WHERE item=? AND annotator=? AND kind='label'",
+        (qi, annotator),
+    ).fetchone()[0]
+    changes = {d: g for d, g in fixed.items() if mine[d] != g}
+    if int(row[0]) != int(root):  # a second annotation: the annotator's own answer only
+        return {d: changes.get(d, g) for d, g in mine.items()}
+    # the answer the query counts with: change only what the annotator changes, on the grades
+    # counted now (which hold any correction others made since the annotator's latest answer)
+    counted = json.loads(row[1])
+    for d, g in changes.items():
+        if counted[d] != mine[d] and counted[d] != g:
+            who = con.execute(
+                "SELECT annotator FROM annotations WHERE root=? AND annotator<>? "
+                "ORDER BY seq DESC LIMIT 1",
+                (int(root), annotator),
+            ).fetchone()
+            by = f" by {who[0]}" if who else ""
+            raise SessionError(
+                f"query {iid!r}, document {d!r}: you graded it {mine[d]}, then it was corrected "
+                f"to {counted[d]}{by}; changing it to {g} would undo that correction: correct it "
+                "with bae relabel (not an undo of your own grades)"
+            )
+    return {d: changes.get(d, g) for d, g in counted.items()}
+
+
 class RankingSession:
     """A ranking labeling session; create with :meth:`create`, reopen with :meth:`open`.
 
@@ -211,6 +250,11 @@ class RankingSession:
         kw = {"model": models[0]} if len(models) == 1 else {"models": models}
         prop = proposal(pool, rm, design=design, mix=mix, estimator=estimator, rng=seed, **kw)
         d = draw(pool, prop, budget, rng=seed)
+        if len(d) == 0:  # draw never returns none; a session without queries is useless
+            raise ValueError(
+                f"--budget {float(budget):g} buys no query (the cheapest costs "
+                f"{float(pool.costs.min()):.6g}); no session written"
+            )
         meta = {
             "task": "ranking",
             "schema_version": SCHEMA_VERSION,
@@ -571,7 +615,7 @@ class RankingSession:
         ----------
         frame : pandas.DataFrame
             Columns ``qid``, ``doc``, ``grade`` (other columns are ignored; rows with an empty
-            grade are dropped).
+            grade are dropped). A (query, document) pair may have one graded row only.
         annotator : str, optional
             Who graded (default: the login name).
         holder : str, optional
@@ -586,8 +630,9 @@ class RankingSession:
         Raises
         ------
         ValueError
-            Unknown queries or documents, bad grades, a partly graded query, a query that is in
-            no draw of the session, a query not leased to ``holder``.
+            Unknown queries or documents, bad grades, a document graded on two rows, a partly
+            graded query, a query that is in no draw of the session, a query not leased to
+            ``holder``.
         SessionError
             A grade the annotator already gave differently.
         """
@@ -596,14 +641,26 @@ class RankingSession:
         for col in ("qid", "doc", "grade"):
             if col not in frame.columns:
                 raise ValueError(f"the grades file has no column {col!r} (needs qid, doc, grade)")
-        frame = frame.dropna(subset=["grade"])
         pool = self.pool
         keys = {str(q): i for i, q in enumerate(pool.query_ids.tolist())}
         given: dict[int, dict[Any, Any]] = {}
-        for qid, doc, g in zip(frame["qid"], frame["doc"], frame["grade"], strict=True):
-            if str(qid) not in keys:
+        row_of: dict[tuple[str, str], int] = {}
+        empty = frame["grade"].isna().to_numpy()
+        rows = zip(frame["qid"], frame["doc"], frame["grade"], strict=True)
+        for row, (qid, doc, g) in enumerate(rows, start=1):
+            if empty[row - 1]:
+                continue  # an empty grade: not recorded
+            key = (str(qid), str(doc))
+            if key in row_of:
+                raise ValueError(
+                    f"query {qid!r}, document {doc!r} is graded twice (rows {row_of[key]} and "
+                    f"{row}, grades {show(frame['grade'].iloc[row_of[key] - 1])} and {show(g)}); "
+                    "give one grade per document (nothing recorded)"
+                )
+            row_of[key] = row
+            if key[0] not in keys:
                 raise ValueError(f"query {qid!r} is not in the pool")
-            given.setdefault(keys[str(qid)], {})[doc] = g
+            given.setdefault(keys[key[0]], {})[doc] = g
         drawn = set(self._order().tolist())
         leased = None
         if holder is not None:
@@ -670,10 +727,47 @@ class RankingSession:
         own: bool = False,
         source: str = "api",
     ) -> bool:
-        """Correct grades of a graded query: a new annotation (the query's grades with those of
-        ``grades`` changed) that supersedes the one it counts with — or, ``own=True``, the
-        annotator's own (:func:`bayes_activeeval.session.annotations.relabel_tx`). Never a
-        deletion. Returns ``False`` when nothing changes."""
+        """Correct grades of a graded query: a new annotation that supersedes the grades it
+        counts with — or, ``own=True``, the annotator's own answer
+        (:func:`bayes_activeeval.session.annotations.relabel_tx`). Never a deletion.
+
+        ``own=False``: the grades the query counts with, those of ``grades`` changed.
+        ``own=True`` (the labeling page's undo): the documents whose grade in ``grades`` differs
+        from the annotator's own latest answer are changed — in that answer or, when it is the
+        answer the query counts with, in the grades it counts with now, so a correction someone
+        else made since (``bae relabel``) is kept. Changing a document someone else corrected
+        since is refused (:class:`SessionError`): that is a correction of their grade, for
+        ``own=False``.
+
+        Parameters
+        ----------
+        qid : Any
+            The query (its id as in the pool file).
+        grades : mapping
+            ``{doc: grade}``: some documents of the query (``own=True``: may be all of them,
+            as the labeling page sends).
+        reason : str
+            Why (kept with the correction, for audits).
+        annotator : str, optional
+            Who corrects (default: the login name).
+        own : bool
+            Correct the annotator's own answer (default ``False``: the grades counted).
+        source : str
+            Stored with the annotation (``"cli"``, ``"web"``, ``"api"``).
+
+        Returns
+        -------
+        bool
+            ``False`` when nothing changes (nothing written).
+
+        Raises
+        ------
+        ValueError
+            No reason, no documents, an unknown query or document, a bad grade.
+        SessionError
+            A query without grades (by the annotator, ``own=True``); ``own=True``: a change of
+            a document someone else corrected after the annotator's latest answer.
+        """
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError("a correction needs a reason (--reason '…'): it is kept for audits")
         annotator = team.check_annotator(annotator)
@@ -685,18 +779,14 @@ class RankingSession:
             raise ValueError(f"query {qid!r} is not in the pool")
         qi = keys[str(qid).strip()]
         iid = str(self.pool.query_ids[qi])
-        if own:
-            base = team.annotator_labels(self.store.con, annotator).get(qi)
-        else:
-            base = dict(self.store.rows("SELECT item, label FROM labels")).get(qi)
-        if base is None:
-            who = f"by {annotator} " if own else ""
-            raise SessionError(f"query {iid!r} has no grades {who}yet: record them first")
         fixed = self._checked(qi, grades)
-        value = {d: fixed.get(d, g) for d, g in json.loads(base).items()}
         done: list[bool] = []
-        self.store.transaction(
-            lambda con: done.append(
+
+        def tx(con) -> None:
+            # read and write in one transaction: a correction committed by someone else in
+            # between is never overwritten unseen
+            value = _corrected(con, qi, iid, fixed, annotator, own)
+            done.append(
                 team.relabel_tx(
                     con,
                     qi,
@@ -708,7 +798,8 @@ class RankingSession:
                     source=source,
                 )
             )
-        )
+
+        self.store.transaction(tx)
         return done[0]
 
     # -- answers ----------------------------------------------------------------------------

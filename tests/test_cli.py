@@ -262,6 +262,57 @@ def test_changed_pool_and_bad_options_are_refused(demo_csv, tmp_path):
     assert session_state(session) == before
 
 
+def test_pos_label_and_classes_take_the_predictions_type(tmp_path):
+    # --pos-label 1 failed on a 0/1 pool ("pos_label='1' is not one of the classes [0, 1]"),
+    # --classes 0,1 on float predictions, and the label "1" on float classes
+    from bayes_activeeval.io import PoolSpec, label_codec, read_pool
+
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=40)
+    pred = (p > 0.5).astype(int)
+    opts = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "prob", "--measure", "f1"]
+    pools = {
+        "int": pred,
+        "float": pred.astype(float),
+        "bool": pred.astype(bool),
+        "text": np.where(pred == 1, "spam", "ham"),
+    }
+    for name, values in pools.items():
+        frame = pd.DataFrame({"id": _ids(40), "pred": values, "prob": p})
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+    cases = [
+        ("int", ["--pos-label", "1"], 1),
+        ("int", ["--pos-label", "0", "--classes", "0,1"], 0),
+        ("float", ["--pos-label", "1"], 1.0),
+        ("float", ["--classes", "0,1"], 1.0),
+        ("bool", ["--pos-label", "false"], False),
+        ("bool", ["--pos-label", "0", "--classes", "false,true"], False),
+        ("text", ["--pos-label", "spam"], "spam"),
+    ]
+    for k, (name, extra, pos) in enumerate(cases):
+        session = tmp_path / f"s{k}.bae"
+        ok("init", tmp_path / f"{name}.csv", "--session", session, *opts, *extra)
+        with Session.open(str(session), readonly=True) as s:
+            assert s.pool.pos_label == pos and type(s.pool.pos_label.item()) is type(pos), extra
+    res = run("init", tmp_path / "int.csv", "--session", tmp_path / "x.bae", *opts,
+              "--pos-label", "2")  # fmt: skip
+    assert res.exit_code == 2 and "pos_label=2 is not one of the classes [0, 1]" in res.stderr
+    res = run("init", tmp_path / "int.csv", "--session", tmp_path / "x.bae", *opts,
+              "--pos-label", "yes")  # fmt: skip
+    assert res.exit_code == 2 and "pos_label 'yes' is not a whole number" in res.stderr
+    # labels typed as text: "1" and "1.0" are the class 1.0 of float predictions
+    pf = read_pool(tmp_path / "float.csv", PoolSpec(pred="pred", prob="prob", id_col="id"))
+    parse = label_codec(pf.pool)
+    assert parse("1") == parse("1.0") == parse(" 1e0 ") == 1.0 and parse("0") == 0.0
+    with pytest.raises(ValueError, match="label '2' is not one of the classes"):
+        parse("2")
+    batch = tmp_path / "b.csv"
+    ok("next", tmp_path / "s2.bae", "--n", 3, "--out", batch)
+    ids = pd.read_csv(batch, dtype=str)["id"]
+    labels = _write(tmp_path, "l.csv", "id,label\n" + "".join(f"{i},1\n" for i in ids))
+    assert "recorded 3" in ok("record", tmp_path / "s2.bae", labels).output
+
+
 # -- interactive labeling -------------------------------------------------------------------------
 def test_label_interactive_saves_each_answer(demo_csv, tmp_path):
     path, _, _truth = demo_csv

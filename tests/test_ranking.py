@@ -336,6 +336,52 @@ def test_budget_is_respected_and_repeats_are_free(synth):
         ranking.draw(pool, prop, -1)
 
 
+def _costly_pool():
+    """Four one-document queries: one costs 0.5, three cost 5 (more than a budget of 1)."""
+    m = 4
+    return ranking.RankingPool(
+        [f"q{i}" for i in range(m)],
+        [["d"]] * m,
+        {"a": np.ones((m, 1), int)},
+        costs=[0.5, 5, 5, 5],
+        max_grade=1,
+    )
+
+
+def test_draw_is_never_empty_when_the_budget_buys_a_query():
+    # a query drawn first that costs more than the whole budget used to end the draw with
+    # nothing bought (0 draws, NaN estimate); it is passed over now, and a warning says which
+    # queries the budget can never buy
+    pool = _costly_pool()
+    prop = ranking.proposal(pool, "dcg", model="a", design="passive")
+    for seed in range(8):
+        with pytest.warns(UserWarning, match=r"budget=1\.0 is below the cost of 3 of the 4"):
+            d = ranking.draw(pool, prop, 1.0, rng=seed)
+        assert len(d) >= 1 and set(d.indices.tolist()) == {0}
+        np.testing.assert_allclose(d.weights, prop.p[d.indices] / prop.q[d.indices])
+    labeler = lambda qids: {q: {"d": 1} for q in qids}  # noqa: E731
+    with pytest.warns(UserWarning, match="no draw can include them"):
+        est = ranking.evaluate(pool, "dcg", labeler, 1.0, model="a", design="passive", rng=0)
+    assert est.n_labels == 1 and np.isfinite(est.value)
+
+
+def test_passing_over_unaffordable_first_draws_is_the_stop_rule_given_a_purchase(synth):
+    # only draws before the first purchase are passed over: a draw whose first query is
+    # affordable is the one the stop rule always gave (same rng stream)
+    pool = synth.pool
+    prop = ranking.proposal(pool, "err", model="a")
+    budget = float(np.quantile(pool.costs, 0.8))
+    with pytest.warns(UserWarning, match="no draw can include them"):
+        draws = [ranking.draw(pool, prop, budget, rng=s) for s in range(40)]
+    for s, d in enumerate(draws):
+        assert len(d) >= 1 and pool.costs[np.unique(d.indices)].sum() <= budget
+        first = prop.draw(1, rng=s).indices[0]
+        if pool.costs[first] <= budget:
+            assert d.indices[0] == first
+        else:
+            assert pool.costs[d.indices[0]] <= budget
+
+
 def test_evaluate_and_compare_end_to_end(synth):
     pool = synth.pool
     calls = []
@@ -518,6 +564,52 @@ def test_labels_are_checked():
         ranking.proposal(pool, "map", model="a")
     with pytest.raises(ValueError, match="precision needs a cut-off"):
         ranking.get("precision")
+
+
+def test_grade_matrix_refuses_nan_and_fractional_grades():
+    pool = _from(_frame())  # q1 (cost 1) and q2 (cost 2)
+    prop = ranking.proposal(pool, "dcg", model="a")
+    with pytest.warns(UserWarning, match="no draw can include them"):
+        d = ranking.draw(pool, prop, 1.0, rng=0)  # buys q1 only: q2 (cost 2) is never drawn
+    assert set(d.indices.tolist()) == {0}
+    good = pool.grade_matrix({"q1": {"x": 1, "y": 0, "z": 1}}, [0])  # q2 is -1: ungraded
+    ref = ranking.estimate(pool, "dcg", d, good, model="a", estimator="ipw").value
+    # -1 or NaN on a query not drawn: the documented "ungraded", not read
+    G = good.astype(float)
+    G[1] = np.nan
+    assert ranking.estimate(pool, "dcg", d, G, model="a", estimator="ipw").value == ref
+    for value, shown in [(np.nan, "nan"), (0.5, "0.5"), (np.inf, "inf"), (-1, "-1")]:
+        G = good.astype(float)
+        G[0, 1] = value
+        with pytest.raises(ValueError, match=rf"query 'q1', document 'y' is {shown}.*0\.\.1"):
+            ranking.estimate(pool, "dcg", d, G, model="a")
+    with pytest.raises(ValueError, match="numeric"):
+        ranking.estimate(pool, "dcg", d, np.full((2, 3), "x", dtype=object), model="a")
+
+
+@pytest.mark.parametrize(
+    "positions, relevance, match",
+    [
+        ([[1, 1]], None, r"ranks \[1, 1\]; the ranks of a list must be 1\.\.L"),
+        ([[1, 5]], None, r"ranks \[1, 5\]; the ranks of a list must be 1\.\.L"),
+        ([[2, 0]], None, r"ranks \[2\]; the ranks of a list must be 1\.\.L"),
+        ([[1, -2]], None, r"document 'd2' is -2; ranks are whole numbers"),
+        ([[1.5, 2]], None, r"document 'd1' is 1\.5; ranks are whole numbers"),
+        ([[1, 2]], [[[-3.0, 4.0], [0.5, 0.5]]], r"document 'd1' is \[-3\.0, 4\.0\]"),
+        ([[1, 2]], [[[0.5, 0.5], [np.nan, 1.0]]], r"document 'd2' is \[nan, 1\.0\]"),
+        ([[1, 2]], [[[0.5, 0.5], [0.3, 0.3]]], r"document 'd2' sums to 0\.6"),
+    ],
+)
+def test_pool_checks_ranks_and_relevance(positions, relevance, match):
+    with pytest.raises(ValueError, match=match):
+        ranking.RankingPool(["q"], [["d1", "d2"]], {"a": np.array(positions)}, relevance)
+
+
+def test_pool_ranks_must_be_zero_on_the_padding():
+    with pytest.raises(ValueError, match=r"has 1 in slot 1, past its 1 documents"):
+        ranking.RankingPool(["q", "r"], [["d1"], ["d1", "d2"]], {"a": [[1, 1], [2, 1]]})
+    pool = ranking.RankingPool(["q", "r"], [["d1"], ["d1", "d2"]], {"a": [[1, 0], [2, 1]]})
+    assert pool.order("a").tolist() == [[0, -1], [1, 0]]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -366,3 +366,137 @@ def test_a_moved_pool_file_is_found_with_pool(pool_csv, tmp_path):
     moved.write_text(moved.read_text() + "\n")  # other bytes: refused, as for a labeling session
     res = run("status", sess, "--pool", moved)
     assert res.exit_code != 0 and "changed" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# fixes: empty draws, duplicate rows, the undo of one's own grades, files never overwritten
+# ------------------------------------------------------------------------------------------------
+_READ = {"query": "qid", "item": "doc", "ranks": {"a": "rank_a"}, "cost": "cost"}
+
+
+def _small(tmp_path, n=40):
+    """A pool of ``n`` queries of 2-5 documents (file, true grades, read options)."""
+    data = ranking.make_ranking_pool(n, min_docs=2, max_docs=5, changed=0.5, rng=4)
+    path = tmp_path / "runs.csv"
+    data.frame.drop(columns=["grade"]).to_csv(path, index=False)
+    truth = {
+        (q, d): int(g)
+        for q, d, g in zip(data.frame.qid, data.frame.doc, data.frame.grade, strict=True)
+    }
+    return path, truth, {**_READ, "relevance": [f"p{k}" for k in range(5)]}
+
+
+def test_a_session_always_has_queries(tmp_path, monkeypatch):
+    # the first query drawn cost more than the whole budget: the session had 0 queries
+    import bayes_activeeval.ranking_session as rsm
+    from bayes_activeeval.ranking_session import RankingSession
+
+    f = pd.DataFrame(
+        {"qid": ["q0", "q1", "q2", "q3"], "doc": "d", "rank_a": 1, "cost": [0.5, 5, 5, 5]}
+    )
+    f.to_csv(tmp_path / "runs.csv", index=False)
+    for seed in range(4):
+        with pytest.warns(UserWarning, match="no draw can include them"):
+            rs = RankingSession.create(
+                str(tmp_path / "s.bae"), str(tmp_path / "runs.csv"), _READ, measure="dcg",
+                budget=1.0, seed=seed, design="passive", overwrite=True,
+            )  # fmt: skip
+        with rs:
+            assert rs.meta["n_draws"] >= 1 and rs.status()["queries_in_sample"] == 1
+            assert not rs.finished()
+    # and a draw without queries (never returned now) is refused, no file written
+    monkeypatch.setattr(rsm, "draw", lambda *a, **k: rsm.Draws(*(np.zeros(0),) * 3))
+    with pytest.raises(ValueError, match="buys no query"):
+        RankingSession.create(str(tmp_path / "t.bae"), str(tmp_path / "runs.csv"), _READ,
+                              measure="dcg", budget=1.0, design="passive")  # fmt: skip
+    assert not (tmp_path / "t.bae").exists()
+
+
+def test_record_refuses_a_document_graded_twice(tmp_path):
+    from bayes_activeeval.ranking_session import RankingSession
+
+    path, _, read = _small(tmp_path)
+    with RankingSession.create(str(tmp_path / "s.bae"), str(path), read, measure="dcg",
+                               models=("a",), budget=8.0) as rs:  # fmt: skip
+        fr = rs.next(1, annotator="ann")
+        fr["grade"] = 1
+        qid, doc = fr.qid.iloc[0], fr.doc.iloc[0]
+        dup = pd.concat([fr, fr.iloc[[0]].assign(grade=4)], ignore_index=True)
+        with pytest.raises(
+            ValueError,
+            match=rf"query '{qid}', document '{doc}' is graded twice \(rows 1 and {len(fr) + 1}, "
+            r"grades 1 and 4\)",
+        ):
+            rs.record(dup, annotator="ann")
+        assert rs.graded() == {} and len(rs.annotations()) == 0  # nothing recorded
+        # the same grade twice is refused too; an empty duplicate row is no grade
+        with pytest.raises(ValueError, match="graded twice"):
+            rs.record(pd.concat([fr, fr.iloc[[0]]], ignore_index=True), annotator="ann")
+        empty = fr.iloc[[0]].assign(grade=None)
+        assert rs.record(pd.concat([fr, empty], ignore_index=True), annotator="ann").recorded == 1
+
+
+def test_undo_of_own_grades_keeps_others_corrections(tmp_path):
+    from bayes_activeeval.ranking_session import RankingSession
+    from bayes_activeeval.session import SessionError
+
+    path, _, read = _small(tmp_path)
+    with RankingSession.create(str(tmp_path / "s.bae"), str(path), read, measure="dcg",
+                               models=("a",), budget=8.0) as rs:  # fmt: skip
+        fr = rs.next(1, annotator="alice")
+        fr["grade"] = 0
+        rs.record(fr, annotator="alice")
+        carol = fr.assign(grade=2)
+        rs.record(carol, annotator="carol")  # a second annotation (does not count)
+        (qi,) = rs.graded()
+        qid = rs.pool.query_ids[qi]
+        d1, d2 = (str(d) for d in rs.pool.doc_ids[qi][:2])
+        rs.relabel(qid, {d1: 3}, reason="review", annotator="bob")
+        # changing the document bob corrected since would undo his correction: refused
+        mine = {str(d): 0 for d in rs.pool.doc_ids[qi]}
+        with pytest.raises(SessionError, match=rf"document '{d1}'.*corrected to 3 by bob"):
+            rs.relabel(qid, {**mine, d1: 2}, reason="undo", annotator="alice", own=True)
+        # alice's undo sends every document, as the labeling page does: only d2 changed
+        assert rs.relabel(qid, {**mine, d2: 1}, reason="undo", annotator="alice", own=True)
+        assert rs.graded()[qi][d1] == 3 and rs.graded()[qi][d2] == 1  # bob's fix is kept
+        # her answer is now the grades counted (the page shows them on the next undo);
+        # sending them again writes nothing
+        n = len(rs.annotations())
+        again = {**mine, d1: 3, d2: 1}
+        assert not rs.relabel(qid, again, reason="undo", annotator="alice", own=True)
+        assert len(rs.annotations()) == n
+        # a second annotator's undo changes their own answer only
+        rs.relabel(qid, {d2: 4}, reason="undo", annotator="carol", own=True)
+        assert rs.graded()[qi][d2] == 1
+        last = json.loads(rs.annotations().label.iloc[-1])
+        assert last == {**{d: 2 for d in mine}, d2: 4}
+        # every grade ever recorded is still there
+        labels = [json.loads(x) for x in rs.annotations().label]
+        assert labels[3][d1] == 3 and len(labels) == 5
+
+
+def test_next_and_report_never_overwrite_grades_or_the_pool(tmp_path):
+    path, truth, _ = _small(tmp_path)
+    sess = tmp_path / "s.bae"
+    ok("init", path, "--task", "ranking", "--measure", "dcg", "--session", sess,
+       "--rank", "a=rank_a", "--relevance-cols", "p0,p1,p2,p3,p4", "--cost-col", "cost",
+       "--budget", 8, "--model", "a")  # fmt: skip
+    batch = tmp_path / "batch.csv"
+    ok("next", sess, "--n", 2, "--out", batch)
+    b = pd.read_csv(batch, dtype=str)
+    b["grade"] = [truth[(q, d)] for q, d in zip(b.qid, b.doc, strict=True)]
+    b.to_csv(batch, index=False)  # grades typed in, not recorded yet
+    before = batch.read_bytes(), path.read_bytes(), sess.read_bytes()
+    res = run("next", sess, "--n", 2, "--out", batch, "--overwrite")
+    assert res.exit_code == 2 and f"holds {len(b)} grades (column 'grade')" in res.stderr
+    res = run("report", sess, "--out", path, "--overwrite")
+    assert res.exit_code == 2 and "is the pool file" in res.stderr
+    res = run("next", sess, "--n", 2, "--out", path, "--overwrite")
+    assert res.exit_code == 2 and "is the pool file" in res.stderr
+    res = run("report", sess, "--out", sess, "--overwrite")
+    assert res.exit_code == 2 and "is the session file" in res.stderr
+    assert (batch.read_bytes(), path.read_bytes(), sess.read_bytes()) == before
+    ok("status", sess)
+    # an empty grade column is no grades: a fresh batch may replace it
+    ok("next", sess, "--n", 2, "--out", tmp_path / "fresh.csv")
+    ok("next", sess, "--n", 2, "--out", tmp_path / "fresh.csv", "--overwrite")

@@ -23,6 +23,7 @@ of ERR estimation against the plain self-normalized estimate from Eq. 6.10's pro
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -193,6 +194,15 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     before the first new query whose cost would exceed what is left (so the spent cost never
     exceeds ``budget``), or right after the purchase that leaves no affordable query unbought.
 
+    A query that costs more than the whole budget can never be bought. Drawn before anything
+    was bought, it is passed over (it would end the draw with nothing bought and no estimate):
+    the draws are then those of the rule above conditioned on buying at least one query, with
+    the same importance weights ``p/q``. Passing over queries that are only unaffordable with
+    what is *left* would not be: the draws would favour cheap queries beyond what ``q`` says, so
+    the rule stops there instead. When such queries exist (``budget`` below the costliest query
+    the proposal can draw) a warning says so: no draw can include them, so the estimate
+    describes the other queries.
+
     Parameters
     ----------
     pool : RankingPool
@@ -209,7 +219,18 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     -------
     Draws
         The drawn queries in draw order, repeats included, with their importance weights;
-        ``n_distinct`` queries are to be graded.
+        ``n_distinct`` queries are to be graded. Never empty.
+
+    Raises
+    ------
+    ValueError
+        A budget that is not positive and finite, or below the cost of the cheapest query the
+        proposal can draw; a proposal over another number of queries.
+
+    Warns
+    -----
+    UserWarning
+        When some queries the proposal can draw cost more than ``budget`` (never bought).
     """
     try:
         budget = float(budget)
@@ -226,14 +247,46 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
         raise ValueError(
             f"budget={show(budget)} cannot buy a single query (the cheapest costs {cheapest:.6g})"
         )
+    drawable = proposal.q > 0
+    afford = drawable & (pool.costs <= budget)  # what the whole budget can buy
+    never = np.flatnonzero(drawable & ~afford)
+    if never.size:
+        worst = never[np.argmax(pool.costs[never])]
+        warnings.warn(
+            f"budget={show(budget)} is below the cost of {never.size} of the "
+            f"{int(drawable.sum())} queries the proposal can draw (up to {pool.costs[worst]:.6g}, "
+            f"query {pool.query_ids[worst]!r}): no draw can include them, so the estimate "
+            f"describes the other queries; a budget of at least {pool.costs[worst]:.6g} can buy "
+            "any query",
+            UserWarning,
+            stacklevel=2,
+        )
     rng = check_rng(rng)
     block = int(min(max(4 * budget / max(proposal.expected_cost(pool.costs), 1e-12), 64), 1e6))
     out: Draws | None = None
     seen: set[int] = set()
-    unbought = proposal.q > 0
+    unbought = drawable.copy()
     spent = 0.0
+    passed = 0
     while True:
         d = proposal.draw(block, rng=rng)
+        if not seen:
+            # nothing bought yet: pass over the queries that cost more than the whole budget;
+            # what is kept is the draw of the rule below conditioned on buying something (the
+            # draws passed over are a prefix of the sequence; the weights stay p/q)
+            ok = np.flatnonzero(afford[d.indices])
+            if ok.size:
+                d = d[ok[0] :]
+            else:
+                passed += len(d)
+                if passed < 64 * block:
+                    continue
+                # a proposal with little mass on what the budget can buy: the first query bought
+                # directly from q restricted to it (the same distribution, without the wait)
+                cand = np.flatnonzero(afford)
+                qa = proposal.q[cand] / proposal.q[cand].sum()
+                first = cand[[int(rng.choice(cand.size, p=qa))]]
+                d = Draws(first, proposal.weights(first), proposal.q[first])
         stop = None
         for t, i in enumerate(d.indices.tolist()):
             if i in seen:
@@ -283,7 +336,9 @@ def estimate(
         The drawn queries and their importance weights (:func:`~bayes_activeeval.ranking.draw`).
     labels : mapping or ndarray
         ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
-        the pool (``RankingPool.grade_matrix``).
+        the pool (``RankingPool.grade_matrix``): a whole number ``0..max_grade`` for every
+        document of every drawn query (NaN, fractions and ``-1`` there are refused); the rows of
+        queries not drawn are not read (``-1`` or NaN mark them ungraded).
     estimator : {"model_assisted", "ipw"}
         ``"model_assisted"`` (default): use the relevance model as a control variate,
         ``R̂ = R̂_IS − λ(M̂_IS − M)`` with ``m(x) = E[ℓ|x;θ]`` known exactly for every query
@@ -343,7 +398,9 @@ def test(
         The drawn queries and their importance weights (:func:`draw`).
     labels : mapping or ndarray
         ``{qid: {doc: grade}}`` covering every drawn query, or an (m, D) grade matrix aligned with
-        the pool (``RankingPool.grade_matrix``).
+        the pool (``RankingPool.grade_matrix``): a whole number ``0..max_grade`` for every
+        document of every drawn query (NaN, fractions and ``-1`` there are refused); the rows of
+        queries not drawn are not read (``-1`` or NaN mark them ungraded).
     models : (str, str), optional
         The rankers ``(a, b)`` to compare (default: the pool's two rankers, if it has exactly
         two).
@@ -619,23 +676,45 @@ def _losses(pool, rm, models, draws, labels) -> tuple[np.ndarray, int]:
     if isinstance(labels, Mapping):
         G = pool.grade_matrix(labels, idx)
     else:
-        G = np.asarray(labels)
-        if G.shape != (pool.n_queries, pool.max_docs):
-            raise ValueError(
-                f"labels has shape {G.shape}; expected a mapping or an array of shape "
-                f"{(pool.n_queries, pool.max_docs)}"
-            )
-        uq = np.unique(idx)
-        real = np.arange(pool.max_docs)[None, :] < pool.n_docs[uq][:, None]
-        g = G[uq]
-        if np.any(real & ((g < 0) | (g > pool.max_grade))):
-            r, c = np.argwhere(real & ((g < 0) | (g > pool.max_grade)))[0]
-            raise ValueError(
-                f"labels for query {pool.query_ids[uq[r]]!r}, document "
-                f"{pool.doc_ids[uq[r]][c]!r} is {show(g[r, c])}; grades are 0..{pool.max_grade}"
-            )
+        G = _grade_array(pool, labels, idx)
     L = np.concatenate([query_losses(pool, rm, m, G, idx) for m in models], axis=1)
     return L, draws.n_distinct
+
+
+def _grade_array(pool: RankingPool, labels: Any, idx: np.ndarray) -> np.ndarray:
+    """An (m, D) grade matrix given as an array, checked on the drawn queries: every document of
+    each must have a whole-number grade ``0..max_grade`` (NaN, fractions and ``-1`` are refused
+    there). Rows of queries not drawn are not read (``-1`` or NaN mark them ungraded, as in
+    ``RankingPool.grade_matrix``). Returns the int64 matrix, ``-1`` off the drawn queries."""
+    try:
+        G = np.asarray(labels, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            "labels must be a mapping {qid: {doc: grade}} or a numeric (m, D) grade array"
+        ) from exc
+    if G.shape != (pool.n_queries, pool.max_docs):
+        raise ValueError(
+            f"labels has shape {G.shape}; expected a mapping or an array of shape "
+            f"{(pool.n_queries, pool.max_docs)}"
+        )
+    uq = np.unique(idx)
+    real = np.arange(pool.max_docs)[None, :] < pool.n_docs[uq][:, None]
+    g = G[uq]
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(g) & (g == np.round(g)) & (g >= 0) & (g <= pool.max_grade)
+    bad = np.argwhere(real & ~ok)
+    if bad.size:
+        r, c = bad[0]
+        value = show(np.asarray(labels)[uq[r], c])
+        raise ValueError(
+            f"labels for query {pool.query_ids[uq[r]]!r}, document {pool.doc_ids[uq[r]][c]!r} "
+            f"is {value}; every document of a drawn query needs a whole-number grade "
+            f"0..{pool.max_grade} ({int(bad.shape[0])} bad in all; -1 or NaN may mark only "
+            "queries not drawn)"
+        )
+    out = np.full(G.shape, -1, dtype=np.int64)
+    out[uq] = np.where(real, g, -1).astype(np.int64)
+    return out
 
 
 def _with_details(est: Estimate, pool: RankingPool, draws: Draws) -> Estimate:

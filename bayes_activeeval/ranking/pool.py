@@ -26,15 +26,24 @@ class RankingPool:
     doc_ids : list of sequences
         ``doc_ids[q]``: the documents of query ``q``.
     positions : dict of str -> ndarray (m, D)
-        Per ranker, the 1-based rank of each document (``0``: not in that ranker's list). The
-        ranks of a query must be ``1..L`` without gaps or repeats.
+        Per ranker, the 1-based rank of each document (``0``: not in that ranker's list; ``0``
+        on the padding past a query's documents). The ranks of a query must be ``1..L`` without
+        gaps or repeats.
     relevance : ndarray (m, D, K), optional
         ``P(grade = k | query, doc)`` for grades ``0..K-1`` (independent given the query,
-        Sawade (2012), Eq. 6.3). Default: uniform over ``0..max_grade``.
+        Sawade (2012), Eq. 6.3): finite, in ``[0, 1]`` and summing to 1 (within 1e-6) for every
+        document (the padding is not checked). Default: uniform over ``0..max_grade``.
     costs : ndarray (m,), optional
         Label cost of each query (default 1).
     max_grade : int, optional
         ``y_max``; default ``K − 1`` from ``relevance``, else 4.
+
+    Raises
+    ------
+    ValueError
+        Ranks that are not whole numbers ``>= 0``, skip or repeat a position within a query or
+        are not 0 on the padding; relevance probabilities outside ``[0, 1]``, not finite or not
+        summing to 1; shapes that do not match; non-positive costs; duplicate query ids.
 
     Notes
     -----
@@ -63,10 +72,9 @@ class RankingPool:
             raise ValueError(f"positions must be a non-empty dict of rankers, got {positions!r}")
         self.positions: dict[str, np.ndarray] = {}
         for name, pos in positions.items():
-            arr = np.asarray(pos)
-            if arr.shape != (m, D):
-                raise ValueError(f"positions[{name!r}] has shape {arr.shape}; expected {(m, D)}")
-            self.positions[str(name)] = arr.astype(np.int64)
+            self.positions[str(name)] = _check_positions(
+                name, pos, self.query_ids, self.doc_ids, self.n_docs, D
+            )
         if relevance is None:
             K = (4 if max_grade is None else int(max_grade)) + 1
             relevance = np.full((m, D, K), 1.0 / K)
@@ -75,6 +83,7 @@ class RankingPool:
             raise ValueError(
                 f"relevance has shape {relevance.shape}; expected ({m}, {D}, K) with K >= 2 grades"
             )
+        _check_relevance(relevance, self.query_ids, self.doc_ids, self.n_docs)
         self.relevance = relevance
         self.max_grade = relevance.shape[2] - 1 if max_grade is None else int(max_grade)
         if self.max_grade != relevance.shape[2] - 1:
@@ -346,6 +355,78 @@ class RankingPool:
         )
 
 
+def _check_positions(name, pos, query_ids, doc_ids, n_docs, D) -> np.ndarray:
+    """``positions[name]`` as int64 (m, D): whole numbers ``>= 0``, ``0`` on the padding, and the
+    ranks of each query ``1..L`` without gaps or repeats."""
+    m = query_ids.size
+    try:
+        arr = np.asarray(pos, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"positions[{name!r}] must be an array of ranks (whole numbers)") from exc
+    if arr.shape != (m, D):
+        raise ValueError(f"positions[{name!r}] has shape {arr.shape}; expected {(m, D)}")
+    real = np.arange(D)[None, :] < n_docs[:, None]
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0)
+    bad = np.argwhere(real & ~whole)
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"positions[{name!r}] of query {query_ids[q]!r}, document {doc_ids[q][j]!r} is "
+            f"{show(np.asarray(pos)[q, j])}; ranks are whole numbers >= 1 (0: not in the list)"
+        )
+    bad = np.argwhere(~real & (~whole | (arr != 0)))
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"positions[{name!r}] of query {query_ids[q]!r} has {show(np.asarray(pos)[q, j])} in "
+            f"slot {j}, past its {n_docs[q]} documents; the padding must be 0"
+        )
+    out = arr.astype(np.int64)
+    q = _first_bad_list(out)
+    if q is not None:
+        got = sorted(int(x) for x in out[q] if x > 0)
+        raise ValueError(
+            f"positions[{name!r}] of query {query_ids[q]!r} are the ranks {got}; the ranks of a "
+            "list must be 1..L without gaps or repeats"
+        )
+    return out
+
+
+def _first_bad_list(pos: np.ndarray) -> int | None:
+    """The first query (row) whose positive ranks are not ``1..L`` without gaps or repeats
+    (``0`` marks a document not in the list), or ``None``."""
+    length = (pos > 0).sum(axis=1)
+    srt = np.sort(pos, axis=1)
+    repeated = np.any((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] > 0), axis=1)
+    bad = np.flatnonzero((pos.max(axis=1, initial=0) != length) | repeated)
+    return int(bad[0]) if bad.size else None
+
+
+def _check_relevance(relevance, query_ids, doc_ids, n_docs) -> None:
+    """Relevance probabilities: finite, in ``[0, 1]``, summing to 1 over the grades of every
+    document (the padding is not read)."""
+    D = relevance.shape[1]
+    real = np.arange(D)[None, :] < n_docs[:, None]
+    with np.errstate(invalid="ignore"):
+        inside = np.all(np.isfinite(relevance) & (relevance >= 0) & (relevance <= 1), axis=2)
+    bad = np.argwhere(real & ~inside)
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"relevance of query {query_ids[q]!r}, document {doc_ids[q][j]!r} is "
+            f"{relevance[q, j].tolist()}; probabilities must be finite and in [0, 1]"
+        )
+    total = relevance.sum(axis=2)
+    bad = np.argwhere(real & (np.abs(total - 1.0) > 1e-6))
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"relevance of query {query_ids[q]!r}, document {doc_ids[q][j]!r} sums to "
+            f"{total[q, j]:.6g}; P(grade = 0..K-1) must sum to 1"
+        )
+
+
 def _grade(value: Any, max_grade: int, qid: Any, doc: Any) -> int:
     try:
         g = float(value)
@@ -376,13 +457,8 @@ def _positions(col, order, qs, slot, m, D, name, column, qids) -> np.ndarray:
         )
     pos = np.zeros((m, D), dtype=np.int64)
     pos[qs[has], slot[has]] = r[has].astype(np.int64)
-    length = (pos > 0).sum(axis=1)
-    top = pos.max(axis=1)
-    srt = np.sort(pos, axis=1)
-    repeated = np.any((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] > 0), axis=1)
-    bad = np.flatnonzero((top != length) | repeated)
-    if bad.size:
-        q = bad[0]
+    q = _first_bad_list(pos)
+    if q is not None:
         got = sorted(int(x) for x in pos[q] if x > 0)
         raise ValueError(
             f"ranks[{name!r}] (column {column!r}) for query {qids[q]!r} are {got}; the ranks of a "
