@@ -261,3 +261,23 @@ def test_released_items_go_to_the_next_who_asks(pool_csv, tmp_path):
         s.release("browser-1")
         assert s.leases().empty
         np.testing.assert_array_equal(s.next(5, annotator="bob"), mine)
+
+
+def test_own_undo_never_reverts_another_annotators_correction(pool_csv, tmp_path):
+    # the labeling page's undo (relabel own=True) superseded the head of the label's chain, so
+    # it silently reverted a reviewer's later correction of the same label
+    path, _, truth = pool_csv
+    f = tmp_path / "s.bae"
+    Session.create(f, path, SPEC, Design("f1", kind="static", seed=2)).close()
+    with Session.open(f) as s:
+        label_all(s, truth, "alice", n=10)
+        target = s.labels()["id"].iloc[0]
+        right = str(truth[target])
+        wrong = 1 - truth[target]
+        assert s.relabel(target, wrong, reason="review", annotator="bob")
+        with pytest.raises(SessionError, match="bob corrected alice's label"):
+            s.relabel(target, truth[target], reason="undo", annotator="alice", own=True)
+        assert s.labels().set_index("id").loc[target, "label"] == str(wrong)  # bob's stays
+        other = s.labels()["id"].iloc[1]  # an undo of a label nobody else touched still works
+        assert s.relabel(other, 1 - truth[other], reason="undo", annotator="alice", own=True)
+        assert s.relabel(target, right, reason="overrule", annotator="alice")  # plain correction

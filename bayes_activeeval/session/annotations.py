@@ -179,7 +179,8 @@ def relabel_tx(
 ) -> bool:
     """Inside a write transaction: the correction of :meth:`Session.relabel` (``False`` when the
     label is already ``value``; nothing written). Drops the evaluator snapshots that used the old
-    label."""
+    label. With ``own`` (the labeling page's undo) it refuses to supersede another annotator's
+    later correction of the same label, which the undo would silently revert."""
     if own:
         root = con.execute(
             "SELECT seq FROM annotations WHERE item=? AND annotator=? AND kind='label'",
@@ -192,12 +193,19 @@ def relabel_tx(
         if root is None:
             raise SessionError(f"item {iid!r} has no label yet: record one (bae record, bae label)")
     root = int(root[0])
-    head, current = con.execute(
-        "SELECT seq, label FROM annotations WHERE seq=? OR root=? ORDER BY seq DESC LIMIT 1",
+    head, current, by = con.execute(
+        "SELECT seq, label, annotator FROM annotations WHERE seq=? OR root=? "
+        "ORDER BY seq DESC LIMIT 1",
         (root, root),
     ).fetchone()
     if current == value:
         return False
+    if own and by != annotator:
+        # the labeling page's undo must not silently revert a reviewer's later correction
+        raise SessionError(
+            f"item {iid!r}: {by} corrected {annotator}'s label to {current!r} since; change it "
+            "with a correction of the label the item counts with (bae relabel), not an undo"
+        )
     stage = con.execute("SELECT MIN(stage) FROM draws WHERE item=?", (it,)).fetchone()[0]
     con.execute(
         "INSERT INTO annotations(item, item_id, label, annotator, kind, root, supersedes, "

@@ -578,7 +578,10 @@ class Session(SessionRecords):
         annotation, or the latest correction of it), so the estimate — and, for adaptive
         designs, the oracle model and the proposals of later stages — follow the corrected
         label. ``own=True`` corrects the annotator's own annotation instead (the labeling page's
-        undo): it changes the count only when that annotation is the one the item counts with.
+        undo): it changes the count only when that annotation is the one the item counts with,
+        and it is refused when another annotator has corrected that label since (the undo would
+        silently revert their correction; a correction without ``own`` is the way to overrule
+        it).
 
         Returns
         -------
@@ -589,6 +592,8 @@ class Session(SessionRecords):
         ------
         ValueError
             No reason, an unknown item, an item without a label, a label outside the classes.
+        SessionError
+            With ``own=True``: another annotator corrected this annotator's label since.
         """
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError("a correction needs a reason (--reason '…'): it is kept for audits")
