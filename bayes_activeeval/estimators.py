@@ -446,6 +446,17 @@ def delta_method_bias(
 MIN_TUNE_DRAWS = 10
 
 
+def _distinct_rows(L: np.ndarray, mm: np.ndarray) -> int:
+    """How many distinct (loss, expected loss) rows the draws hold, counted up to 3: with two,
+    the centred loss and expected loss are proportional and a fitted ``λ`` leaves no residual."""
+    rows = np.concatenate([L, mm], axis=1)
+    first = rows[:1]
+    other = rows[np.any(rows != first, axis=1)]
+    if other.size == 0:
+        return 1
+    return 2 + int(np.any(np.any(other != other[:1], axis=1)))
+
+
 def _check_draws(L: np.ndarray, v: np.ndarray, name: str = "weights") -> None:
     """Refuse importance weights that are not finite and non-negative, and losses that do not
     match them (a negative weight put an accuracy estimate at 1.43, outside its own interval)."""
@@ -624,10 +635,11 @@ def model_assisted_estimate(
         ``M``, the belief's expected loss over the pool (exact, no labels needed).
     measure : Measure
     tune : bool
-        Estimate ``λ`` (default) or use ``λ = 1``. With fewer than :data:`MIN_TUNE_DRAWS` draws
-        ``λ = 1`` whatever ``tune`` says: fitted on two draws, ``λ`` makes both residuals exactly 0
-        and the standard error 0 (a ranking session showed ``ERR 0.8246 ± 0.0000`` for a true 0.497
-        after two graded queries).
+        Estimate ``λ`` (default) or use ``λ = 1``. With fewer than :data:`MIN_TUNE_DRAWS`
+        draws, or fewer than three distinct pairs of loss and expected loss, ``λ = 1`` whatever
+        ``tune`` says: fitted on two distinct pairs, ``λ`` makes every residual exactly 0 and the
+        standard error 0, however often they were drawn (a ranking session showed
+        ``ERR 0.8246 ± 0.0000`` for a true 0.497 after two graded queries).
     n_labels : int, optional
         Labels bought (default the number of draws).
     bias_correction : bool
@@ -660,7 +672,7 @@ def model_assisted_estimate(
                 break
             el = (L - R_is) @ J.T
             em = (mm - M_is) @ J.T
-            if tune and v.size >= MIN_TUNE_DRAWS:
+            if tune and v.size >= MIN_TUNE_DRAWS and _distinct_rows(L, mm) >= 3:
                 den = np.sum(v**2 * np.einsum("ij,ij->i", em, em))
                 # den = 0: the sample cannot tune λ; keep the difference estimator (λ = 1)
                 lam = float(np.sum(v**2 * np.einsum("ij,ij->i", el, em)) / den) if den > 0 else 1.0

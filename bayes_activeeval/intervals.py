@@ -577,9 +577,9 @@ def interval(
         value, se, bounds, level, method, df, kish, n_df, n_max, event_weight, event_weight_rms,
         anticipated_stderr,
     )  # fmt: skip
-    # an undefined standard error gives an undefined interval (the proportion methods would
-    # otherwise read it as 0 and fall back to the Kish size)
-    undefined = ~np.isfinite(se)
+    # an undefined (NaN) standard error gives an undefined interval (the proportion methods
+    # would otherwise read it as 0 and fall back to the Kish size); an infinite one the range
+    undefined = np.isnan(se)
     if undefined.any():
         low = np.where(undefined, np.nan, low)
         high = np.where(undefined, np.nan, high)

@@ -796,6 +796,7 @@ class RankingSession:
                     annotator=annotator,
                     own=own,
                     source=source,
+                    merged=True,
                 )
             )
 

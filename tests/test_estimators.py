@@ -375,6 +375,10 @@ def test_model_assisted_does_not_tune_on_a_handful_of_draws():
     mm = np.array([[0.30], [0.41]])
     e = model_assisted_estimate(L, np.array([1.2, 0.8]), mm, np.array([0.35]), get("mse"))
     assert e.details["lambda"] == 1.0 and float(e.stderrs[0]) > 0
+    # repeats add no information: ten draws of the same two items do not tune λ either
+    Lr, mr = np.repeat(L, 5, axis=0), np.repeat(np.array([[0.30], [0.41]]), 5, axis=0)
+    e = model_assisted_estimate(Lr, np.ones(10), mr, np.array([0.35]), get("mse"))
+    assert e.details["lambda"] == 1.0 and float(e.stderrs[0]) > 0
     rng = np.random.default_rng(0)
     n = MIN_TUNE_DRAWS
     mm = rng.uniform(0, 1, (n, 1))

@@ -234,3 +234,11 @@ def test_undefined_or_negative_stderr():
         iv.interval(0.7, -0.05, (0, 1), kish=50.0)
     lo, hi = iv.interval(np.array([0.7, 0.6]), np.array([0.05, np.nan]), (0, 1), kish=50.0)
     assert np.isfinite(lo[0]) and np.isnan(lo[1]) and np.isnan(hi[1])
+
+
+def test_infinite_stderr_gives_the_whole_range():
+    from bayes_activeeval import intervals as iv
+
+    for method in ("modified_wilson", "wald", "t"):
+        lo, hi = iv.interval(0.7, np.inf, (0, 1), method=method, kish=50.0, df=10.0)
+        assert (float(lo), float(hi)) == (0.0, 1.0)

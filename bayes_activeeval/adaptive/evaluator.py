@@ -54,22 +54,21 @@ def draw_count(need: int, mass: float) -> int:
     return int(min(math.ceil(need / mass * 1.2 - 1e-9) + 16, MAX_DRAWS_PER_QUERY))
 
 
-def cost_cut(take, item_costs, spent, max_cost, strict):
+def cost_cut(take, item_costs, spent, max_cost):
     """Cut a batch of new items at a cost budget: ``(take, cut, spent)``.
 
     ``take`` are the positions (in the draws) of the batch's new items in draw order and
-    ``item_costs`` their costs; ``spent`` is what the query's earlier batches cost. Not strict: the
-    item whose cost crosses ``max_cost`` is kept (as :meth:`ActiveEvaluator.run`'s last stage).
-    Strict: the cut is before it, so the spending never exceeds ``max_cost``. ``cut`` is ``None``
-    while the budget is not reached, else the number of draws to keep (the query then ends with
-    this batch); ``spent`` includes the items kept."""
+    ``item_costs`` their costs; ``spent`` is what the query's earlier batches cost. The item
+    whose cost crosses ``max_cost`` is kept (as :meth:`ActiveEvaluator.run`'s last stage): the
+    query stops *after* a draw, on what was spent, never by dropping a drawn item because of its
+    own cost, which would bias the sample. ``cut`` is ``None`` while the budget is not reached,
+    else the number of draws to keep (the query then ends with this batch); ``spent`` includes
+    the items kept."""
     cum = spent + np.cumsum(item_costs)
-    stop = int(np.searchsorted(cum, max_cost, side="right" if strict else "left"))
+    stop = int(np.searchsorted(cum, max_cost, side="left"))
     if stop >= take.size:
         return take, None, float(cum[-1])
-    keep = stop if strict else stop + 1
-    cut = int(take[keep]) if strict else int(take[keep - 1]) + 1
-    return take[:keep], cut, float(cum[keep - 1]) if keep else float(spent)
+    return take[: stop + 1], int(take[stop]) + 1, float(cum[stop])
 
 
 def default_oracle(pool) -> str:
@@ -434,9 +433,7 @@ class ActiveEvaluator(EvaluatorState):
         )
 
     # -- the loop ----------------------------------------------------------------------------------
-    def query(
-        self, n: int | None = None, max_cost: float | None = None, *, strict: bool = False
-    ) -> np.ndarray:
+    def query(self, n: int | None = None, max_cost: float | None = None) -> np.ndarray:
         """Items to label next, drawn from the current proposal ``q_t``.
 
         Under a deterministic oracle, draws continue until ``n`` *new* items (without a label and
@@ -452,11 +449,6 @@ class ActiveEvaluator(EvaluatorState):
         max_cost : float, optional
             With label costs: stop once the new items' cost reaches this (the item that crosses
             it is kept, as in :meth:`run`'s last stage).
-        strict : bool
-            With ``max_cost``: never exceed it — stop before the first new item whose cost would
-            cross it (possibly returning no item). A session's budget is strict (static and
-            adaptive designs alike). The cut depends on the costs only, never on labels, so the
-            draws kept are still a stopped sequence of draws from ``q_t``.
 
         Returns
         -------
@@ -466,7 +458,7 @@ class ActiveEvaluator(EvaluatorState):
         n = self.batch_size if n is None else check_count(n, "n")
         if max_cost is not None and not (np.isfinite(max_cost) and max_cost >= 0):
             raise ValueError(f"max_cost must be a non-negative number, got {max_cost!r}")
-        return self._query(n, None if max_cost is None else float(max_cost), strict=bool(strict))
+        return self._query(n, None if max_cost is None else float(max_cost))
 
     def _fresh_mask(self) -> np.ndarray:
         return (self._label < 0) & ~self._requested
@@ -477,7 +469,7 @@ class ActiveEvaluator(EvaluatorState):
             return int(np.count_nonzero(self._proposal.q))
         return int(np.count_nonzero(self._fresh_mask() & (self._proposal.q > 0)))
 
-    def _query(self, n: int, max_cost: float | None, strict: bool = False) -> np.ndarray:
+    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
         prop = self._proposal
         costs = self._costs
         if not self.deterministic:
@@ -485,8 +477,7 @@ class ActiveEvaluator(EvaluatorState):
             idx = d.indices
             if max_cost is not None and costs is not None:
                 cum = np.cumsum(costs[idx])
-                cut = int(np.searchsorted(cum, max_cost, side="right" if strict else "left"))
-                cut += 0 if strict else 1
+                cut = int(np.searchsorted(cum, max_cost, side="left")) + 1
                 idx = idx[:cut]
                 d = d[:cut]
             self._add_pending(d.indices, d.weights, d.q, np.full(idx.size, -1, dtype=np.int64))
@@ -519,7 +510,7 @@ class ActiveEvaluator(EvaluatorState):
             take = firstpos[:need]
             cut = None
             if max_cost is not None and costs is not None and take.size:
-                take, cut, spent = cost_cut(take, costs[ind[take]], spent, max_cost, strict)
+                take, cut, spent = cost_cut(take, costs[ind[take]], spent, max_cost)
             if cut is not None:
                 need = take.size  # the budget is reached: finish after this batch
             else:

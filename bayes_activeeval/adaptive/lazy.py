@@ -623,7 +623,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             n_taken += p > 0 and (self.mix > 0 or prm.passive or bool(positive_key[key]))
         return self._proposal.support - n_taken
 
-    def _query(self, n: int, max_cost: float | None, strict: bool = False) -> np.ndarray:
+    def _query(self, n: int, max_cost: float | None) -> np.ndarray:
         prop = self._proposal
         n_avail = self.available()
         if n > n_avail:
@@ -666,7 +666,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
             cut = None
             if max_cost is not None and self._costs is not None and take.size:
                 item_costs = np.array([self._rec[i][3] for i in ind[take].tolist()])
-                take, cut, spent = cost_cut(take, item_costs, spent, max_cost, strict)
+                take, cut, spent = cost_cut(take, item_costs, spent, max_cost)
             if cut is not None:
                 need = take.size  # the budget is reached: finish after this batch
             else:

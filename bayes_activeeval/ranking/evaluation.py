@@ -194,14 +194,16 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     before the first new query whose cost would exceed what is left (so the spent cost never
     exceeds ``budget``), or right after the purchase that leaves no affordable query unbought.
 
-    A query that costs more than the whole budget can never be bought. Drawn before anything
-    was bought, it is passed over (it would end the draw with nothing bought and no estimate):
-    the draws are then those of the rule above conditioned on buying at least one query, with
-    the same importance weights ``p/q``. Passing over queries that are only unaffordable with
-    what is *left* would not be: the draws would favour cheap queries beyond what ``q`` says, so
+    A query that costs more than the whole budget can never be bought; its draws are passed
+    over (before, a draw of one ended the draw, with nothing bought if it came first). The set is
+    fixed before drawing, so the draws kept are i.i.d. from ``q`` restricted to the queries the
+    budget can buy; their weights ``p/q`` are off by the constant ``Σ_affordable q``, which the
+    self-normalized estimates cancel. Passing over queries that are only unaffordable with what
+    is *left* would not be sound: the draws would favour cheap queries beyond what ``q`` says, so
     the rule stops there instead. When such queries exist (``budget`` below the costliest query
-    the proposal can draw) a warning says so: no draw can include them, so the estimate
-    describes the other queries.
+    the proposal can draw) a warning says so: no draw can include them, so the IPW estimate
+    describes the other queries, and the model-assisted one (the default) takes the model's
+    expected loss for them.
 
     Parameters
     ----------
@@ -255,9 +257,9 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
         warnings.warn(
             f"budget={show(budget)} is below the cost of {never.size} of the "
             f"{int(drawable.sum())} queries the proposal can draw (up to {pool.costs[worst]:.6g}, "
-            f"query {pool.query_ids[worst]!r}): no draw can include them, so the estimate "
-            f"describes the other queries; a budget of at least {pool.costs[worst]:.6g} can buy "
-            "any query",
+            f"query {pool.query_ids[worst]!r}): no draw can include them, so an IPW estimate "
+            "describes the other queries and the model-assisted one takes the model's expected "
+            f"loss for them; a budget of at least {pool.costs[worst]:.6g} can buy any query",
             UserWarning,
             stacklevel=2,
         )
@@ -270,23 +272,25 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     passed = 0
     while True:
         d = proposal.draw(block, rng=rng)
-        if not seen:
-            # nothing bought yet: pass over the queries that cost more than the whole budget;
-            # what is kept is the draw of the rule below conditioned on buying something (the
-            # draws passed over are a prefix of the sequence; the weights stay p/q)
-            ok = np.flatnonzero(afford[d.indices])
-            if ok.size:
-                d = d[ok[0] :]
-            else:
-                passed += len(d)
-                if passed < 64 * block:
-                    continue
-                # a proposal with little mass on what the budget can buy: the first query bought
-                # directly from q restricted to it (the same distribution, without the wait)
-                cand = np.flatnonzero(afford)
-                qa = proposal.q[cand] / proposal.q[cand].sum()
-                first = cand[[int(rng.choice(cand.size, p=qa))]]
-                d = Draws(first, proposal.weights(first), proposal.q[first])
+        # pass over the queries that cost more than the whole budget, at every step: a fixed set,
+        # so the draws kept are i.i.d. from q restricted to the queries the budget can buy (their
+        # weights p/q are off by the constant factor Σ_afford q, which the estimates' normalization
+        # cancels)
+        ok = np.flatnonzero(afford[d.indices])
+        if ok.size:
+            d = d[ok]
+        elif seen:
+            continue
+        else:
+            passed += len(d)
+            if passed < 64 * block:
+                continue
+            # a proposal with little mass on what the budget can buy: the first query bought
+            # directly from q restricted to it (the same distribution, without the wait)
+            cand = np.flatnonzero(afford)
+            qa = proposal.q[cand] / proposal.q[cand].sum()
+            first = cand[[int(rng.choice(cand.size, p=qa))]]
+            d = Draws(first, proposal.weights(first), proposal.q[first])
         stop = None
         for t, i in enumerate(d.indices.tolist()):
             if i in seen:

@@ -176,11 +176,14 @@ def relabel_tx(
     annotator: str,
     own: bool,
     source: str,
+    merged: bool = False,
 ) -> bool:
     """Inside a write transaction: the correction of :meth:`Session.relabel` (``False`` when the
     label is already ``value``; nothing written). Drops the evaluator snapshots that used the old
     label. With ``own`` (the labeling page's undo) it refuses to supersede another annotator's
-    later correction of the same label, which the undo would silently revert."""
+    later correction of the same label, which the undo would silently revert — unless
+    ``merged``: the value already carries those corrections (a ranking query's grades, merged
+    document by document by the ranking session, which refuses a conflicting document itself)."""
     if own:
         root = con.execute(
             "SELECT seq FROM annotations WHERE item=? AND annotator=? AND kind='label'",
@@ -200,7 +203,7 @@ def relabel_tx(
     ).fetchone()
     if current == value:
         return False
-    if own and by != annotator:
+    if own and not merged and by != annotator:
         # the labeling page's undo must not silently revert a reviewer's later correction
         raise SessionError(
             f"item {iid!r}: {by} corrected {annotator}'s label to {current!r} since; change it "

@@ -167,7 +167,9 @@ class StaticDesign:
         """``(draws, info, snapshot)`` of a new stage."""
         draws = self.proposal.draw(n, rng=stage_rng(self.design.seed, stage), unique=True)
         costs = self.pool.costs
-        if left is not None and costs is not None:  # cut at the budget (a prefix stays i.i.d.)
+        # cut at the budget; the cut depends on the crossing draw's own cost, an O(1/n) bias of
+        # the last stage that the adaptive design avoids by keeping that item (ActiveEvaluator)
+        if left is not None and costs is not None:
             new = first_new(draws.indices, set(session.label_map()))
             cum = np.cumsum(np.where(new, costs[draws.indices], 0.0))
             keep = int(np.searchsorted(cum, left, side="right"))
@@ -266,8 +268,7 @@ class AdaptiveDesign:
         for s in range(start, n_done):
             n_req, items, info = stages[s]
             try:
-                # as drawn: cut at the budget (strictly since the stage records "strict")
-                ev.query(n_req, max_cost=info.get("max_cost"), strict=info.get("strict", False))
+                ev.query(n_req, max_cost=info.get("max_cost"))  # as drawn: cut at the budget
                 got = ev.pending_draws.indices
             except ValueError:
                 if not corrected:
@@ -296,15 +297,9 @@ class AdaptiveDesign:
             raise SessionError("no unlabeled item has positive probability; nothing to label")
         n = min(n, avail)
         max_cost = left if (left is not None and self.pool.costs is not None) else None
-        # the budget is strict, as for the static design: never the item that would cross it
-        new = ev.query(n, max_cost=max_cost, strict=True)
-        if new.size == 0:
-            raise SessionError(
-                f"the budget left ({left:g}) is below the cost of the next item drawn"
-            )
+        ev.query(n, max_cost=max_cost)  # the evaluator's own cost-budget cut
         draws = ev.pending_draws
-        info = {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost, "strict": True}
-        return draws, info, snapshot
+        return draws, {"evaluator": "ActiveEvaluator", "n": n, "max_cost": max_cost}, snapshot
 
     def current_q(self, session, n_done: int) -> np.ndarray:
         return self.evaluator(session, n_done).proposal.q  # lazily: a dask array
