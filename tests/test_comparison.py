@@ -891,3 +891,19 @@ def test_wald_test_refuses_a_negative_standard_error():
     assert np.isnan(z) and np.isnan(p)
     assert wald_test(0.0, 0.0) == (0.0, 1.0)
     assert wald_test(0.3, 0.1) == pytest.approx((3.0, 2 * stats.norm.sf(3.0)))
+
+
+def test_passive_design_is_read_from_the_proposal_not_the_draws():
+    """A proposal with two levels of q can draw items of one level only: the draws' weights are
+    then equal, but the design is not passive, and the default interval must be the test-dual
+    one (it defaulted to Newcombe's in 45 of 300 such runs)."""
+    from bayes_activeeval.comparison.results import has_equal_weights
+    from bayes_activeeval.proposals import Proposal
+
+    p = np.full(10, 0.1)
+    q = np.r_[np.full(5, 0.19), np.full(5, 0.01)]
+    prop = Proposal(q, p, "two-levels")
+    w = np.full(4, 0.1 / 0.19)  # four draws, all from the first level
+    assert has_equal_weights(w) and not has_equal_weights(w, prop)
+    assert has_equal_weights(w, Proposal(p.copy(), p, "passive"))
+    assert not has_equal_weights(w, Proposal(np.r_[np.zeros(1), np.full(9, 1 / 9)], p, "gap"))

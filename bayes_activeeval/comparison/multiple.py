@@ -285,5 +285,5 @@ def multiple_comparison(
         bounds=base.bounds,
         per_model=None if isinstance(base, RankMeasure) else est,
         interval_critical=interval_crit,
-        equal_weights=has_equal_weights(draws.weights),
+        equal_weights=has_equal_weights(draws.weights, proposal),
     )

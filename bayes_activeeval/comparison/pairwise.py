@@ -314,7 +314,7 @@ def compare(
                 f"mass {scale:.6g}); the threshold-free measure {base.name!r} ranks every item "
                 "of the pool, so it needs a proposal with full support (mix > 0)"
             )
-        return _compare_rank(pool, base, draws, labels, (a, b), alternative, oracle)
+        return _compare_rank(pool, base, draws, labels, (a, b), alternative, oracle, proposal)
     diff_m, views = pool.resolve(difference(base, a, b))
     st_m = stack(base, (a, b)).resolve(pool.n_classes)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
@@ -366,11 +366,13 @@ def compare(
         sums=sums,
         per_model=per if scale >= 1.0 - 1e-12 else None,
         bounds=base.bounds,
-        equal_weights=has_equal_weights(draws.weights),
+        equal_weights=has_equal_weights(draws.weights, proposal),
     )
 
 
-def _compare_rank(pool, base, draws, labels, pair, alternative, oracle) -> ComparisonResult:
+def _compare_rank(
+    pool, base, draws, labels, pair, alternative, oracle, proposal=None
+) -> ComparisonResult:
     """:func:`compare` for ROC AUC, average precision or recall@FPR: DeLong, DeLong &
     Clarke-Pearson (1988) with importance weights — both measures from the same draws, the
     difference with influence function ``ψ_a − ψ_b`` and the guarded variance of
@@ -397,7 +399,7 @@ def _compare_rank(pool, base, draws, labels, pair, alternative, oracle) -> Compa
         greater_is_better=True,
         variance="wald",
         bounds=base.bounds,
-        equal_weights=has_equal_weights(draws.weights),
+        equal_weights=has_equal_weights(draws.weights, proposal),
     )
 
 

@@ -119,10 +119,27 @@ def interval_method(
     return method
 
 
-def has_equal_weights(weights: Any) -> bool:
-    """Whether the importance weights of the draws are all equal (passive sampling, ``q ∝ p``
-    on the drawn items), up to rounding."""
-    w = np.asarray(weights, dtype=float)
+def has_equal_weights(weights: Any, proposal: Any = None) -> bool:
+    """Whether the design is passive: ``q ∝ p`` on every item of the ``proposal`` when it is
+    given, else the importance ``weights`` of the draws all equal, up to rounding. With the
+    proposal the answer does not depend on which items happened to be drawn (a proposal with
+    two levels of ``q`` can draw items of one level only).
+
+    Parameters
+    ----------
+    weights : array-like
+        The draws' importance weights ``p/q``.
+    proposal : Proposal, optional
+        The proposal the draws came from.
+    """
+    if proposal is not None:
+        p, q = np.asarray(proposal.p, dtype=float), np.asarray(proposal.q, dtype=float)
+        on = p > 0
+        if np.any(on & ~(q > 0)):
+            return False
+        w = p[on] / q[on]
+    else:
+        w = np.asarray(weights, dtype=float)
     if w.size == 0:
         return True
     return bool(np.ptp(w) <= 1e-9 * np.max(np.abs(w)))
