@@ -387,6 +387,17 @@ def _as_kind(value: Any, kind: str, what: str) -> Any:
     return value
 
 
+def _classes_and_pos_label(spec: PoolSpec, kind: str, name: str) -> tuple[Any, Any]:
+    """``spec.classes`` and ``spec.pos_label`` (text from the command line) as values of the
+    predictions' dtype ``kind``; errors name the file ``name``."""
+    try:
+        classes = _coerce_classes(spec.classes, kind)
+        pos_label = None if spec.pos_label is None else _as_kind(spec.pos_label, kind, "pos_label")
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+    return classes, pos_label
+
+
 def _coerce_classes(classes: tuple | None, kind: str) -> np.ndarray | None:
     if classes is None:
         return None
@@ -489,13 +500,7 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
     # --classes and --pos-label arrive as text: as values of the predictions' dtype (0/1
     # predictions read as integers or floats take "1"); a regression pool has no classes
     kind = "" if regression else next(iter(preds.values())).dtype.kind
-    try:
-        classes = _coerce_classes(spec.classes, kind)
-        pos_label = spec.pos_label
-        if pos_label is not None:
-            pos_label = _as_kind(pos_label, kind, "pos_label")
-    except ValueError as exc:
-        raise ValueError(f"{p.name}: {exc}") from exc
+    classes, pos_label = _classes_and_pos_label(spec, kind, p.name)
     try:
         pool = Pool(
             unwrap(preds),
@@ -919,27 +924,14 @@ def _read_lazy_pool(p: Path, fmt: str, spec: PoolSpec) -> LazyPoolFile:
     # type of the first prediction column in the Parquet schema
     kind = ""
     if spec.task != "regression" and not norm["std"]:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        try:
-            schema = pq.ParquetFile(p).schema_arrow
-        except Exception:  # Pool.from_parquet says what is wrong with the file
-            schema = None
         col = next(iter(norm["pred"].values()))
-        if schema is not None and col in schema.names:
-            t = schema.field(col).type
-            if pa.types.is_integer(t):
-                kind = "i"
-            elif pa.types.is_floating(t):
-                kind = "f"
-            elif pa.types.is_boolean(t):
-                kind = "b"
-    try:
-        classes = _coerce_classes(spec.classes, kind)
-        pos_label = None if spec.pos_label is None else _as_kind(spec.pos_label, kind, "pos_label")
-    except ValueError as exc:
-        raise ValueError(f"{p.name}: {exc}") from exc
+        try:  # the column's numpy kind from the schema (Pool.from_parquet reports a bad file)
+            kind = np.dtype(pq.ParquetFile(p).schema_arrow.field(col).type.to_pandas_dtype()).kind
+        except Exception:
+            kind = ""
+    classes, pos_label = _classes_and_pos_label(spec, kind, p.name)
 
     pool = Pool.from_parquet(
         str(p),
