@@ -24,6 +24,11 @@ interval for a weighted sum of Poisson counts (Fay & Feuer (1997); Tiwari, Clegg
 the modified increment) applied to the distance of the estimate from the nearer bound — for
 accuracy, the weighted count of labeled errors (:func:`weighted_gamma`).
 
+Balanced accuracy and the macro averages (means of per-class ratios) combine one such interval
+per class by MOVER (Zou & Donner (2008); :func:`mover`): their delta-method variance loses every
+class whose ratio sits at 0 or 1 (six labeled positives, all found), and under class skew that is
+the class the interval most needs.
+
 The functions take arrays and broadcast, so a Monte Carlo study evaluates all repetitions at once
 (``benchmarks/boundary_coverage.py``). :func:`interval` is the one entry point; the per-method
 functions on the unit scale are public for tests and studies.
@@ -47,6 +52,15 @@ cancer rates. *Statistical Methods in Medical Research* 15(6), 547-569.
 
 Newcombe, R. G. (1998). Improved confidence intervals for the difference between binomial
 proportions based on paired data. *Statistics in Medicine* 17(22), 2635-2650.
+
+Zou, G. Y. & Donner, A. (2008). Construction of confidence limits about effect measures: a
+general approach. *Statistics in Medicine* 27(10), 1693-1702.
+
+Zou, G. Y., Huang, W. & Zhang, X. (2009). A note on confidence interval estimation for a linear
+function of binomial proportions. *Computational Statistics & Data Analysis* 53(4), 1080-1085.
+
+Newcombe, R. G. (2013). *Confidence Intervals for Proportions and Related Measures of Effect
+Size*. CRC Press, Ch. 7 (square-and-add).
 """
 
 from __future__ import annotations
@@ -70,6 +84,7 @@ __all__ = [
     "interval",
     "jeffreys",
     "modified_wilson",
+    "mover",
     "newcombe_difference",
     "weighted_gamma",
     "wilson",
@@ -454,8 +469,14 @@ def effective_size(
 ) -> np.ndarray:
     """Effective sample size ``n*`` of an estimate of a bounded measure (Korn & Graubard (1998)).
 
-    ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale ``x = (G − lo)/(hi − lo)``; ``kish`` where
-    ``x̂`` is at a bound or ``SE = 0`` (see :func:`carrying_kish`). With ``df`` (degrees of freedom
+    ``n* = x̂(1 − x̂)/SE_x²`` on the unit scale ``x = (G − lo)/(hi − lo)`` (the ``n*`` of Korn &
+    Graubard (1998), Eq. 3); ``kish`` where ``x̂`` is at a bound or ``SE = 0`` (see
+    :func:`carrying_kish`), and at most ``kish`` where fewer than one effective event lies
+    between ``x̂`` and the nearer bound (``min(x̂, 1 − x̂)·n* < 1``): there the variance comes
+    from less than one event — one event of weight ``u`` (normalized) gives ``n* ≈ 1/u``, about
+    ``10¹²`` for an estimate just above :data:`SNAP`, whose interval then had almost no width
+    while an estimate at ``SNAP`` got the Kish size — and the draws carry no more than their Kish
+    size. The two sides of ``SNAP`` now meet. With ``df`` (degrees of freedom
     of the variance estimate), the Korn & Graubard (1998) adjustment ``n* (z/t_df)²`` shrinks it
     so that the interval widens as a t interval would — where ``n*`` comes from the variance; the
     Kish size at a bound is a known function of the weights and is not adjusted.
@@ -487,14 +508,20 @@ def effective_size(
     x = _snap((np.asarray(value, dtype=float) - lo) / width)
     se = np.asarray(stderr, dtype=float) / width
     inside = (x > 0) & (x < 1) & (se > 0)
+    kish = np.asarray(kish, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(inside, x * (1 - x) / (se * se), np.asarray(kish, dtype=float))
+        n = np.where(inside, x * (1 - x) / (se * se), kish)
+        # fewer than one effective event on the near side: the variance rests on less than one
+        # event (one light event gives n* ≈ 1/weight, 1e12 for x just above SNAP, where x at
+        # SNAP gets the Kish size); the sample carries no more than the Kish size there
+        capped = inside & (np.minimum(x, 1 - x) * n < 1.0) & (kish < n)
+        n = np.where(capped, kish, n)
     if df is not None:
-        # only where n* was estimated from the variance: at a bound it is the Kish size, a known
-        # function of the weights, and has no estimation error to widen for
+        # only where n* was estimated from the variance: the Kish size (at a bound, or the cap
+        # above) is a known function of the weights, and has no estimation error to widen for
         d = np.maximum(np.asarray(df, dtype=float), 1.0)
         ratio = np.where(np.isfinite(d), _z(level) / stats.t.ppf(0.5 + level / 2, d), 1.0)
-        n = np.where(inside, n * ratio**2, n)
+        n = np.where(inside & ~capped, n * ratio**2, n)
     return n
 
 
@@ -708,6 +735,75 @@ def newcombe_difference(
         np.clip((ua - ga) ** 2 - 2 * phi * (ua - ga) * (gb - lb) + (gb - lb) ** 2, 0, None)
     )
     low, high = d - dl, d + du
+    if bounds is not None:
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    return low, high
+
+
+# ------------------------------------------------------------------------------------------------
+# linear combinations of per-class ratios (balanced accuracy, macro averages)
+# ------------------------------------------------------------------------------------------------
+def mover(
+    centre: Any,
+    values: Any,
+    intervals: tuple[Any, Any],
+    average: Any,
+    corr: Any = None,
+    bounds: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """MOVER interval for linear combinations ``G_o = Σ_k c_ok θ_k`` of parameters with
+    their own intervals (Zou & Donner (2008); Zou, Huang & Zhang (2009); Newcombe (2013), Ch. 7).
+
+    From each part's estimate ``θ̂_k`` and interval ``(l_k, u_k)`` the variance near each limit
+    is recovered (``(θ̂_k − l_k)/z`` below, ``(u_k − θ̂_k)/z`` above) and combined::
+
+        L = Ĝ − sqrt(Σ_jk c_j c_k ρ_jk a_j a_k),   a_k = θ̂_k − l_k if c_k > 0 else u_k − θ̂_k
+        U = Ĝ + sqrt(Σ_jk c_j c_k ρ_jk b_j b_k),   b_k = u_k − θ̂_k if c_k > 0 else θ̂_k − l_k
+
+    For ``θ_1 ± θ_2`` this is Zou & Donner's (2008) limits for a sum (Sec. 2; with ``ρ`` the
+    correlation of the estimates, Newcombe's (1998) method 10 for a difference, as
+    :func:`newcombe_difference`); for independent parts (``ρ = I``) the square-and-add limits of
+    a linear function of proportions (Zou, Huang & Zhang (2009)). A part whose estimate sits at a
+    bound keeps its own interval's width on the far side — where the delta method gives it no
+    variance at all. The parts are assumed independent where ``corr`` is not given; with
+    ``corr`` the approximation is that the correlation of the estimates holds near the limits.
+
+    Parameters
+    ----------
+    centre : array-like (m,)
+        ``Ĝ``, the estimate of each combination (``Σ_k c_ok θ̂_k``, or a bias-corrected or
+        clipped value of it).
+    values : array-like (K,)
+        ``θ̂_k``.
+    intervals : (array-like (K,), array-like (K,))
+        ``(l_k, u_k)``, each containing ``θ̂_k``.
+    average : array-like (m, K)
+        The coefficients ``c_ok``.
+    corr : array-like (K, K), optional
+        ``ρ``, the correlation of the parts' estimates (NaN → 0 off the diagonal; default the
+        identity: independent parts).
+    bounds : (float, float), optional
+        Range of the combinations to clip to.
+
+    Returns
+    -------
+    (low, high) : ndarray (m,)
+    """
+    G = np.atleast_1d(np.asarray(centre, dtype=float))
+    th = np.asarray(values, dtype=float)
+    lo_k, hi_k = (np.asarray(a, dtype=float) for a in intervals)
+    c = np.atleast_2d(np.asarray(average, dtype=float))
+    K = th.size
+    rho = np.eye(K) if corr is None else np.nan_to_num(np.asarray(corr, dtype=float), nan=0.0)
+    rho = np.clip(rho, -1.0, 1.0)
+    np.fill_diagonal(rho, 1.0)
+    below, above = np.clip(th - lo_k, 0, None), np.clip(hi_k - th, 0, None)
+    pos = c > 0
+    a = c * np.where(pos, below, above)  # (m, K): signed distances to the lower limit
+    b = c * np.where(pos, above, below)
+    dl = np.sqrt(np.clip(np.einsum("oj,jk,ok->o", a, rho, a), 0, None))
+    du = np.sqrt(np.clip(np.einsum("oj,jk,ok->o", b, rho, b), 0, None))
+    low, high = G - dl, G + du
     if bounds is not None:
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
     return low, high

@@ -26,6 +26,7 @@ import numpy as np
 from ._validation import check_model_names
 
 __all__ = [
+    "ClassParts",
     "FBeta",
     "Measure",
     "ModelView",
@@ -97,6 +98,39 @@ class ModelView:
         return self.pos
 
 
+@dataclass(frozen=True)
+class ClassParts:
+    """The per-class ratios an averaged measure is a linear combination of, at one ``R``.
+
+    Balanced accuracy and the macro averages are means of per-class ratios
+    ``θ_k = R_tp[k] / R_den[k]`` (recall, precision, one-vs-rest F1). Their interval combines an
+    interval per class (MOVER, Zou & Donner (2008);
+    :func:`~bayes_activeeval.intervals.mover`), which needs the ratios themselves, not only
+    their average: a class whose ratio sits at 0 or 1 has zero delta-method variance and would
+    otherwise drop out of the interval.
+
+    Parameters
+    ----------
+    values : ndarray (K,)
+        ``θ̂_k``, each part at ``R`` (a class with a zero denominator: the value ``g`` gives it —
+        0 for the macro averages, scikit-learn's ``zero_division=0``; the mean of the other
+        classes for balanced accuracy, which averages over the classes present).
+    jacobian : ndarray (K, d)
+        ``Dθ_k(R)``; NaN on the components a part reads where its denominator is 0 (no draw
+        carries it: its interval is the whole of ``bounds``).
+    average : ndarray (m, K)
+        Output ``o`` of the measure is ``Σ_k average[o, k] θ_k`` (``1/C`` for a macro mean;
+        ``± 1/C`` blocks for a difference of two models).
+    bounds : tuple of float
+        The range of each part (default ``(0, 1)``).
+    """
+
+    values: np.ndarray
+    jacobian: np.ndarray
+    average: np.ndarray
+    bounds: tuple[float, float] = (0.0, 1.0)
+
+
 LossFn = Callable[[np.ndarray, Any], np.ndarray]
 GFn = Callable[[np.ndarray], np.ndarray]
 
@@ -144,6 +178,11 @@ class Measure:
         plus a control variate, which its bound rule and gamma interval rely on
         (:func:`~bayes_activeeval.estimators.difference_estimate`); declare it for a custom
         affine ``g``.
+    class_parts : callable, optional
+        ``class_parts(R) -> ClassParts``: for a measure that is an average of per-class ratios
+        (balanced accuracy, the macro averages, their stacks and differences), those ratios and
+        the averaging weights; the score-type intervals then combine per-class intervals by
+        MOVER (:func:`~bayes_activeeval.intervals.mover`). Default ``None``.
 
     Notes
     -----
@@ -167,6 +206,7 @@ class Measure:
         bounds: tuple[float, float] = (-np.inf, np.inf),
         tabular: bool = False,
         affine: bool | None = None,
+        class_parts: Callable[[np.ndarray], ClassParts] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
@@ -197,6 +237,7 @@ class Measure:
         self.bounds = (lo, hi)
         self.tabular = bool(tabular)
         self.affine = g is None if affine is None else bool(affine)
+        self._class_parts = class_parts
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -253,6 +294,18 @@ class Measure:
         if self._jacobian is not None:
             return np.atleast_2d(np.asarray(self._jacobian(R), dtype=float))
         return _numeric_jacobian(self.g, R, self.n_outputs)
+
+    @property
+    def averaged(self) -> bool:
+        """``True`` when the measure is an average of per-class ratios (:meth:`class_parts`)."""
+        return self._class_parts is not None
+
+    def class_parts(self, R: np.ndarray) -> ClassParts | None:
+        """The per-class ratios at ``R`` and how the outputs average them (:class:`ClassParts`),
+        or ``None`` for a measure that is no such average."""
+        if self._class_parts is None:
+            return None
+        return self._class_parts(np.asarray(R, dtype=float))
 
     def __repr__(self) -> str:
         bound = f", models={self.models}" if self.models else ""
@@ -468,6 +521,25 @@ def _safe_div(a, b):
     return out
 
 
+def _class_ratios(
+    tp: np.ndarray, den: np.ndarray, den_cols: Sequence[tuple[int, float]], d: int, fill: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class ratios ``θ_k = tp_k / den_k`` and their Jacobian ``(C, d)`` for
+    :class:`ClassParts`; ``tp_k`` is column ``k`` of ``R`` and ``den_k = Σ_s a_s R[s + k]``
+    over ``den_cols = [(s, a_s), …]``. A class with ``den_k = 0`` gets ``fill`` and a NaN row on
+    the columns it reads."""
+    C = tp.size
+    ok = den != 0
+    values = np.where(ok, _safe_div(tp, den), fill)
+    J = np.zeros((C, d))
+    k = np.arange(C)
+    inv = _safe_div(np.ones_like(den), den)
+    J[k, k] = np.where(ok, inv, np.nan)
+    for start, coef in den_cols:
+        J[k, start + k] = np.where(ok, -coef * _safe_div(tp, den * den), np.nan)
+    return values, J
+
+
 def _make_averaged(kind: str, average: str):
     """Build g and Dg for macro/micro precision, recall, F1 (scikit-learn's ``average=``).
 
@@ -513,11 +585,19 @@ def _make_averaged(kind: str, average: str):
             J[0, 2 * C :] = d_den * share
         return J
 
-    return g, jac
+    def class_parts(R):
+        # macro only: the mean of the C per-class ratios (a class with a zero denominator is 0)
+        tp, _, _, den, dden = parts(R)
+        C = tp.size
+        cols = [(C if s == "f" else 2 * C, 1.0 / len(dden)) for s in dden]
+        values, J = _class_ratios(tp, den, cols, 3 * C, 0.0)
+        return ClassParts(values, J, np.full((1, C), 1.0 / C))
+
+    return g, jac, (class_parts if average == "macro" else None)
 
 
 def _averaged(kind: str, average: str) -> Measure:
-    g, jac = _make_averaged(kind, average)
+    g, jac, class_parts = _make_averaged(kind, average)
     return Measure(
         f"{kind}_{average}",
         _per_class_counts,
@@ -529,6 +609,7 @@ def _averaged(kind: str, average: str) -> Measure:
         scale_invariant=True,
         bounds=UNIT,
         tabular=True,
+        class_parts=class_parts,
     )
 
 
@@ -561,6 +642,17 @@ def _balanced_multiclass() -> Measure:
         J[0, C:][present] = -tp[present] / (k * yy[present] ** 2)
         return J
 
+    def class_parts(R):
+        # the per-class recalls; g averages the classes the labels show, so a class not yet
+        # labeled is filled with their mean (the average of all C parts is then g) and, read
+        # from no draw, gets the whole range as its interval: its recall is unknown
+        C = R.size // 2
+        tp, yy = R[:C], R[C:]
+        present = yy > 0
+        fill = np.mean(tp[present] / yy[present]) if present.any() else np.nan
+        values, J = _class_ratios(tp, yy, [(C, 1.0)], 2 * C, fill)
+        return ClassParts(values, J, np.full((1, C), 1.0 / C))
+
     return Measure(
         "balanced_accuracy",
         loss,
@@ -572,6 +664,7 @@ def _balanced_multiclass() -> Measure:
         scale_invariant=True,
         bounds=UNIT,
         tabular=True,
+        class_parts=class_parts,
     )
 
 
@@ -795,7 +888,36 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         bounds=base.bounds,
         tabular=base.tabular,
         affine=base.affine,
+        class_parts=_blocks_parts(base, k, _block_diagonal) if base.averaged else None,
     )
+
+
+def _block_diagonal(averages: list[np.ndarray]) -> np.ndarray:
+    out = np.zeros((sum(a.shape[0] for a in averages), sum(a.shape[1] for a in averages)))
+    r = c = 0
+    for a in averages:
+        out[r : r + a.shape[0], c : c + a.shape[1]] = a
+        r, c = r + a.shape[0], c + a.shape[1]
+    return out
+
+
+def _blocks_parts(base: Measure, k: int, combine: Callable[[list[np.ndarray]], np.ndarray]):
+    """``class_parts`` of a measure on ``k`` models' stacked losses: the base measure's parts on
+    each model's block of ``R``, averaged as ``combine`` says (block-diagonal for :func:`stack`,
+    ``[A_a, −A_b]`` for :func:`difference`)."""
+
+    def class_parts(R):
+        blocks = [base.class_parts(part) for part in np.split(R, k)]
+        d = R.size // k
+        values = np.concatenate([b.values for b in blocks])
+        J = np.zeros((values.size, R.size))
+        row = 0
+        for i, b in enumerate(blocks):
+            J[row : row + b.values.size, i * d : (i + 1) * d] = b.jacobian
+            row += b.values.size
+        return ClassParts(values, J, combine([b.average for b in blocks]), blocks[0].bounds)
+
+    return class_parts
 
 
 def difference(measure: str | Measure, a: str, b: str) -> Measure:
@@ -852,6 +974,11 @@ def difference(measure: str | Measure, a: str, b: str) -> Measure:
         bounds=(base.bounds[0] - base.bounds[1], base.bounds[1] - base.bounds[0]),
         tabular=base.tabular,
         affine=base.affine,
+        class_parts=(
+            _blocks_parts(base, 2, lambda a: np.concatenate([a[0], -a[1]], axis=1))
+            if base.averaged
+            else None
+        ),
     )
 
 
