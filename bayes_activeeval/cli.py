@@ -9,6 +9,7 @@ prints one line ``error: …`` on stderr and exits with status 2, before anythin
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -205,6 +206,13 @@ _pool_option = click.option(
 @click.option("--item-col", default="doc", show_default=True, help="Ranking: document column.")
 @click.option("--rank", "ranks", multiple=True, help="Ranking: NAME=COLUMN of 1-based ranks.")
 @click.option("--relevance-cols", default=None, help="Ranking: P(grade=0),P(grade=1),… columns.")
+@click.option(
+    "--max-grade",
+    type=int,
+    default=None,
+    help="Ranking: the highest relevance grade y_max (grades 0..y_max; default: from "
+    "--relevance-cols, else 4).",
+)
 @click.option("--model", "models", multiple=True, help="Evaluate only these models.")
 @click.option("--budget", type=float, default=None, help="Labels allowed (or total label cost).")
 @click.option("--design", type=click.Choice(["static", "adaptive"]), default="static")
@@ -230,16 +238,19 @@ _pool_option = click.option(
 )
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
          std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
-         item_col, ranks, relevance_cols, models, budget, design, oracle, estimator, seed, mix,
-         overwrite, lazy):  # fmt: skip
+         item_col, ranks, relevance_cols, max_grade, models, budget, design, oracle, estimator,
+         seed, mix, overwrite, lazy):  # fmt: skip
     """Create a labeling session for the pool file POOL (CSV or Parquet)."""
     from .io import PoolSpec
     from .session import Design, Session
 
     if task == "ranking":
         _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                      cost_col, models, budget, seed, mix, overwrite, text_cols)  # fmt: skip
+                      cost_col, models, budget, seed, mix, overwrite, text_cols,
+                      max_grade)  # fmt: skip
         return
+    if max_grade is not None:
+        raise ValueError(f"--max-grade {max_grade} is for ranking pools; add --task ranking")
     pred = _model_columns(pred_col, preds, "pred")
     if pred is None:
         raise ValueError("name the prediction column: --pred-col COLUMN or --pred NAME=COLUMN")
@@ -280,7 +291,8 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
 
 
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                  cost_col, models, budget, seed, mix, overwrite, text_cols=()):  # fmt: skip
+                  cost_col, models, budget, seed, mix, overwrite, text_cols=(),
+                  max_grade=None):  # fmt: skip
     from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
@@ -288,6 +300,18 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         raise ValueError("name the rankers' rank columns: --rank NAME=COLUMN")
     if relevance_cols:
         read["relevance"] = [c.strip() for c in relevance_cols.split(",")]
+    if max_grade is not None:
+        if max_grade < 1:
+            raise ValueError(
+                f"--max-grade must be at least 1 (grades 0..y_max need two values), got {max_grade}"
+            )
+        cols = read.get("relevance")
+        if cols is not None and len(cols) != max_grade + 1:
+            raise ValueError(
+                f"--max-grade {max_grade} needs {max_grade + 1} --relevance-cols (P(grade=0) .. "
+                f"P(grade={max_grade})), got {len(cols)}: {relevance_cols}"
+            )
+        read["max_grade"] = int(max_grade)
     if cost_col:
         read["cost"] = cost_col
     with RankingSession.create(
@@ -809,6 +833,9 @@ def _ranking_text(
     ]
     if "estimate" not in st:
         lines.append("no estimate yet: grade the queries of `bae next` first")
+    elif not math.isfinite(st["stderr"]):  # e.g. one graded query: no variance from it
+        lines.append(f"{target} = {st['estimate']:.4f}; standard error undefined (one graded "
+                     "query cannot estimate a variance): no interval or test yet")  # fmt: skip
     else:
         lines.append(f"{target} = {st['estimate']:.4f} ± {st['stderr']:.4f} (SE), "
                      f"{level:.0%} interval [{st['low']:.4f}, {st['high']:.4f}]")  # fmt: skip

@@ -48,7 +48,48 @@ from .session.store import (
     write_new,
 )
 
-__all__ = ["RankingRecordResult", "RankingSession", "is_ranking_session"]
+__all__ = ["RankingRecordResult", "RankingSession", "is_ranking_session", "seeded_streams"]
+
+#: How :meth:`RankingSession.create` seeds its random streams (``meta["seeding"]``; a session
+#: without the key was created with seeding 1). See :func:`seeded_streams`.
+SEEDING = 2
+
+
+def seeded_streams(
+    seed: int, seeding: int = SEEDING
+) -> tuple[np.random.Generator, np.random.Generator]:
+    """The random generators a ranking session's creation used: ``(proposal_rng, draw_rng)``.
+
+    Seeding 2 (sessions created since ``meta["seeding"]`` exists): the draws use
+    ``default_rng(seed)`` and the proposal's Monte Carlo (the grade vectors of NDCG@k, whose
+    moments have no closed form) the seed's first spawned child,
+    ``default_rng(SeedSequence(seed).spawn(1)[0])`` — independent streams. Seeding 1 (sessions
+    without the key): both were ``default_rng(seed)``, the same stream read twice, so the draws
+    reused the very uniforms the Monte Carlo had used. The draws stream is the same in both, so
+    a DCG, ERR or precision@k session (whose proposal draws no random number) draws the same
+    queries under either; only NDCG@k sessions differ. A session stores its whole draw sequence
+    at creation and never redraws it, so every session stays valid whatever its seeding; this
+    function reproduces either for audits.
+
+    Parameters
+    ----------
+    seed : int
+        The session's seed (``meta["seed"]``).
+    seeding : {1, 2}
+        The session's seeding (``meta.get("seeding", 1)``; default: the current one).
+
+    Returns
+    -------
+    (numpy.random.Generator, numpy.random.Generator)
+        The proposal's and the draws' generators.
+    """
+    if seeding not in (1, 2):
+        raise ValueError(f"seeding must be 1 or 2, got {seeding!r}")
+    seed = int(seed)
+    if seeding == 1:
+        return np.random.default_rng(seed), np.random.default_rng(seed)
+    child = np.random.SeedSequence(seed).spawn(1)[0]
+    return np.random.default_rng(child), np.random.default_rng(seed)
 
 
 def is_ranking_session(path: str) -> bool:
@@ -219,8 +260,37 @@ class RankingSession:
         """Create the session: read and check the pool, draw the budgeted query sequence, and
         write the file in one piece (a crash leaves no session or a whole one).
 
-        ``text_cols`` are columns of the pool file shown to graders (``bae next``, ``bae label``,
-        ``bae serve``): the query's text, a document's title or snippet."""
+        Parameters
+        ----------
+        path : str
+            The session file to write.
+        pool_path : str
+            The pool file (CSV or Parquet, one row per query and document).
+        read : dict
+            :meth:`RankingPool.from_frame` options (``query``, ``item``, ``ranks``,
+            ``relevance``, ``cost``, ``max_grade``); stored, and used again at every open.
+        measure : str
+            ``"dcg"``, ``"err"``, ``"ndcg@k"``, … (:func:`~bayes_activeeval.ranking.get`).
+        models : tuple of str
+            One ranker to evaluate or two to compare (default: the pool's rankers).
+        budget : float
+            Label cost to spend (the draw sequence is cut at it).
+        design, estimator, mix
+            As for :func:`~bayes_activeeval.ranking.proposal`.
+        seed : int
+            Seeds the draws and, on an independent stream, the proposal's Monte Carlo
+            (:func:`seeded_streams`; stored with ``meta["seeding"]``).
+        text_cols : tuple of str
+            Columns of the pool file shown to graders (``bae next``, ``bae label``,
+            ``bae serve``): the query's text, a document's title or snippet.
+        overwrite : bool
+            Replace an existing session file (never one holding labels).
+
+        Returns
+        -------
+        RankingSession
+            The new session, open.
+        """
         if budget is None:
             raise ValueError("a ranking session needs --budget (label cost units)")
         path = str(Path(path).expanduser())
@@ -248,8 +318,9 @@ class RankingSession:
             raise ValueError(f"name one ranker to evaluate or two to compare, got {list(models)}")
         rm = get(measure)
         kw = {"model": models[0]} if len(models) == 1 else {"models": models}
-        prop = proposal(pool, rm, design=design, mix=mix, estimator=estimator, rng=seed, **kw)
-        d = draw(pool, prop, budget, rng=seed)
+        prop_rng, draw_rng = seeded_streams(seed)  # independent streams (seeding 2)
+        prop = proposal(pool, rm, design=design, mix=mix, estimator=estimator, rng=prop_rng, **kw)
+        d = draw(pool, prop, budget, rng=draw_rng)
         if len(d) == 0:  # draw never returns none; a session without queries is useless
             raise ValueError(
                 f"--budget {float(budget):g} buys no query (the cheapest costs "
@@ -269,6 +340,7 @@ class RankingSession:
             "estimator": estimator,
             "budget": float(budget),
             "seed": int(seed),
+            "seeding": SEEDING,
             "mix": float(mix),
             "n_draws": len(d),
             "text_cols": text_cols,

@@ -635,9 +635,10 @@ def _estimate(
     support=None,
 ) -> Estimate:
     if estimator == "ipw":
-        return weighted_estimate(
+        est = weighted_estimate(
             L, draws.weights, target, n_labels=n_q, bias_correction=bias_correction
         )
+        return _one_query_undefined(est, draws)
     # m(x) = E[ℓ|x;θ] for every query (cached per measure for the pool's own relevance model)
     key = (rm, models) if relevance is None else None
     cached = pool._expected.get(key) if key is not None else None
@@ -650,7 +651,7 @@ def _estimate(
     mean, M = cached
     if support is not None:  # the pool mean of m over these queries only
         M = mean[support].mean(axis=0)
-    return model_assisted_estimate(
+    est = model_assisted_estimate(
         L,
         draws.weights,
         mean[draws.indices],
@@ -659,6 +660,19 @@ def _estimate(
         n_labels=n_q,
         bias_correction=bias_correction,
     )
+    return _one_query_undefined(est, draws)
+
+
+def _one_query_undefined(est: Estimate, draws: Draws) -> Estimate:
+    """``est`` with an undefined (NaN) covariance when its draws hold fewer than two distinct
+    queries: one query, however often drawn, leaves every residual at exactly 0, and a variance
+    estimated from one residual would print ``± 0``. A NaN standard error gives a NaN interval
+    (:func:`bayes_activeeval.intervals.interval`) and a NaN test statistic and p-value
+    (:func:`bayes_activeeval.wald_test`), as :mod:`bayes_activeeval.estimators` does for an
+    estimate the sample does not define."""
+    if np.unique(draws.indices).size >= 2:
+        return est
+    return dataclasses.replace(est, cov=np.full_like(est.cov, np.nan), df=None)
 
 
 def _ask(pool: RankingPool, labeler, draws: Draws):

@@ -36,14 +36,15 @@ class RankingPool:
     costs : ndarray (m,), optional
         Label cost of each query (default 1).
     max_grade : int, optional
-        ``y_max``; default ``K − 1`` from ``relevance``, else 4.
+        ``y_max``, a whole number ``>= 1``; default ``K − 1`` from ``relevance``, else 4.
 
     Raises
     ------
     ValueError
         Ranks that are not whole numbers ``>= 0``, skip or repeat a position within a query or
         are not 0 on the padding; relevance probabilities outside ``[0, 1]``, not finite or not
-        summing to 1; shapes that do not match; non-positive costs; duplicate query ids.
+        summing to 1; shapes that do not match; non-positive costs; duplicate query ids; a
+        ``max_grade`` that is not a whole number ``>= 1`` or does not match ``relevance``.
 
     Notes
     -----
@@ -75,8 +76,21 @@ class RankingPool:
             self.positions[str(name)] = _check_positions(
                 name, pos, self.query_ids, self.doc_ids, self.n_docs, D
             )
+        if max_grade is not None:
+            if (
+                isinstance(max_grade, bool)
+                or not isinstance(max_grade, (int, np.integer, float, np.floating))
+                or not np.isfinite(max_grade)
+                or max_grade != int(max_grade)
+                or max_grade < 1
+            ):
+                raise ValueError(
+                    f"max_grade must be a whole number >= 1 (grades 0..max_grade), got "
+                    f"{max_grade!r}"
+                )
+            max_grade = int(max_grade)
         if relevance is None:
-            K = (4 if max_grade is None else int(max_grade)) + 1
+            K = (4 if max_grade is None else max_grade) + 1
             relevance = np.full((m, D, K), 1.0 / K)
         relevance = np.asarray(relevance, dtype=float)
         if relevance.ndim != 3 or relevance.shape[:2] != (m, D) or relevance.shape[2] < 2:
