@@ -154,3 +154,18 @@ def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_weights(values: Any, name: str = "sample_weight", *, n: int | None = None) -> np.ndarray:
+    """``values`` as a one-dimensional float array of finite, non-negative weights (of length
+    ``n`` if given); the error names the argument, the first bad index and its value."""
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries; expected {n}")
+    check_finite(arr, name)
+    bad = np.flatnonzero(arr < 0)
+    if bad.size:
+        raise ValueError(f"{name}[{bad[0]}] = {show(arr[bad[0]])}; weights must be >= 0")
+    return arr

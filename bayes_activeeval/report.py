@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .curves import curve_band
+from .curves import mpl_literal as _lit
 from .estimators import UndefinedEstimateWarning
 from .measures import get as get_measure
 from .threshold_free import RankMeasure
@@ -52,13 +53,6 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _lit(text: object) -> str:
-    """Text shown literally by Matplotlib: ``$`` would start mathtext (a model named
-    ``cost$\\frac$`` breaks the figure), a leading ``_`` hides a legend entry."""
-    s = str(text).replace("$", r"\$")
-    return "\u200b" + s if s.startswith("_") else s
 
 
 def _png(fig) -> str:

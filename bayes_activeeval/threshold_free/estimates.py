@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import intervals
+from .._validation import check_binary_labels, check_finite, check_probabilities, check_weights
 from ..beliefs import CategoricalBelief, as_belief
 from ..estimators import Estimate, UndefinedEstimateWarning, draw_labels, satterthwaite_df
 from ..proposals import Draws
@@ -243,9 +244,11 @@ def rank_estimate_arrays(
     scores : ndarray (n,) or (n, k)
         Scores of the drawn items, one column per model the measure reads.
     y : ndarray (n,)
-        Labels of the draws, 1 for the positive class and 0 otherwise.
+        Labels of the draws, 1 for the positive class and 0 otherwise (booleans accepted; any
+        other value is refused, as :func:`~bayes_activeeval.threshold_free.weighted_roc_auc`
+        refuses it).
     weights : ndarray (n,)
-        Importance weights ``v = p/q``.
+        Importance weights ``v = p/q``, finite and non-negative.
     variance_weights : ndarray (n,), optional
         Second factor of the variance weights, ``Cov = Σ f_i v_i v'_i ψ_i ψ_iᵀ / (Σ v)²`` (as
         :func:`~bayes_activeeval.weighted_estimate`; adaptive sampling passes its martingale or
@@ -290,15 +293,51 @@ def rank_estimate_arrays(
     RankEstimate
         ``details["variance"]`` names the variance used; with a belief ``details`` also holds
         both candidates, ``"cov_empirical"`` and ``"cov_belief"``. ``estimator="model_assisted"``
-        with ``details["lambda"]`` when ``control`` is given.
+        with ``details["lambda"]`` when ``control`` is given. ``details["variance"] == "kish"``
+        when a class has a single draw and no belief answers for it: DeLong's within-class
+        variance (the factor ``m/(m − 1)``) is then undefined, and the variance is that of a
+        proportion at the estimate on the Kish size of the scarcer class, so the default
+        interval is the Wilson interval on that size — the documented fallback where ``n*`` is
+        undefined (before, ``SE`` and the interval were NaN without a warning).
+
+    Raises
+    ------
+    ValueError
+        For an unknown measure, a bad ``variance``/``belief`` (checked before anything else, an
+        undefined sample included), non-finite ``scores``, labels ``y`` other than 0/1, negative
+        or non-finite ``weights`` or lengths that do not match.
+
+    Warns
+    -----
+    UndefinedEstimateWarning
+        When the sample lacks a class (the estimate is NaN), or when a class has a single draw
+        (the Kish-size fallback above).
     """
     m = rank_measure(measure)
-    S = np.asarray(scores, dtype=float)
+    if m is None:
+        raise ValueError(f"{measure!r} is not a threshold-free measure")
+    if variance not in ("guarded", "empirical", "belief"):
+        raise ValueError(f"variance must be 'guarded', 'empirical' or 'belief', got {variance!r}")
+    if belief is None and variance == "belief":
+        raise ValueError("variance='belief' needs belief= (π of the drawn items)")
+    S = check_finite(np.asarray(scores, dtype=float), "scores")
     if S.ndim == 1:
         S = S[:, None]
-    y = np.asarray(y).astype(np.int8)
-    v = np.asarray(weights, dtype=float)
+    if S.ndim != 2:
+        raise ValueError(f"scores must be (n,) or (n, k), got shape {S.shape}")
     n, k = S.shape
+    y = check_binary_labels(y, "y")
+    if y.size != n:
+        raise ValueError(f"y has {y.size} entries but scores has {n} rows")
+    y = y.astype(np.int8)
+    v = check_weights(weights, "weights", n=n)
+    if variance_weights is not None:
+        check_weights(variance_weights, "variance_weights", n=n)
+    if belief is not None:
+        pi = np.asarray(belief, dtype=float)
+        if pi.shape != (n,):
+            raise ValueError(f"belief has shape {pi.shape}; expected ({n},)")
+        check_probabilities(pi, "belief")
     m1, m0 = v * y, v * (1 - y)
     vals, psis, psi1s, psi0s = [], [], [], []
     n_eff0 = float(m0.sum() ** 2 / (m0 @ m0)) if m0.any() else 0.0
@@ -332,10 +371,6 @@ def rank_estimate_arrays(
             m.bounds,
             kish=np.zeros(n_out),
         )
-    if variance not in ("guarded", "empirical", "belief"):
-        raise ValueError(f"variance must be 'guarded', 'empirical' or 'belief', got {variance!r}")
-    if belief is None and variance == "belief":
-        raise ValueError("variance='belief' needs belief= (π of the drawn items)")
     v2 = v * (v if variance_weights is None else np.asarray(variance_weights, dtype=float))
     vv = v2 * _class_factor(y, v)
     shift = np.zeros((n, n_out))
@@ -359,14 +394,12 @@ def rank_estimate_arrays(
         cov = (psi * vv[:, None]).T @ psi / sv**2
     used = "empirical"
     if not np.all(np.isfinite(cov)):
+        # a class with a single draw: its within-class variance (DeLong's m/(m − 1)) is undefined
         cov = np.full((n_out, n_out), np.nan)
         df = None
     else:
         df = satterthwaite_df(vv, psi)
     if belief is not None and variance != "empirical":
-        pi = np.asarray(belief, dtype=float)
-        if pi.shape != (n,):
-            raise ValueError(f"belief has shape {pi.shape}; expected ({n},)")
         f1, f0 = np.stack(m.combine(psi1s), axis=1), np.stack(m.combine(psi0s), axis=1)
         f1, f0 = f1 - shift, f0 - shift
         # E_π[ψψᵀ] per draw: π ψ(x, 1)ψ(x, 1)ᵀ + (1 − π) ψ(x, 0)ψ(x, 0)ᵀ
@@ -382,6 +415,21 @@ def rank_estimate_arrays(
         # Satterthwaite t on top of it over-covered, 0.99-1.0 at 1:100)
         df = None
     kish, wdf = _scarcer_class_sizes(y, v)
+    if not np.all(np.isfinite(cov)):
+        # the documented Kish-size fallback: the variance a proportion at the estimate has on
+        # the Kish size of the scarcer class, so that the interval is the score interval on
+        # that size (as for a sample without a discordant pair, where SE = 0)
+        lo, hi = m.bounds
+        x = np.clip((vals_a - lo) / (hi - lo), 0.0, 1.0)
+        cov = np.diag(x * (1.0 - x) / max(kish, 1.0) * (hi - lo) ** 2)
+        used, df = "kish", None
+        warnings.warn(
+            f"a class has a single draw, so the variance of {m.name!r} cannot be estimated "
+            f"from the sample; the standard error and interval use the Kish size "
+            f"{kish:.3g} of the scarcer class",
+            UndefinedEstimateWarning,
+            stacklevel=2,
+        )
     details["design_weight_df"] = wdf
     if "cov_belief" in details:
         # the guard answers for the uncertainty of the variance (a sample that missed the
