@@ -27,6 +27,7 @@ __all__ = [
     "CHUNK",
     "DEFAULT_BELIEF_FLOOR",
     "DEFAULT_MIX",
+    "DRAW_RESOLUTION",
     "FLOOR_MASS",
     "Integrand",
     "LossTable",
@@ -36,6 +37,7 @@ __all__ = [
     "check_risk",
     "class_deviation_norms",
     "deviation_integrand",
+    "drawable",
     "expected_loss",
     "expected_sq_deviation",
     "explained_sq_deviation",
@@ -51,6 +53,7 @@ __all__ = [
     "risk_jacobian",
     "scaled_belief_floor",
     "support_needed",
+    "unreachable_message",
 ]
 
 #: Default defensive mixture weight δ: weights are bounded by 1/δ = 20 and the variance is at most
@@ -63,6 +66,11 @@ DEFAULT_BELIEF_FLOOR = 1e-6
 #: Largest share of the proposal's mass the ``"auto"`` belief floor may add (its variance cost
 #: under the belief is at most this factor; :func:`scaled_belief_floor`).
 FLOOR_MASS = 0.01
+#: Narrowest share of a cumulative sum an inverse-CDF draw is taken to reach: the uniform numbers
+#: (``Generator.random``, 53 bits) times the total are ``2**-53`` of it apart, so an item whose
+#: interval is narrower than two such steps (one whose ``q`` rounds away in the sum included) is
+#: hit with probability below ``2.2e-16`` per draw, or never (:func:`drawable`).
+DRAW_RESOLUTION = 2.0**-52
 #: Items processed per block by the vectorised kernels (bounds peak memory on 10^7-item pools).
 CHUNK = 1 << 18
 
@@ -280,13 +288,18 @@ def check_risk(risk: Any, measure: Measure) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``risk`` has the wrong number of entries.
+        If ``risk`` has the wrong number of entries or an entry that is not finite (a NaN or
+        infinite ``R`` would make every ``q(x)`` NaN).
     """
     R = np.asarray(risk, dtype=float).reshape(-1)
     if R.size != measure.dim:
         raise ValueError(
             f"risk has {R.size} entries; measure {measure.name!r} has {measure.dim} components"
         )
+    bad = np.flatnonzero(~np.isfinite(R))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"risk[{i}] = {R[i]}; risk must be finite")
     return R
 
 
@@ -1014,3 +1027,51 @@ def inverse_cdf(cdf: np.ndarray, targets: np.ndarray) -> np.ndarray:
     idx = np.searchsorted(cdf, targets, side="right")
     last = int(np.searchsorted(cdf, cdf[-1], side="left")) if cdf.size else 0
     return np.minimum(idx, last).astype(np.int64)
+
+
+def drawable(cdf: np.ndarray, total: float | None = None) -> np.ndarray:
+    """Which items an inverse-CDF draw (:func:`inverse_cdf`) can reach.
+
+    Item ``i`` is reachable when its interval ``[cdf[i-1], cdf[i])`` is at least
+    :data:`DRAW_RESOLUTION` times the total wide. An item with ``q > 0`` can still have a
+    zero-width interval (``q = 1e-300`` after a mass of ``0.5`` adds nothing to the sum), or one
+    so narrow that no 53-bit uniform number times the total falls in it: such an item is never
+    drawn, so a draw of distinct items must not wait for it.
+
+    Parameters
+    ----------
+    cdf : ndarray (n,)
+        Non-decreasing cumulative sums (of a proposal, or of a chunk's ``q`` from zero).
+    total : float, optional
+        The total the uniform numbers are scaled to (default ``None``: ``cdf[-1]``; for a
+        chunk of a two-level draw, the whole proposal's).
+
+    Returns
+    -------
+    ndarray of bool (n,)
+    """
+    cdf = np.asarray(cdf, dtype=float)
+    if cdf.size == 0:
+        return np.zeros(0, dtype=bool)
+    total = float(cdf[-1]) if total is None else float(total)
+    return np.diff(cdf, prepend=0.0) >= total * DRAW_RESOLUTION
+
+
+def unreachable_message(n: int, reach: int) -> str:
+    """The error message of a draw of ``n`` distinct items when only ``reach`` can be drawn.
+
+    Parameters
+    ----------
+    n : int
+        Distinct items requested.
+    reach : int
+        Items a draw can reach (:func:`drawable`).
+
+    Returns
+    -------
+    str
+    """
+    return (
+        f"n={n} distinct items requested but only {reach} items can be drawn: the others have "
+        "q = 0 or a q below 2**-52 of the cumulative sum, which a draw never reaches"
+    )

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng
+from ._validation import check_count, check_fraction, check_rng, show
 from .beliefs import CategoricalBelief, as_belief
 from .kernel import (
     CHUNK,
@@ -34,6 +34,7 @@ from .kernel import (
     LossTable,
     class_deviation_norms,
     deviation_integrand,
+    drawable,
     expected_loss,
     expected_sq_deviation,
     explained_sq_deviation,
@@ -46,6 +47,7 @@ from .kernel import (
     proposal_from_scores,
     scaled_belief_floor,
     support_needed,
+    unreachable_message,
 )
 from .measures import Measure
 from .strata import score_strata
@@ -332,9 +334,13 @@ class Proposal:
         q = np.asarray(self.q, dtype=float)
         if q.ndim != 1 or q.shape != np.shape(self.p):
             raise ValueError(f"q has shape {q.shape} but p has shape {np.shape(self.p)}")
+        bad = np.flatnonzero(~np.isfinite(q) | (q < 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"q[{i}] = {show(q[i])}; q must be finite and non-negative")
         total = q.sum()
-        if not (np.isfinite(total) and q.min() >= 0):  # a NaN fails both tests
-            raise ValueError("q must be finite and non-negative")
+        if not np.isfinite(total):
+            raise ValueError("q must be finite and non-negative; its sum overflows")
         if total <= 0:
             raise ValueError("q has no mass")
         self.q = q if abs(total - 1.0) < 1e-12 else q / total
@@ -344,8 +350,27 @@ class Proposal:
         return self.q.size
 
     def weights(self, indices: np.ndarray) -> np.ndarray:
-        """Importance weights ``p/q`` of the given items."""
-        return self.p[indices] / self.q[indices]
+        """Importance weights ``p/q`` of the given items.
+
+        Parameters
+        ----------
+        indices : array-like of int
+            Item indices in ``0..n_items - 1`` (a negative index is an error, not counted from
+            the end, as on a lazy pool).
+
+        Returns
+        -------
+        ndarray
+            ``p(x)/q(x)`` at ``indices``.
+        """
+        idx = np.asarray(indices)
+        if idx.dtype.kind in "iu" and idx.size:
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= self.n_items:
+                raise ValueError(
+                    f"item index {lo if lo < 0 else hi} is outside the pool (0..{self.n_items - 1})"
+                )
+        return self.p[idx] / self.q[idx]
 
     def draw(self, n: int, rng: Any = None, *, unique: bool = False) -> Draws:
         """Draw items i.i.d. with replacement (Sawade (2012), Algorithm 2, lines 2-3).
@@ -360,6 +385,19 @@ class Proposal:
             Source of randomness (SPEC 7).
         unique : bool
             See ``n``.
+
+        Returns
+        -------
+        Draws
+            The drawn items, their weights ``p/q`` and ``q``.
+
+        Raises
+        ------
+        ValueError
+            With ``unique=True``, when fewer than ``n`` items have ``q > 0``, or fewer than
+            ``n`` can be reached by the draw (an item whose ``q`` is below ``2**-52`` of the
+            cumulative sum, e.g. ``q = 1e-300`` beside ``0.5``, is never drawn:
+            :func:`~bayes_activeeval.kernel.drawable`).
         """
         n = check_count(n, "n")
         rng = check_rng(rng)
@@ -374,6 +412,9 @@ class Proposal:
                     f"n={n} distinct items requested but the proposal has only {support} items "
                     "with positive probability"
                 )
+            reach = int(np.count_nonzero(drawable(self._cdf)))
+            if n > reach:
+                raise ValueError(unreachable_message(n, reach))
             idx = np.empty(0, dtype=np.int64)
             n_distinct = 0
             while n_distinct < n:

@@ -52,6 +52,7 @@ from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     cell_deviation_norms,
     cell_mass,
+    inverse_cdf,
     loss_table,
     mix_proposal,
     proposal_scores,
@@ -167,9 +168,9 @@ def _reservoir_chunk(cp, offset, measure, model, belief, want: dict, seed: int):
     for comp, m in want.items():
         w = p if comp == "p" else np.where(keys == comp[0], pc * probs[:, comp[1]], 0.0)
         cdf = np.cumsum(w)
-        local = np.minimum(
-            np.searchsorted(cdf, rng.random(m) * cdf[-1], side="right"), cp.n_items - 1
-        )
+        # a target rounded up to cdf[-1] goes to the last item with positive mass, never to a
+        # zero-mass item after it (as every draw of the package)
+        local = inverse_cdf(cdf, rng.random(m) * cdf[-1])
         out[comp] = (
             local + offset,
             keys[local].astype(np.int64),

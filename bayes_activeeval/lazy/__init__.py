@@ -287,8 +287,12 @@ def _strat_u_chunk(cp: Pool, offset: int, prm: _StrataParams, opt: OptimalParams
     return np.bincount(labels, weights=cp.p * u_chunk(cp, offset, opt), minlength=H)
 
 
-def _strat_mass_chunk(cp: Pool, offset: int, prm: _StrataParams) -> float:
-    return float(_strat_q(cp, offset, replace(prm, mix=0.0, total=1.0)).sum())
+def _strat_mass_chunk(cp: Pool, offset: int, prm: _StrataParams, mixing: bool):
+    """``Σ`` of the unmixed ``q`` over a chunk, and its items with ``q > 0`` (with ``mixing``:
+    those with ``p > 0`` too, which the mixture with ``p`` gives mass)."""
+    q = _strat_q(cp, offset, replace(prm, mix=0.0, total=1.0))
+    pos = (q > 0) | (cp.p > 0) if mixing else q > 0
+    return float(q.sum()), int(np.count_nonzero(pos))
 
 
 def stratified_proposal(
@@ -317,7 +321,8 @@ def stratified_proposal(
         The measure whose ``u(x)`` the ``"neyman"`` allocation uses; not needed for
         ``"proportional"``.
     strata : int, optional
-        Number of strata (default ``10``).
+        Number of strata, at least 1 (default ``10``); a label per item is not supported on a
+        lazy pool.
     allocation : {"proportional", "neyman"}, optional
         The share of draws per stratum (default ``"proportional"``).
     model : str, optional
@@ -339,18 +344,26 @@ def stratified_proposal(
     LazyProposal
         ``kind="stratified"``; ``info`` holds ``allocation`` (``a_h``), ``stratum_mass``
         (``P_h``) and ``mix``, and for ``"neyman"`` ``risk``; ``edges`` has the strata's
-        score boundaries.
+        score boundaries and ``support`` the number of items with ``q > 0``.
     """
     if allocation not in ("proportional", "neyman"):
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
-    if scores is not None or not (
-        isinstance(strata, (int, np.integer)) and not isinstance(strata, bool)
-    ):
+    if scores is not None:
         raise ValueError(
             "on a lazy pool stratified_proposal takes a number of strata and stratifies on the "
             "pool's own scores (scores=None)"
         )
+    if isinstance(strata, bool) or not isinstance(strata, (int, np.integer)):
+        if np.ndim(strata) == 0:
+            raise ValueError(f"strata must be a positive number of strata, got {show(strata)}")
+        raise ValueError(
+            f"on a lazy pool strata must be a number of strata, not a label per item (got an "
+            f"array of shape {np.shape(strata)}); the pool's own scores are stratified"
+        )
+    if strata < 1:
+        raise ValueError(f"strata must be a positive number of strata, got {show(strata)}")
+    pool.check_belief(belief)
     model = pool.check_model(model)
     inner, lo, hi = lazy_score_strata(pool, int(strata), method=method, model=model)
     prm0 = _StrataParams(
@@ -386,7 +399,9 @@ def stratified_proposal(
         info = {"risk": opt.info["risk"]}
     a = a / a.sum()
     prm = _StrataParams(model, inner, relabel, a, P, 0.0, 1.0)
-    chunk_raw = np.array(pool.map_chunks(_strat_mass_chunk, prm))
+    sums = pool.map_chunks(_strat_mass_chunk, prm, mix > 0)
+    chunk_raw = np.array([m for m, _ in sums])
+    support = int(sum(c for _, c in sums))
     total = float(chunk_raw.sum())
     prm = replace(prm, mix=mix, total=total)
     if pool.has_uniform_weights:
@@ -394,5 +409,7 @@ def stratified_proposal(
     else:
         P_k = np.array(pool.map_chunks(passive_mass))
     mass = mix_proposal(chunk_raw, P_k, mix, total=total)
-    info.update({"allocation": a, "stratum_mass": P, "edges": edges, "mix": mix})
+    info.update(
+        {"allocation": a, "stratum_mass": P, "edges": edges, "mix": mix, "support": support}
+    )
     return LazyProposal(pool, "stratified", _strat_q, prm, mass, info)

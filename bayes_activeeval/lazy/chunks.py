@@ -27,6 +27,7 @@ from ..beliefs import CategoricalBelief, as_belief
 from ..kernel import (
     belief_floor_sums,
     deviation_integrand,
+    drawable,
     intrinsic_risk,
     inverse_cdf,
     loss_table,
@@ -39,18 +40,21 @@ from ..measures import Measure
 from ..pool import Pool
 
 __all__ = [
+    "ChunkBlock",
     "ChunkSpec",
     "OptimalParams",
     "chunk_belief",
     "chunk_p",
     "cost_chunk",
     "draw_chunk",
+    "drawable_chunk",
     "first_predictions",
     "floor_sums_chunk",
     "get_column",
     "mass_chunk",
     "passive_mass",
     "passive_q",
+    "passive_sums",
     "pred_var_chunk",
     "q_chunk",
     "qp_at",
@@ -340,6 +344,37 @@ def take_raw(parts, local: np.ndarray, spec: ChunkSpec) -> dict[str, np.ndarray]
     return out
 
 
+@dataclass(frozen=True)
+class ChunkBlock:
+    """A per-item array already cut to one chunk's rows (items ``offset..offset + n_k − 1``).
+
+    :meth:`~bayes_activeeval.lazy.LazyPool.chunk_task` wraps the chunk's slice of a dask (or
+    NumPy) belief in it, so each task depends on its own block only (not on the whole array,
+    which dask would compute and hand to every task) and :func:`chunk_belief` does not slice
+    it again. A dataclass: dask computes the block inside it before the task runs.
+
+    Parameters
+    ----------
+    values : array-like (n_k, ...)
+        The chunk's rows.
+
+    Attributes
+    ----------
+    values : array-like
+        The chunk's rows (an ndarray by the time a task runs).
+    """
+
+    values: Any
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the block."""
+        return tuple(np.shape(self.values))
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+
 def chunk_belief(cp: Pool, offset: int, measure: Measure, model, belief, floor: float):
     """The belief ``π(y|x)`` on a chunk, floored at ``floor``.
 
@@ -348,20 +383,38 @@ def chunk_belief(cp: Pool, offset: int, measure: Measure, model, belief, floor: 
     cp : Pool
         The chunk.
     offset : int
+        Global index of the chunk's first item.
     measure : Measure
+        The measure (its models give the plug-in's).
     model : str or None
-    belief : None, array-like or callable
-        ``None``: the plug-in from the chunk's own columns; an array (NumPy or dask) aligned with
-        the pool: its slice for the chunk; a callable: ``belief(chunk_pool, offset)``.
+        Which model, for a pool with several and a measure not bound to models.
+    belief : None, ChunkBlock, array-like or callable
+        ``None``: the plug-in from the chunk's own columns; a :class:`ChunkBlock`: the chunk's
+        rows, already cut (used as they are); an array (NumPy or dask) aligned with the pool:
+        its slice for the chunk; a callable: ``belief(chunk_pool, offset)``.
     floor : float
+        The floor on each class probability.
 
     Returns
     -------
     Belief
+
+    Raises
+    ------
+    ValueError
+        If a block's rows are not the chunk's number of items.
     """
     models = cp.models_of(measure, model)
     if belief is None:
         b = as_belief(cp, None, models)
+    elif isinstance(belief, ChunkBlock):
+        rows = np.asarray(belief.values)
+        if rows.ndim == 0 or rows.shape[0] != cp.n_items:
+            raise ValueError(
+                f"belief block for items {offset}..{offset + cp.n_items - 1} has shape "
+                f"{rows.shape}; expected {cp.n_items} rows"
+            )
+        b = as_belief(cp, rows, models)
     elif callable(belief):
         b = belief(cp, offset)
     else:
@@ -581,18 +634,31 @@ def mass_chunk(cp: Pool, offset: int, prm: OptimalParams, check_support: bool):
     Returns
     -------
     tuple
-        ``(S_k, P_k, first, count)``: ``Σ s`` and ``Σ p`` over the chunk; with ``check_support``
-        the global index of the first item that needs ``q > 0`` but has ``s = 0`` (else ``-1``)
-        and how many such items there are (Marchant & Rubinstein (2021), Sec. 3.1).
+        ``(S_k, P_k, first, count, n_s, n_p, n_sp)``: ``Σ s`` and ``Σ p`` over the chunk; with
+        ``check_support`` the global index of the first item that needs ``q > 0`` but has
+        ``s = 0`` (else ``-1``) and how many such items there are (Marchant & Rubinstein (2021),
+        Sec. 3.1); and the numbers of items with ``s > 0``, with ``p > 0`` and with either, from
+        which the proposal's support (items with ``q > 0``) follows once ``δ`` and the
+        fallback to ``p`` are known.
     """
     s = s_chunk(cp, offset, prm)
+    p = cp.p
     first, count = -1, 0
     if check_support:
         m, views = cp.resolve(prm.measure, prm.model)
         bad = np.flatnonzero(support_needed(cp, m, views) & (s <= 0))
         if bad.size:
             first, count = offset + int(bad[0]), int(bad.size)
-    return float(s.sum()), float(cp.p.sum()), first, count
+    pos_s, pos_p = s > 0, p > 0
+    return (
+        float(s.sum()),
+        float(p.sum()),
+        first,
+        count,
+        int(np.count_nonzero(pos_s)),
+        int(np.count_nonzero(pos_p)),
+        int(np.count_nonzero(pos_s | pos_p)),
+    )
 
 
 def q_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
@@ -648,6 +714,31 @@ def draw_chunk(
     local = inverse_cdf(np.cumsum(q), targets)
     recs = None if itemfn is None else itemfn(cp, offset, prm, local)
     return local, q[local], cp.p[local], recs
+
+
+def drawable_chunk(cp: Pool, offset: int, qfn: Callable, prm: Any, total: float) -> int:
+    """How many items of a chunk the second level of the two-level draw can reach.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item.
+    qfn : callable
+        ``qfn(cp, offset, prm)``: the proposal on the chunk.
+    prm
+        Its parameters.
+    total : float
+        The whole proposal's mass (the scale of the uniform numbers,
+        :func:`~bayes_activeeval.kernel.drawable`).
+
+    Returns
+    -------
+    int
+        Items whose interval in the chunk's cumulative ``q`` is wide enough to be drawn.
+    """
+    return int(np.count_nonzero(drawable(np.cumsum(qfn(cp, offset, prm)), total)))
 
 
 def pred_var_chunk(cp: Pool, offset: int, prm: OptimalParams) -> float:
@@ -729,6 +820,26 @@ def passive_mass(cp: Pool, offset: int) -> float:
     float
     """
     return float(cp.p.sum())
+
+
+def passive_sums(cp: Pool, offset: int) -> tuple[float, int]:
+    """``P_k = Σ_{x∈k} p(x)`` and the number of the chunk's items with ``p(x) > 0``.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
+        (:meth:`ChunkSpec.pool`).
+    offset : int
+        Global index of the chunk's first item (unused).
+
+    Returns
+    -------
+    P_k : float
+    n_pos : int
+    """
+    p = cp.p
+    return float(p.sum()), int(np.count_nonzero(p > 0))
 
 
 def qp_at(cp: Pool, offset: int, qfn: Callable, prm: Any, local: np.ndarray):

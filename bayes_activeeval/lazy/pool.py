@@ -11,6 +11,7 @@ dask's threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from .._validation import show
 from ..measures import Measure
 from ..pool import Pool
 from .chunks import (
+    ChunkBlock,
     ChunkSpec,
     chunk_p,
     first_predictions,
@@ -298,7 +300,10 @@ class LazyPool(Pool):
             A module-level (picklable) task; ``chunk_pool`` is the chunk as an in-memory
             :class:`Pool` (:meth:`~bayes_activeeval.lazy.chunks.ChunkSpec.pool`).
         *args
-            Passed on (small: they travel with the task).
+            Passed on (small: they travel with the task). A dask array over the pool's items
+            (a belief), bare or as the ``belief`` field of a dataclass such as
+            :class:`~bayes_activeeval.lazy.chunks.OptimalParams`, is cut to the chunk's rows
+            first (:meth:`chunk_args`).
 
         Returns
         -------
@@ -308,8 +313,82 @@ class LazyPool(Pool):
         dask = import_dask()
         # pure=False: no hashing of the arguments (a belief array would be hashed per chunk)
         return dask.delayed(run_chunk, pure=False)(
-            self._spec, self._parts[k], int(self.offsets[k]), fn, *args
+            self._spec, self._parts[k], int(self.offsets[k]), fn, *self.chunk_args(k, args)
         )
+
+    def chunk_args(self, k: int, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The arguments of a task on chunk ``k``, with per-item arrays cut to the chunk's rows.
+
+        dask hands a task the *computed value* of every dask collection among its arguments
+        (inside dataclasses too): a whole ``(n, C)`` belief array, computed and passed to every
+        chunk's task, so the work grew with the square of the number of chunks. Here a dask
+        array with one row per item of the pool, given bare, and a ``belief`` field of a
+        dataclass argument that is a dask or NumPy array of that length, become the chunk's
+        rows wrapped in a :class:`~bayes_activeeval.lazy.chunks.ChunkBlock`: each task depends
+        on one block (or the few that overlap the chunk) and
+        :func:`~bayes_activeeval.lazy.chunks.chunk_belief` uses it as it is.
+
+        Parameters
+        ----------
+        k : int
+            The chunk.
+        args : sequence
+            The task's arguments after ``(chunk_pool, offset)``.
+
+        Returns
+        -------
+        tuple
+        """
+        lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+        out = []
+        for a in args:
+            if self._per_item(a, dask_only=True):
+                a = ChunkBlock(a[lo:hi])
+            elif is_dataclass(a) and not isinstance(a, type):
+                b = getattr(a, "belief", None)
+                if "belief" in {f.name for f in fields(a)} and self._per_item(b, dask_only=False):
+                    a = replace(a, belief=ChunkBlock(b[lo:hi]))
+            out.append(a)
+        return tuple(out)
+
+    def _per_item(self, a: Any, dask_only: bool) -> bool:
+        """Whether ``a`` is a dask (or, unless ``dask_only``, NumPy) array with one row per item."""
+        dask = import_dask()
+        if not (dask.is_dask_collection(a) or (not dask_only and isinstance(a, np.ndarray))):
+            return False
+        shape = getattr(a, "shape", None)
+        return bool(shape) and shape[0] == self.n_items
+
+    def check_belief(self, belief: Any) -> None:
+        """Check that an array belief has one row per item of the pool (as in memory).
+
+        A longer or shorter belief would otherwise be cut per chunk and silently misaligned.
+
+        Parameters
+        ----------
+        belief : None, callable, Belief or array-like
+            ``None`` and callables (evaluated per chunk) are not checked; a dask array whose
+            length is unknown is not either.
+
+        Raises
+        ------
+        ValueError
+            ``"belief covers m items but the pool has n"``.
+        """
+        if belief is None or callable(belief):
+            return
+        n = getattr(belief, "n_items", None)
+        if n is None:
+            shape = getattr(belief, "shape", None)
+            if shape is None:
+                shape = np.shape(np.asarray(belief, dtype=object))
+            if not shape:
+                raise ValueError(
+                    f"belief must be an array with one row per item, got {show(belief)}"
+                )
+            n = shape[0]
+        if isinstance(n, (int, np.integer)) and int(n) != self.n_items:
+            raise ValueError(f"belief covers {int(n)} items but the pool has {self.n_items}")
 
     def _compute_parts(self, chunks: Sequence[int] | None, fn: Callable, *args: Any) -> list[Any]:
         """``[fn(parts_k, offset_k, *args) for k in chunks]`` on raw columns, computed."""
@@ -464,6 +543,24 @@ class LazyPool(Pool):
     def intrinsic_risk(
         self, measure: Measure, model: str | None, belief: Any = None, belief_floor: float = 0.0
     ) -> np.ndarray:
-        """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22) as a sum of per-chunk sums."""
+        """``R = Σ_x p(x) E_π[ℓ(x, y)]`` (Sawade (2012), Eq. 4.21-4.22) as a sum of per-chunk sums.
+
+        Parameters
+        ----------
+        measure : Measure
+            The measure.
+        model : str or None
+            Which model, for a pool with several and a measure not bound to models.
+        belief : None, array-like or callable, optional
+            As for :func:`~bayes_activeeval.lazy.chunks.chunk_belief`; an array must have one
+            row per item (default ``None``: the plug-in).
+        belief_floor : float, optional
+            Floor on each class probability (default ``0.0``).
+
+        Returns
+        -------
+        ndarray (d,)
+        """
+        self.check_belief(belief)
         parts = self.map_chunks(risk_chunk, measure, model, belief, belief_floor)
         return np.sum(parts, axis=0)

@@ -15,16 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_fraction, check_rng
+from .._validation import check_count, check_fraction, check_rng, show
 from ..beliefs import as_belief
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
     check_risk,
+    drawable,
     floor_from_sums,
     inverse_cdf,
     mix_proposal,
     risk_jacobian,
+    unreachable_message,
 )
 from ..measures import Measure
 from ..proposals import Draws, Proposal, ProposalInfo
@@ -32,10 +34,11 @@ from .chunks import (
     OptimalParams,
     cost_chunk,
     draw_chunk,
+    drawable_chunk,
     floor_sums_chunk,
     mass_chunk,
-    passive_mass,
     passive_q,
+    passive_sums,
     pred_var_chunk,
     q_chunk,
     qp_at,
@@ -65,7 +68,8 @@ class LazyProposal(Proposal):
     params : object
         Its picklable parameters (e.g. :class:`~bayes_activeeval.lazy.chunks.OptimalParams`).
     chunk_mass : array-like (n_chunks,)
-        ``Q_k``, the proposal's mass in each chunk.
+        ``Q_k``, the proposal's mass in each chunk: finite, non-negative, with a positive total
+        (as ``q`` of a :class:`Proposal`).
     info : dict, optional
         Its keys ``"normalizer"``, ``"edges"`` and ``"support"`` set the attributes of those
         names; the others are the fields of the
@@ -84,8 +88,9 @@ class LazyProposal(Proposal):
         As for :class:`Proposal`; ``info`` (a :class:`~bayes_activeeval.proposals.ProposalInfo`)
         has no per-item ``u``, ``a`` or ``strata`` (see :meth:`predicted_variance`).
     normalizer, edges, support
-        The optimal proposal's ``S = Σ_x s(x)``; a stratified proposal's stratum edges; an
-        adaptive proposal's number of items with ``q > 0`` (else ``None``).
+        The optimal proposal's ``S = Σ_x s(x)``; a stratified proposal's stratum edges; the
+        number of items with ``q > 0``, counted per chunk when the proposal was built (``None``
+        when not known).
     qfn, params
         The chunk task ``qfn(chunk_pool, offset, params)`` that recomputes ``q`` on a chunk, and
         its (picklable) parameters.
@@ -116,8 +121,24 @@ class LazyProposal(Proposal):
         self.info = ProposalInfo(**extra)
         self.qfn = qfn
         self.params = params
-        self.chunk_mass = np.asarray(chunk_mass, dtype=float)
+        self.chunk_mass = np.asarray(chunk_mass, dtype=float).reshape(-1)
+        if self.chunk_mass.size != pool.n_chunks:
+            raise ValueError(
+                f"chunk_mass has {self.chunk_mass.size} entries but the pool has "
+                f"{pool.n_chunks} chunks"
+            )
+        bad = np.flatnonzero(~np.isfinite(self.chunk_mass) | (self.chunk_mass < 0))
+        if bad.size:  # e.g. a NaN risk or belief: every q of the chunk would be NaN
+            k = int(bad[0])
+            raise ValueError(
+                f"chunk_mass[{k}] = {show(self.chunk_mass[k])}; q must be finite and non-negative"
+            )
+        if not np.isfinite(self.chunk_mass.sum()):
+            raise ValueError("q must be finite and non-negative; its sum overflows")
+        if self.chunk_mass.sum() <= 0:
+            raise ValueError("q has no mass")
         self._cdf = np.cumsum(self.chunk_mass)
+        self._drawable: int | None = None
         self._q = None
         self.item_records = item_records
 
@@ -148,7 +169,17 @@ class LazyProposal(Proposal):
         return self.pool.map_chunks(self.qfn, self.params, chunks=[k])[0]
 
     def weights(self, indices: np.ndarray) -> np.ndarray:
-        """Importance weights ``p/q`` of the given items (only their chunks are read)."""
+        """Importance weights ``p/q`` of the given items (only their chunks are read).
+
+        Parameters
+        ----------
+        indices : array-like of int
+            Item indices in ``0..n_items - 1``.
+
+        Returns
+        -------
+        ndarray
+        """
         _, q, p = self._at(np.asarray(indices, dtype=np.int64))
         return p / q
 
@@ -181,16 +212,32 @@ class LazyProposal(Proposal):
         n : int
             Number of draws; with ``unique=True``, distinct items to reach (as in memory).
         rng : None, int or numpy.random.Generator
+            Source of randomness (SPEC 7).
         unique : bool
+            See ``n``.
+
+        Returns
+        -------
+        Draws
+
+        Raises
+        ------
+        ValueError
+            With ``unique=True``, when ``n`` exceeds the items with ``q > 0`` (:attr:`support`,
+            counted when the proposal was built), or the items a draw can reach (checked, by
+            one pass over the chunks, when a round of draws finds no new item:
+            :func:`~bayes_activeeval.kernel.drawable`), as in memory.
         """
         n = check_count(n, "n")
         rng = check_rng(rng)
         if not unique:
             idx, q, p = self.sample(n, rng)
             return Draws(idx, p / q, q)
-        if n > self.pool.n_items:
+        support = self.pool.n_items if self.support is None else int(self.support)
+        if n > support:
             raise ValueError(
-                f"n={n} distinct items requested but the pool has only {self.pool.n_items} items"
+                f"n={n} distinct items requested but the proposal has only {support} items "
+                "with positive probability"
             )
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         idx = np.empty(0, dtype=np.int64)
@@ -200,12 +247,37 @@ class LazyProposal(Proposal):
             parts.append(got)
             idx = np.concatenate([idx, got[0]])
             _, first = np.unique(idx, return_index=True)
+            if first.size == n_distinct and first.size < n:
+                # a round without a new item: are n items reachable at all? (else it never ends)
+                reach = self.drawable_count()
+                if n > reach:
+                    raise ValueError(unreachable_message(n, reach))
             n_distinct = first.size
         cut = np.sort(first)[n - 1] + 1
         q = np.concatenate([g[1] for g in parts])[:cut]
         p = np.concatenate([g[2] for g in parts])[:cut]
         idx = idx[:cut]
         return Draws(idx, p / q, q)
+
+    def drawable_count(self) -> int:
+        """How many items a draw can reach (one pass over the chunks the first time).
+
+        An item counts when its interval of the cumulative ``q`` is wide enough for a uniform
+        number to land in it, at both levels of the two-level draw
+        (:func:`~bayes_activeeval.kernel.drawable`); at most :attr:`support`.
+
+        Returns
+        -------
+        int
+        """
+        if self._drawable is None:
+            total = float(self._cdf[-1])
+            ks = np.flatnonzero(drawable(self._cdf, total))
+            counts = self.pool.map_chunks(
+                drawable_chunk, self.qfn, self.params, total, chunks=ks.tolist()
+            )
+            self._drawable = int(sum(counts))
+        return self._drawable
 
     def sample(self, n: int, rng: np.random.Generator, records: bool = False):
         """``n`` i.i.d. two-level inverse-CDF draws (the work behind :meth:`draw`).
@@ -342,6 +414,7 @@ def optimal_proposal(
     if costs is not None and costs is not True and costs is not False:
         raise ValueError("on a lazy pool costs must be None/True (the pool's) or False")
     use_costs = pool.has_costs and costs is not False
+    pool.check_belief(belief)
     if pool.task == "regression" and belief is None and not pool.has_std():
         raise ValueError(
             "the pool has no predictive_std, so there is no belief about the labels; "
@@ -371,7 +444,7 @@ def optimal_proposal(
         S_k = P_k.copy()
         S = float(S_k.sum())
     if mix == 0:
-        bad = [(f, c) for _, _, f, c in sums if f >= 0]
+        bad = [(c[2], c[3]) for c in sums if c[2] >= 0]
         if bad and not passive:
             raise ValueError(
                 f"the proposal gives zero mass to item {bad[0][0]} (and "
@@ -380,6 +453,10 @@ def optimal_proposal(
             )
     prm = replace(prm, mix=mix, S=S, passive=passive)
     chunk_mass = mix_proposal(S_k.copy(), P_k, mix, total=S)
+    # items with q > 0: those with p > 0 under q = p (passive or δ = 1), those with s > 0 or
+    # p > 0 when mixing, else those with s > 0
+    column = 5 if (passive or mix == 1) else 6 if mix > 0 else 4
+    support = int(sum(c[column] for c in sums))
     info = {
         "risk": R,
         "jacobian": J,
@@ -388,6 +465,7 @@ def optimal_proposal(
         "measure": m0.name,
         "estimator": estimator,
         "normalizer": S,
+        "support": support,
     }
     return LazyProposal(pool, "optimal", q_chunk, prm, chunk_mass, info)
 
@@ -432,13 +510,16 @@ def passive_proposal(pool: LazyPool) -> LazyProposal:
     Returns
     -------
     LazyProposal
-        ``kind="passive"``.
+        ``kind="passive"``; ``support`` is the number of items with ``p > 0``.
     """
     if pool.has_uniform_weights:
         mass = pool.chunk_sizes / pool.n_items
+        support = pool.n_items
     else:
-        mass = np.array(pool.map_chunks(passive_mass))
-    return LazyProposal(pool, "passive", passive_q, None, mass, {})
+        sums = pool.map_chunks(passive_sums)
+        mass = np.array([m for m, _ in sums])
+        support = int(sum(c for _, c in sums))
+    return LazyProposal(pool, "passive", passive_q, None, mass, {"support": support})
 
 
 def model_assisted_terms(pool: LazyPool, m: Measure, model, belief, indices: np.ndarray):
@@ -461,14 +542,18 @@ def model_assisted_terms(pool: LazyPool, m: Measure, model, belief, indices: np.
     mm : ndarray (n, d)
         ``m(x_i)`` at the drawn items (only their chunks are read).
     """
+    if belief is not None and (callable(belief) or not hasattr(belief, "__getitem__")):
+        raise ValueError("a model-assisted estimate on a lazy pool takes belief=None or an array")
+    pool.check_belief(belief)
     M = pool.intrinsic_risk(m, model, belief, 0.0)
     sub = pool.take(indices)
     if belief is None:
         b = as_belief(sub, None, sub.models_of(m, model))
-    elif callable(belief) or not hasattr(belief, "__getitem__"):
-        raise ValueError("a model-assisted estimate on a lazy pool takes belief=None or an array")
     else:
-        b = as_belief(sub, np.asarray(belief)[np.asarray(indices)], sub.models_of(m, model))
+        # gather the drawn rows only: a dask belief computes just the blocks holding them
+        arr = belief if hasattr(belief, "shape") else np.asarray(belief)
+        rows = np.asarray(arr[pool.check_indices(indices)])
+        b = as_belief(sub, rows, sub.models_of(m, model))
     _, views = sub.resolve(m, model)
     ar = np.arange(sub.n_items)
     mm = b.expect(lambda yy, s: m.loss(yy, views(ar)), ar)
