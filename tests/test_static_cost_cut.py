@@ -39,7 +39,8 @@ def costly_pool(m: int = 300, seed: int = 5):
 
 
 class FakeSession:
-    """What ``StaticDesign.propose`` reads from a session: labels and stored stages."""
+    """What ``StaticDesign.propose`` reads from a session: labels, pending items and stored
+    stages (every stage is labeled at once here, so nothing is pending)."""
 
     def __init__(self) -> None:
         self.labels: dict[int, int] = {}
@@ -50,6 +51,9 @@ class FakeSession:
 
     def stage_rows(self):
         return self.stages
+
+    def pending_items(self) -> np.ndarray:
+        return np.empty(0, dtype=np.int64)
 
 
 def run_session(design: StaticDesign, budget: float, stage_size: int, costs) -> np.ndarray:
@@ -172,3 +176,30 @@ def test_session_stops_drawing_at_the_label_that_does_not_fit(tmp_path):
         with pytest.raises(SessionError, match=f"stage {last} was cut"):
             s.next(8)
         assert s.n_labels == len(drawn)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pending_items_are_not_charged_twice(tmp_path, seed):
+    """Two annotators: the second stage is drawn while the first stage's items are pending.
+    Those items are charged already (``budget_left`` subtracts them), so a repeat of one in the
+    second stage costs nothing more; charging it again cut the stage early and, the cut being
+    final, stopped the session with budget left for more unit-cost items."""
+    rng = np.random.default_rng(3)
+    m = 300
+    pred = (rng.random(m) < 0.5).astype(int)
+    p = rng.uniform(0.05, 0.95, m)
+    y = (rng.random(m) < p).astype(int)
+    frame = pd.DataFrame({"id": np.arange(m), "pred": pred, "p": p, "cost": np.ones(m)})
+    frame.to_csv(tmp_path / "pool.csv", index=False)
+    spec = PoolSpec(pred="pred", prob="p", id_col="id", cost_col="cost")
+    design = Design("error_rate", budget=40.0, seed=seed)
+    Session.create(tmp_path / "s.bae", tmp_path / "pool.csv", spec, design).close()
+    s = Session.open(tmp_path / "s.bae")
+    a = s.next(25, annotator="alice")
+    b = s.next(25, annotator="bob")
+    ids = s.pool_file.ids
+    s.record(ids[a], [int(y[i]) for i in a], annotator="alice")
+    s.record(ids[b], [int(y[i]) for i in b], annotator="bob")
+    assert s.budget_used() == pytest.approx(40.0)
+    assert s.budget_left() == pytest.approx(0.0)
+    s.close()

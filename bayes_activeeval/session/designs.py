@@ -252,7 +252,10 @@ class StaticDesign:
                 )
         draws = self.proposal.draw(n, rng=stage_rng(self.design.seed, stage), unique=True)
         if budgeted:
-            new = first_new(draws.indices, set(session.label_map()))
+            # items of pending stages are charged already (``left`` has their cost): over the
+            # whole sequence of draws, an item is charged at its first draw
+            known = set(session.label_map()) | set(session.pending_items().tolist())
+            new = first_new(draws.indices, known)
             keep = budget_cut(draws.indices, costs, new, left)
             if keep < draws.indices.size:
                 if not new[:keep].any():  # only repeats before the label that does not fit
