@@ -46,7 +46,9 @@ def hajek_cells(ev, margins):
     """Measures from the Hajek cell ratios (empty cell: its stratum's Hajek rate)."""
     W = ev.cells["weight"].values  # (K, H, r, y)
     Wc = W.sum(-1)
-    m_h = W[..., 1].sum(-1) / Wc.sum(-1)
+    Ws = Wc.sum(-1)
+    # a stratum without labels (Poisson: the bottom stratum expects ~4) gets 0, as in evaluate
+    m_h = np.where(Ws > 0, W[..., 1].sum(-1) / np.where(Ws > 0, Ws, 1), 0.0)
     th = np.where(Wc > 0, W[..., 1] / np.where(Wc > 0, Wc, 1), m_h[..., None])
     TP = (margins[..., 1] * th[..., 1]).sum(-1)
     FN = (margins[..., 0] * th[..., 0]).sum(-1)

@@ -417,6 +417,16 @@ def minority_share(
 
         f* = sqrt(A) / (sqrt(A) + sqrt(B))
 
+    **Estimator assumed**: the rule's outputs are known on the labeled items only, and the four
+    cells are estimated within the strata P and Q (the ``"Hajek within strata"`` path of
+    :func:`~bayes_activeeval.benchmark.evaluate`); the influences ``y (R − Se)/π``, ``(1 − y)((1 −
+    R) − Sp)/(1 − π)``, ``R (y − Pr)/r`` keep the rule's own noise ``R``. When the rule is run on
+    the whole pool, :func:`~bayes_activeeval.benchmark.evaluate` post-stratifies on its output
+    (known margins), a random rule's noise drops out, and the optimal allocation becomes ``n_h ∝
+    N_h sqrt(u_h(1 − u_h))`` for every target (``u_h`` the stratum's positive rate; see
+    :func:`~bayes_activeeval.benchmark.design.target_influence`, the design-based form of
+    Valizadegan et al., Eqs. 3.5, 3.9, 3.11) — with a perfect guess, no labels at all.
+
     Special cases with a perfect guess (``guess_recall = guess_precision = 1``):
 
     - precision only: ``n+/n- = sqrt((1-Se)(1-Sp)/(Se Sp))`` — a high-specificity rule's
@@ -489,7 +499,12 @@ def variance_ratio(
     """Variance of the two-stratum design over that of simple random sampling, same budget.
 
     ``sum_t w_t Var_t(share) / sum_t w_t Var_t(SRS)`` for the targets of :func:`minority_share`
-    (``docs/benchmark.md``, Sec. 2), ignoring finite-population corrections. Random
+    (``docs/benchmark.md``, Sec. 2), ignoring finite-population corrections, for the estimator
+    of a rule known on the labeled items only (cells estimated within the strata; see
+    :func:`minority_share`: with the rule's pool margins known,
+    :func:`~bayes_activeeval.benchmark.evaluate` post-stratifies on its output and a random
+    rule's variance is the one of
+    :meth:`~bayes_activeeval.benchmark.BenchmarkDesign.predicted_variance_ratio` instead). Random
     sampling is taken with the same (class-post-stratified) estimator, i.e. the share ``W_P``
     that proportional allocation gives. At the
     optimal share (``share=None``) and a perfect guess an uninformative rule gets

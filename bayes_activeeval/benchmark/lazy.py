@@ -24,7 +24,13 @@ from scipy import special
 
 from .._validation import check_count, check_fraction, check_rng
 from ..lazy import LazyPool, lazy_score_strata
-from .design import BenchmarkSample, allocate, allocation_target, target_influence
+from .design import (
+    BenchmarkSample,
+    allocate,
+    allocation_target,
+    influence_coefficient,
+    stratum_influence,
+)
 from .guidelines import check_rate, parse_targets
 
 __all__ = ["LazyBenchmarkDesign", "lazy_design"]
@@ -51,12 +57,11 @@ def _chunk_strata(cp, offset, model, inner, relabel) -> np.ndarray:
     return relabel[raw]
 
 
-def _stratum_sums(cp, offset, model, inner, relabel, H, rbar, pi, names):
-    """Per stratum of a chunk: items, ``Σ s`` and ``Σ`` of each target's influence."""
+def _stratum_sums(cp, offset, model, inner, relabel, H):
+    """Per stratum of a chunk: items and ``Σ s`` (the influences follow from them)."""
     h = _chunk_strata(cp, offset, model, inner, relabel)
     s = _guess_chunk(cp, offset, model)
-    infl = [np.bincount(h, target_influence(t, s, pi, rbar), H) for t in names]
-    return np.bincount(h, minlength=H), np.bincount(h, s, H), np.array(infl)
+    return np.bincount(h, minlength=H), np.bincount(h, s, H)
 
 
 def _raw_counts(cp, offset, model, inner):
@@ -215,13 +220,24 @@ class LazyBenchmarkDesign:
         return BenchmarkSample(idx, incl, 1.0 / incl, h, self)
 
     def predicted_variance_ratio(self) -> dict[str, float]:
-        """As :meth:`BenchmarkDesign.predicted_variance_ratio`, from the stratum sums."""
+        """As :meth:`BenchmarkDesign.predicted_variance_ratio`, from the stratum sums.
+
+        ``Σ_h W_h² ā_h / n_h`` (Valizadegan et al., Eqs. 3.5, 3.9, 3.11 in design-based form;
+        see :func:`~bayes_activeeval.benchmark.design.target_influence`) against ``c_t s̄(1 −
+        s̄)/n`` for simple random sampling.
+
+        Returns
+        -------
+        dict
+            Target -> predicted variance ratio.
+        """
         n = self.budget
         W = self.stratum_sizes / self.n_items
         alloc = np.maximum(self.allocation, 1)
+        sb = float((self.stratum_guess * self.stratum_sizes).sum() / self.n_items)
         out = {}
         for k, t in enumerate(self.targets):
-            srs = self.influence_sums[k].sum() / self.n_items / n
+            srs = influence_coefficient(t, self.prevalence, self.rule_rate) * sb * (1 - sb) / n
             abar = self.influence_sums[k] / self.stratum_sizes
             var = (W**2 * abar / alloc).sum()
             out[t] = float(var / srs) if srs > 0 else float("nan")
@@ -358,11 +374,13 @@ def lazy_design(
     relabel[used] = np.arange(used.size)
     H = used.size
     names = list(tw)
-    per = pool.map_chunks(_stratum_sums, model, inner, relabel, H, rbar, pi, names)
-    chunk_counts = np.stack([c for c, _, _ in per])
+    per = pool.map_chunks(_stratum_sums, model, inner, relabel, H)
+    chunk_counts = np.stack([c for c, _ in per])
     sizes = chunk_counts.sum(axis=0)
-    exp_pos = np.sum([g for _, g, _ in per], axis=0)
-    infl = np.sum([a for _, _, a in per], axis=0)  # (targets, H)
+    exp_pos = np.sum([g for _, g in per], axis=0)
+    # Σ over each stratum of each target's influence centred on the stratum's mean guess:
+    # c_t N_h sbar_h (1 - sbar_h), exactly the in-memory design's sums
+    infl = np.array([stratum_influence(t, exp_pos, sizes, pi, rbar) for t in names])
     a_h = (np.array([tw[t] for t in names])[:, None] * infl).sum(axis=0)
 
     target = allocation_target(

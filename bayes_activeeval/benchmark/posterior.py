@@ -11,6 +11,15 @@ from .design import stratum_guess
 
 
 def _prior_ab(prior, strength, dsg):
+    """Prior pseudo-counts ``(a0, b0)`` (H,) of label 1 and label 0 per stratum.
+
+    ``"guess"``: ``strength x (sbar_h, 1 - sbar_h)`` (the stratum's mean guess); ``"jeffreys"``
+    ``(1/2, 1/2)``; ``"uniform"`` ``(1, 1)``; a pair ``(a0, b0)`` the same in every stratum. In
+    the Beta model (pool margins known) every cell's positive rate is ``Beta(a0, b0)`` a priori
+    (Valizadegan et al., Eqs. 3.1-3.3 are the targets); in the Dirichlet model (labels only) the
+    four cells ``(r0y0, r0y1, r1y0, r1y1)`` get ``(b0, a0, b0, a0)``, so the positive rate
+    given either rule output is again ``Beta(a0, b0)``.
+    """
     H = dsg.n_strata
     if isinstance(prior, str):
         if prior == "guess":
@@ -139,7 +148,12 @@ def cell_posterior(
                 [(1 - rho) * (1 - sg), (1 - rho) * sg, rho * (1 - sg), rho * sg], axis=-1
             )
         else:
-            alpha0 = np.broadcast_to(a0[None, :, None], obs.shape) * 1.0
+            # (a0, b0) are pseudo-counts of label 1 and label 0: alpha = (b0, a0, b0, a0) over
+            # (r0y0, r0y1, r1y0, r1y1), so that the positive rate given either rule output is
+            # Beta(a0, b0) a priori (Dirichlet aggregation), as in the pool-margin Beta model
+            alpha0 = np.broadcast_to(np.stack([b0, a0, b0, a0], axis=-1)[None], obs.shape).astype(
+                float
+            )
         sizes = dsg.stratum_sizes.astype(float)
         block = max(1, int(4_000_000 // max(S * H * 4, 1)))
         for lo in range(0, Kr, block):
