@@ -80,9 +80,15 @@ class ClassEstimates(NamedTuple):
         (:func:`~bayes_activeeval.intervals.carrying_sizes`): for recall of class ``k`` the
         draws labeled ``k``, for its precision the draws predicted ``k``, for its F1 both.
     average : ndarray (m, K)
-        Output ``o`` of the measure is ``Σ_k average[o, k] θ_k``.
+        How output ``o`` moves with the parts, ``Σ_k average[o, k] (θ_k − θ̂_k)``
+        (:class:`~bayes_activeeval.measures.ClassParts`).
     bounds : tuple of float
         Range of each part.
+    low, high : ndarray (K,)
+        What the pool already tells about each part (``bounds``, or ``[0, 0]`` for a class the
+        model predicts nowhere; :class:`~bayes_activeeval.measures.ClassParts`): a part's
+        interval is cut to ``[low_k, high_k]``, and is ``[low_k, high_k]`` where no draw
+        carries the part.
     """
 
     values: np.ndarray
@@ -91,6 +97,8 @@ class ClassEstimates(NamedTuple):
     weight_df: np.ndarray
     average: np.ndarray
     bounds: tuple[float, float]
+    low: np.ndarray
+    high: np.ndarray
 
 
 @dataclass(frozen=True, repr=False)
@@ -367,9 +375,11 @@ class Estimate:
             n_df=None if self.n_max is not None else np.maximum(p.weight_df - 1.0, 1.0),
             n_max=self.n_max,
         )
-        # a part no draw carries: its ratio is unknown, anywhere in its range
-        lo_k = np.where(known, lo_k, p.bounds[0])
-        hi_k = np.where(known, hi_k, p.bounds[1])
+        # a part no draw carries: its ratio is unknown, anywhere in what the pool allows
+        # ([low_k, high_k]: its range, or [0, 0] for a class the model predicts nowhere);
+        # a part the draws carry: its own interval, cut to what the pool allows
+        lo_k = np.where(known, np.clip(lo_k, p.low, p.high), p.low)
+        hi_k = np.where(known, np.clip(hi_k, p.low, p.high), p.high)
         with np.errstate(divide="ignore", invalid="ignore"):
             corr = p.cov / np.outer(se, se)
         corr = np.where(np.outer(known & (se > 0), known & (se > 0)), corr, 0.0)
@@ -606,6 +616,7 @@ def _class_estimates(
         wdf,
         np.atleast_2d(np.asarray(parts.average, dtype=float)),
         parts.bounds,
+        *parts.limits(),
     )
 
 

@@ -117,18 +117,36 @@ class ClassParts:
         classes for balanced accuracy, which averages over the classes present).
     jacobian : ndarray (K, d)
         ``Dθ_k(R)``; NaN on the components a part reads where its denominator is 0 (no draw
-        carries it: its interval is the whole of ``bounds``).
+        carries it: its interval is ``[low_k, high_k]``).
     average : ndarray (m, K)
-        Output ``o`` of the measure is ``Σ_k average[o, k] θ_k`` (``1/C`` for a macro mean;
-        ``± 1/C`` blocks for a difference of two models).
+        How the outputs move with the parts: ``G_o − Ĝ_o ≈ Σ_k average[o, k] (θ_k − θ̂_k)``
+        (``1/C`` for a macro mean; ``± 1/C`` blocks for a difference of two models). For
+        balanced accuracy with classes no draw carries, the ``P`` carried classes weigh ``1/P``
+        (``Ĝ`` is their mean, and a class no draw carries is filled with it) and each class no
+        draw carries ``1/(P + 1)``, what it would weigh if it occurred.
     bounds : tuple of float
         The range of each part (default ``(0, 1)``).
+    low, high : ndarray (K,), optional
+        What the pool already tells about each part: it lies in ``[low_k, high_k]`` (default
+        ``bounds``). A class the model predicts nowhere in the pool has precision, recall and
+        F1 exactly 0 (``low = high = 0``); its balanced-accuracy part, when no draw carries the
+        class, lies in ``[0, θ̄]`` (recall 0 if the class occurs, dropped if not). Set by
+        :meth:`Measure.class_parts` from the pool's predictions (:meth:`Measure.with_predicted`).
     """
 
     values: np.ndarray
     jacobian: np.ndarray
     average: np.ndarray
     bounds: tuple[float, float] = (0.0, 1.0)
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+
+    def limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)`` as arrays ``(K,)`` (``bounds`` where not set)."""
+        K = np.asarray(self.values).size
+        lo = np.full(K, self.bounds[0]) if self.low is None else np.asarray(self.low, float)
+        hi = np.full(K, self.bounds[1]) if self.high is None else np.asarray(self.high, float)
+        return lo, hi
 
 
 LossFn = Callable[[np.ndarray, Any], np.ndarray]
@@ -179,10 +197,20 @@ class Measure:
         (:func:`~bayes_activeeval.estimators.difference_estimate`); declare it for a custom
         affine ``g``.
     class_parts : callable, optional
-        ``class_parts(R) -> ClassParts``: for a measure that is an average of per-class ratios
-        (balanced accuracy, the macro averages, their stacks and differences), those ratios and
-        the averaging weights; the score-type intervals then combine per-class intervals by
-        MOVER (:func:`~bayes_activeeval.intervals.mover`). Default ``None``.
+        ``class_parts(R, predicted) -> ClassParts``: for a measure that is an average of
+        per-class ratios (balanced accuracy, the macro averages, their stacks and differences),
+        those ratios and the averaging weights; the score-type intervals then combine per-class
+        intervals by MOVER (:func:`~bayes_activeeval.intervals.mover`). ``predicted`` is
+        :attr:`predicted` (``None`` until a pool resolves the measure). Default ``None``.
+
+    Attributes
+    ----------
+    predicted : ndarray of bool (k, C) or None
+        For an averaged measure resolved by a pool (:meth:`Pool.resolve
+        <bayes_activeeval.Pool.resolve>`): whether each of the ``k`` models it reads (one for a
+        measure not bound to models) predicts class ``c`` on some item of positive weight. The
+        labels are unknown but the predictions are not: a class a model never predicts has
+        precision, recall and F1 exactly 0, and :meth:`class_parts` says so.
 
     Notes
     -----
@@ -238,6 +266,7 @@ class Measure:
         self.tabular = bool(tabular)
         self.affine = g is None if affine is None else bool(affine)
         self._class_parts = class_parts
+        self.predicted: np.ndarray | None = None
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -305,7 +334,16 @@ class Measure:
         or ``None`` for a measure that is no such average."""
         if self._class_parts is None:
             return None
-        return self._class_parts(np.asarray(R, dtype=float))
+        return self._class_parts(np.asarray(R, dtype=float), self.predicted)
+
+    def with_predicted(self, predicted: Any) -> Measure:
+        """A copy carrying :attr:`predicted` (``(k, C)`` bool: model ``i`` predicts class ``c``
+        somewhere in the pool); this measure itself if it is no average of per-class ratios."""
+        if self._class_parts is None:
+            return self
+        out = copy.copy(self)
+        out.predicted = None if predicted is None else np.atleast_2d(np.asarray(predicted, bool))
+        return out
 
     def __repr__(self) -> str:
         bound = f", models={self.models}" if self.models else ""
@@ -585,13 +623,20 @@ def _make_averaged(kind: str, average: str):
             J[0, 2 * C :] = d_den * share
         return J
 
-    def class_parts(R):
-        # macro only: the mean of the C per-class ratios (a class with a zero denominator is 0)
+    def class_parts(R, predicted=None):
+        # macro only: the mean of the C per-class ratios (a class with a zero denominator is 0);
+        # a class the model predicts nowhere in the pool has TP = 0: precision, recall and F1
+        # exactly 0 (zero_division=0), whatever the labels
         tp, _, _, den, dden = parts(R)
         C = tp.size
         cols = [(C if s == "f" else 2 * C, 1.0 / len(dden)) for s in dden]
         values, J = _class_ratios(tp, den, cols, 3 * C, 0.0)
-        return ClassParts(values, J, np.full((1, C), 1.0 / C))
+        low, high = np.zeros(C), np.ones(C)
+        if predicted is not None:
+            never = ~np.asarray(predicted, bool).reshape(-1)[:C]
+            values = np.where(never, 0.0, values)
+            high = np.where(never, 0.0, high)
+        return ClassParts(values, J, np.full((1, C), 1.0 / C), UNIT, low, high)
 
     return g, jac, (class_parts if average == "macro" else None)
 
@@ -642,16 +687,27 @@ def _balanced_multiclass() -> Measure:
         J[0, C:][present] = -tp[present] / (k * yy[present] ** 2)
         return J
 
-    def class_parts(R):
-        # the per-class recalls; g averages the classes the labels show, so a class not yet
-        # labeled is filled with their mean (the average of all C parts is then g) and, read
-        # from no draw, gets the whole range as its interval: its recall is unknown
+    def class_parts(R, predicted=None):
+        # the per-class recalls; g averages the P classes the labels show, so a class not yet
+        # labeled is filled with their mean θ̄ (the average of all C parts is then g). Such a
+        # class either does not occur (dropped: G = θ̄) or occurs with an unknown recall r
+        # (G ≈ θ̄ + (r − θ̄)/(P + 1)): the carried classes weigh 1/P, as in θ̄, and the class
+        # weighs 1/(P + 1) with r anywhere in [0, 1]. A class the model predicts nowhere in the
+        # pool has recall exactly 0 if it occurs: [0, 0] once a draw carries it, [0, θ̄]
+        # (recall 0, or dropped) until then
         C = R.size // 2
         tp, yy = R[:C], R[C:]
         present = yy > 0
-        fill = np.mean(tp[present] / yy[present]) if present.any() else np.nan
+        P = int(present.sum())
+        fill = np.mean(tp[present] / yy[present]) if P else np.nan
         values, J = _class_ratios(tp, yy, [(C, 1.0)], 2 * C, fill)
-        return ClassParts(values, J, np.full((1, C), 1.0 / C))
+        average = np.where(present, 1.0 / max(P, 1), 1.0 / (P + 1))[None, :]
+        low, high = np.zeros(C), np.ones(C)
+        if predicted is not None:
+            never = ~np.asarray(predicted, bool).reshape(-1)[:C]
+            values = np.where(never & present, 0.0, values)
+            high = np.where(never, np.where(present, 0.0, fill), high)
+        return ClassParts(values, J, average, UNIT, low, high)
 
     return Measure(
         "balanced_accuracy",
@@ -906,8 +962,12 @@ def _blocks_parts(base: Measure, k: int, combine: Callable[[list[np.ndarray]], n
     each model's block of ``R``, averaged as ``combine`` says (block-diagonal for :func:`stack`,
     ``[A_a, −A_b]`` for :func:`difference`)."""
 
-    def class_parts(R):
-        blocks = [base.class_parts(part) for part in np.split(R, k)]
+    def class_parts(R, predicted=None):
+        # model i's block of R with model i's row of ``predicted``
+        blocks = [
+            base._class_parts(part, None if predicted is None else predicted[i : i + 1])
+            for i, part in enumerate(np.split(R, k))
+        ]
         d = R.size // k
         values = np.concatenate([b.values for b in blocks])
         J = np.zeros((values.size, R.size))
@@ -915,7 +975,10 @@ def _blocks_parts(base: Measure, k: int, combine: Callable[[list[np.ndarray]], n
         for i, b in enumerate(blocks):
             J[row : row + b.values.size, i * d : (i + 1) * d] = b.jacobian
             row += b.values.size
-        return ClassParts(values, J, combine([b.average for b in blocks]), blocks[0].bounds)
+        low, high = (np.concatenate(x) for x in zip(*(b.limits() for b in blocks), strict=True))
+        return ClassParts(
+            values, J, combine([b.average for b in blocks]), blocks[0].bounds, low, high
+        )
 
     return class_parts
 

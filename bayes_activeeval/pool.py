@@ -12,7 +12,7 @@ translate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -349,9 +349,10 @@ class Pool:
             )
         m = m.resolve(self.n_classes)
         if m.models is not None:
-            if model is not None:
+            if model is not None and tuple(m.models) != (model,):
                 raise ValueError(
-                    f"measure {m.name!r} is bound to models {m.models}; do not pass model="
+                    f"measure {m.name!r} is bound to models {m.models}, but model={model!r} "
+                    "was passed; leave model= out (or name the model the measure is bound to)"
                 )
             for name in m.models:
                 self.check_model(name)
@@ -365,7 +366,32 @@ class Pool:
             def views(idx=None):
                 return self.view(name, idx)
 
+        if getattr(m, "averaged", False):  # a Measure averaging per-class ratios
+            read = m.models if m.models is not None else (name,)
+            m = m.with_predicted(self.predicted_classes(read))
         return m, views
+
+    def predicted_classes(self, models: Sequence[str]) -> np.ndarray | None:
+        """Whether each model predicts each class on some item of positive weight: ``(k, C)``
+        bool, one row per model in ``models`` (``None`` for a lazy pool, whose predictions are
+        not in memory, and for regression).
+
+        The labels are unknown but the predictions are not: a class a model never predicts has
+        precision, recall and F1 exactly 0 (scikit-learn's ``zero_division=0``), and the
+        intervals of the macro averages and balanced accuracy use that
+        (:class:`~bayes_activeeval.measures.ClassParts`)."""
+        pred = getattr(self, "_pred", None)
+        if getattr(self, "is_lazy", False) or self.classes is None or not pred:
+            return None
+        cache = self.__dict__.setdefault("_predicted_classes", {})
+        rows = []
+        for name in models:
+            if name not in cache:
+                w = getattr(self, "_weights", None)
+                mass = np.bincount(pred[name], weights=w, minlength=self.n_classes)
+                cache[name] = mass[: self.n_classes] > 0
+            rows.append(cache[name])
+        return np.stack(rows)
 
     def models_of(self, measure: Measure, model: str | None = None) -> tuple[str, ...]:
         """The models a (resolved) measure reads."""

@@ -251,3 +251,140 @@ def test_effective_size_is_continuous_across_snap():
     x = 1e-3
     n = intervals.effective_size(x, np.sqrt(x * (1 - x) / 1000), (0, 1), 1000.0)
     assert n == pytest.approx(1000.0)
+
+
+def _never_predicted_pool(p_absent, seed=7, n_items=100_000):
+    """Classes [0, 1, 2]; the model never predicts class 2, which makes up ``p_absent`` of the
+    items (0: declared but absent)."""
+    rng = np.random.default_rng(seed)
+    p = [0.7 * (1 - p_absent), 0.3 * (1 - p_absent), p_absent]
+    y = rng.choice(3, n_items, p=p)
+    f = np.where(rng.random(n_items) < 0.85, y, rng.choice(2, n_items))
+    f = np.where(f == 2, 0, f)
+    return bae.Pool(predictions=f, classes=[0, 1, 2]), y, f
+
+
+@pytest.mark.parametrize("name", ["precision_macro", "recall_macro", "f1_macro"])
+@pytest.mark.parametrize("p_absent", [0.0, 0.01])
+def test_never_predicted_class_is_exactly_zero_in_macro_averages(name, p_absent):
+    # TP = 0 for a class the model predicts nowhere: its precision, recall and F1 are 0
+    # (zero_division=0) whatever the labels, so its part is known. Before: [0, 1] (width 0.337
+    # at 30,000 draws when absent; coverage 0.997 at width 0.365 for precision_macro, 1 %)
+    pool, y, f = _never_predicted_pool(p_absent)
+    d = bae.passive_proposal(pool).draw(3000, rng=0)
+    lab = y[d.indices]
+    est = bae.estimate(pool, name, d, lab)
+    fn = {"precision_macro": skm.precision_score, "recall_macro": skm.recall_score}.get(
+        name, skm.f1_score
+    )
+    sample = fn(lab, f[d.indices], labels=[0, 1, 2], average="macro", zero_division=0)
+    assert est.value == pytest.approx(sample, rel=1e-12)
+    p = est.class_parts
+    assert p.values[2] == 0.0 and p.low[2] == 0.0 and p.high[2] == 0.0
+    lo, hi = est.confidence_interval()
+    assert lo <= est.value <= hi
+    assert hi - lo < 0.05, (lo, hi)
+    truth = fn(y, f, labels=[0, 1, 2], average="macro", zero_division=0)
+    assert lo - 0.01 < truth < hi + 0.01
+
+
+def test_never_predicted_class_macro_coverage():
+    # 70/29/1 %, class 2 never predicted, 300 passive draws: precision_macro 0.997 (width
+    # 0.365) and f1_macro 0.993 (0.263) with the class at [0, 1]; now 0.957 (0.052) and
+    # 0.957 (0.047), as before per-class intervals
+    pool, y, f = _never_predicted_pool(0.01)
+    truth = {
+        "precision_macro": skm.precision_score(
+            y, f, labels=[0, 1, 2], average="macro", zero_division=0
+        ),
+        "f1_macro": skm.f1_score(y, f, labels=[0, 1, 2], average="macro", zero_division=0),
+    }
+    prop = bae.passive_proposal(pool)
+    hits = {k: 0 for k in truth}
+    widths = {k: [] for k in truth}
+    reps = 150
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bae.UndefinedEstimateWarning)
+        for r in range(reps):
+            d = prop.draw(300, rng=r)
+            for name, t in truth.items():
+                lo, hi = bae.estimate(pool, name, d, y[d.indices]).confidence_interval()
+                hits[name] += bool(lo <= t <= hi)
+                widths[name].append(hi - lo)
+    floor = 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps)
+    for name in truth:
+        assert hits[name] / reps >= floor, (name, hits[name] / reps)
+        assert np.mean(widths[name]) < 0.1, (name, np.mean(widths[name]))
+
+
+def test_never_predicted_class_balanced_accuracy_part():
+    # balanced accuracy drops a class absent from the labels; a class the model never predicts
+    # has recall 0 if it occurs. Once a draw carries it, its part is exactly 0 ...
+    pool, y, f = _never_predicted_pool(0.01)
+    d = bae.passive_proposal(pool).draw(3000, rng=0)
+    lab = y[d.indices]
+    assert (lab == 2).any()
+    est = bae.estimate(pool, "balanced_accuracy", d, lab)
+    assert est.value == pytest.approx(skm.balanced_accuracy_score(lab, f[d.indices]), rel=1e-12)
+    p = est.class_parts
+    assert p.values[2] == 0.0 and p.high[2] == 0.0
+    lo, hi = est.confidence_interval()
+    assert hi - lo < 0.1
+    # ... and while none does, it lies in [0, θ̄] (recall 0, or dropped), not [0, 1]: the upper
+    # limit comes from the other classes alone, the lower one is about θ̄/3 further down
+    pool, y, f = _never_predicted_pool(0.0)
+    d = bae.passive_proposal(pool).draw(3000, rng=0)
+    est = bae.estimate(pool, "balanced_accuracy", d, y[d.indices])
+    p = est.class_parts
+    theta = np.mean(p.values[:2])
+    assert est.value == pytest.approx(theta, rel=1e-12)
+    assert (p.low[2], p.high[2]) == (0.0, pytest.approx(theta))
+    lo, hi = est.confidence_interval()
+    assert hi - est.value < 0.02  # before: (1 − θ̄)/3 ≈ 0.05 above
+    assert theta / 3 < est.value - lo < theta / 3 + 0.03
+    # a class the model does predict but no draw carries is genuinely unknown: [0, 1]
+    m = get("balanced_accuracy").resolve(3).with_predicted([[True, True, True]])
+    view = ModelView(pred=f[d.indices], n_classes=3)
+    again = bae.weighted_estimate(m.loss(y[d.indices], view), np.ones(len(d)), m)
+    assert (again.class_parts.low[2], again.class_parts.high[2]) == (0.0, 1.0)
+    assert again.confidence_interval()[1] > hi + 0.01
+
+
+def test_absent_class_balanced_accuracy_covers():
+    # a declared class that never occurs and is never predicted: the interval reaches about
+    # θ̄/3 below the estimate (no finite sample shows the class is absent) and still covers
+    pool, y, f = _never_predicted_pool(0.0)
+    truth = skm.balanced_accuracy_score(y, f)
+    prop = bae.passive_proposal(pool)
+    hits, reps = 0, 150
+    for r in range(reps):
+        d = prop.draw(300, rng=r)
+        lo, hi = bae.estimate(pool, "balanced_accuracy", d, y[d.indices]).confidence_interval()
+        hits += bool(lo <= truth <= hi)
+    assert hits / reps >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps)
+
+
+def test_measure_bound_to_a_model_accepts_that_model():
+    # precision_at_k(pool, k, "a") is bound to model a: model="a" names the same model (code
+    # that passed model="a" before the measure was bound) and works; another model raises
+    from bayes_activeeval.threshold_free import precision_at_k
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    p = rng.beta(0.3, 5, n)
+    y = (rng.random(n) < p).astype(int)
+    pa = np.clip(p + rng.normal(0, 0.05, n), 0, 1)
+    pb = np.clip(p + rng.normal(0, 0.1, n), 0, 1)
+    pool = bae.Pool(
+        predictions={"a": (pa > 0.5).astype(int), "b": (pb > 0.5).astype(int)},
+        probs={"a": pa, "b": pb},
+    )
+    m = precision_at_k(pool, 100, "a")
+    d = bae.optimal_proposal(pool, m).draw(200, rng=1)
+    plain = bae.estimate(pool, m, d, y[d.indices])
+    named = bae.estimate(pool, m, d, y[d.indices], model="a")
+    assert named.value == plain.value
+    bae.optimal_proposal(pool, m, model="a")
+    bae.ActiveEvaluator(pool, m, model="a", rng=0)
+    with pytest.raises(ValueError, match=r"bound to models \('a',\).*model='b'"):
+        bae.estimate(pool, m, d, y[d.indices], model="b")
