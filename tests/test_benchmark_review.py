@@ -196,3 +196,24 @@ def test_census_gives_point_intervals(scheme, on_pool):
         lo, hi = ev.confidence_interval(0.9, method=m)
         np.testing.assert_allclose(lo.values, truth, atol=1e-12)
         np.testing.assert_allclose(hi.values, truth, atol=1e-12)
+
+
+def test_a_poisson_sample_holding_every_item_is_not_a_census():
+    """Under Poisson sampling with inclusion probabilities below 1 the labels are weighted by
+    1/pi_i, so a sample that happens to hold every item is not exact: its intervals keep their
+    width (they collapsed to the point, 0.3754 for a truth of 0.3704)."""
+    rng = np.random.default_rng(0)
+    N = 400
+    y = (rng.random(N) < 0.2).astype(int)
+    s = np.clip(0.2 + 0.5 * (y - 0.2) + 0.1 * rng.standard_normal(N), 0.01, 0.99)
+    rules = np.stack([(rng.random(N) < 0.3).astype(int), np.where(rng.random(N) < 0.8, y, 1 - y)])
+    d = bm.design(guess=s, budget=200, scheme="poisson", prevalence=0.2)
+    assert d.inclusion.max() < 1
+    ev = bm.evaluate(y, rules, d, indices=np.arange(N), posterior=None)
+    ci = ev.confidence_interval()
+    width = (ci.high - ci.low).sel(measure="sensitivity").to_numpy()
+    assert np.all(width > 1e-3)
+    truth = [(r[y == 1] == 1).mean() for r in rules]
+    lo = ci.low.sel(measure="sensitivity").to_numpy()
+    hi = ci.high.sel(measure="sensitivity").to_numpy()
+    assert np.all((lo <= truth) & (np.asarray(truth) <= hi))

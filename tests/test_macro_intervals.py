@@ -388,3 +388,22 @@ def test_measure_bound_to_a_model_accepts_that_model():
     bae.ActiveEvaluator(pool, m, model="a", rng=0)
     with pytest.raises(ValueError, match=r"bound to models \('a',\).*model='b'"):
         bae.estimate(pool, m, d, y[d.indices], model="b")
+
+
+@pytest.mark.parametrize("name", ["precision_macro", "f1_macro", "balanced_accuracy"])
+def test_compare_per_model_intervals_are_each_models_own(name):
+    """``compare`` resolves its per-model stack through the pool, so a model that never predicts
+    a class gets the interval it gets alone (it got [0.593, 0.935] for [0.593, 0.609], and the
+    default passive difference interval contained 0 for a difference whose interval excludes it)."""
+    rng = np.random.default_rng(7)
+    n = 100_000
+    y = rng.choice(3, n, p=[0.69, 0.3, 0.01])
+    fa = np.where(rng.random(n) < 0.85, y, rng.choice(2, n))
+    fa = np.where(fa == 2, 0, fa)  # model a never predicts class 2
+    fb = np.where(rng.random(n) < 0.8, y, rng.choice(3, n))
+    pool = bae.Pool(predictions={"a": fa, "b": fb}, classes=[0, 1, 2])
+    d = bae.passive_proposal(pool).draw(3000, rng=0)
+    lab = y[d.indices]
+    alone = bae.estimate(pool, name, d, lab, model="a").confidence_interval()
+    r = bae.compare(pool, name, d, lab, models=("a", "b"))
+    assert np.allclose(r.model_intervals()["a"], tuple(alone))

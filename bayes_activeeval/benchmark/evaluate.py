@@ -645,8 +645,12 @@ def design_estimate(
     W, W2, V, margins = cs.weight, cs.weight_sq, cs.v, cs.margins
     Kr = W.shape[0]
     Ws = W.sum(axis=(-1, -2))  # (K, H) stratum weight sums (same for every rule)
-    # a census: every item of every stratum labeled (f_h = 1, or pi_i = 1 under Poisson)
+    # a census: every item of every stratum labeled with certainty (f_h = 1; under Poisson
+    # sampling only if every pi_i = 1: a Poisson sample that happens to hold every item still
+    # weights its labels by 1/pi_i and is not exact)
     census = bool(np.all(cs.n_h >= np.asarray(dsg.stratum_sizes)))
+    if census and dsg.scheme == "poisson":
+        census = bool(np.all(np.asarray(dsg.inclusion) >= 1.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         if margins is None:
             sizes = dsg.stratum_sizes.astype(float)

@@ -316,7 +316,9 @@ def compare(
             )
         return _compare_rank(pool, base, draws, labels, (a, b), alternative, oracle, proposal)
     diff_m, views = pool.resolve(difference(base, a, b))
-    st_m = stack(base, (a, b)).resolve(pool.n_classes)
+    # through the pool, as ``estimate`` does: it gives averaged measures each model's predicted
+    # classes, so the per-model intervals are those each model gets alone
+    st_m, _ = pool.resolve(stack(base, (a, b)))
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
     L = diff_m.loss(y, views(draws.indices))
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)

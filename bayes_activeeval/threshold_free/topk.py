@@ -35,7 +35,8 @@ def precision_at_k(pool, k: int, model: str | None = None) -> Measure:
     ``"precision@k[model]"``): its threshold is ``model``'s ``k``-th highest score on ``pool``,
     and its loss reads ``model``'s scores, whatever model a call names. The package therefore
     refuses it for any other model — :func:`~bayes_activeeval.estimate` or
-    :func:`~bayes_activeeval.optimal_proposal` with ``model=`` (a bound measure takes none), and
+    :func:`~bayes_activeeval.optimal_proposal` with ``model=`` naming another model (``model=``
+    may be omitted or name the bound model), and
     :func:`~bayes_activeeval.compare`, :func:`~bayes_activeeval.measures.stack` or
     :func:`~bayes_activeeval.measures.difference` over several models (it is already bound) —
     with a ``ValueError``. Before, the measure was unbound: evaluated "for" another model it
@@ -63,7 +64,7 @@ def precision_at_k(pool, k: int, model: str | None = None) -> Measure:
         ``"precision@k[model]"``, bound to ``model``, usable with
         :func:`~bayes_activeeval.estimate`, :func:`~bayes_activeeval.optimal_proposal`,
         :class:`~bayes_activeeval.ActiveEvaluator`, … on this pool (the threshold is fixed from
-        it) without ``model=``.
+        it) without ``model=`` or with ``model=`` naming the bound model.
 
     Raises
     ------
