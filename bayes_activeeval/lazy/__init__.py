@@ -50,7 +50,7 @@ from ..kernel import DEFAULT_BELIEF_FLOOR, mix_proposal
 from ..pool import Pool
 from ..proposals import default_scores, neyman_allocation, stratum_proposal
 from ..strata import csf_bins, csf_boundaries
-from .chunks import OptimalParams, passive_mass, u_chunk
+from .chunks import OptimalParams, passive_sums, u_chunk
 from .pool import DEFAULT_CHUNK_SIZE, LazyPool, import_dask, is_lazy
 from .proposal import LazyProposal, model_assisted_terms, optimal_proposal, passive_proposal
 from .sources import from_dask, from_dask_dataframe, from_parquet, from_zarr
@@ -407,7 +407,7 @@ def stratified_proposal(
     if pool.has_uniform_weights:
         P_k = pool.chunk_sizes / pool.n_items
     else:
-        P_k = np.array(pool.map_chunks(passive_mass))
+        P_k = np.array([m for m, _ in pool.map_chunks(passive_sums)])
     mass = mix_proposal(chunk_raw, P_k, mix, total=total)
     info.update(
         {"allocation": a, "stratum_mass": P, "edges": edges, "mix": mix, "support": support}

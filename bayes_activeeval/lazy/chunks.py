@@ -52,7 +52,6 @@ __all__ = [
     "floor_sums_chunk",
     "get_column",
     "mass_chunk",
-    "passive_mass",
     "passive_q",
     "passive_sums",
     "pred_var_chunk",
@@ -802,24 +801,6 @@ def passive_q(cp: Pool, offset: int, prm: Any) -> np.ndarray:
     ndarray (n_k,)
     """
     return cp.p.copy()
-
-
-def passive_mass(cp: Pool, offset: int) -> float:
-    """``P_k = Σ_{x∈k} p(x)``, the chunk's share of the test distribution.
-
-    Parameters
-    ----------
-    cp : Pool
-        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``
-        (:meth:`ChunkSpec.pool`).
-    offset : int
-        Global index of the chunk's first item (unused).
-
-    Returns
-    -------
-    float
-    """
-    return float(cp.p.sum())
 
 
 def passive_sums(cp: Pool, offset: int) -> tuple[float, int]:
