@@ -67,12 +67,15 @@ def budget_cut(indices: np.ndarray, costs: np.ndarray, new: np.ndarray, left: fl
     ``Σ v_i (ℓ_i − R)`` by ``−E_q[c v (ℓ − R)]/E_q[c] = −Cov_p(c, ℓ)/E_q[c]``, i.e. the
     estimate by ``−Cov_p(c, ℓ)/B``. The two cancel; the estimate keeps only the ratio bias a
     fixed number of draws has too. The alternatives measured worse (300-item pool, costs 1 and
-    4 following the error, ``q = p``, budget 40, 6,000 runs each, bias of the estimate):
-    this rule ``−0.003 ± 0.002``; stopping *before* a draw once the budget left is below the
-    dearest label (a stopping time with an unbiased sum, but the same ``+Cov/B`` from ``N``)
-    ``+0.016 ± 0.002``; this cut with the session drawing on past it in a new stage (the
-    rule before) ``−0.018 ± 0.002``; keeping the crossing draw (over-spending) is ``+Cov/B``
-    too. The first-order term vanishes where cost and loss are uncorrelated under ``p``.
+    4 following the error, ``q = p``, budget 40, 6,000 runs each, bias of the estimate;
+    ``benchmarks/results/session_cost_cut.md``): this rule ``−0.003 ± 0.002``; stopping
+    *before* a draw once the budget left is below the dearest label (a stopping time with an
+    unbiased sum, but the same ``+Cov/B`` from ``N``) ``+0.016 ± 0.002``; this cut with the
+    session drawing on past it in a new stage (the rule before) ``−0.018 ± 0.002``; keeping the
+    crossing draw (over-spending) ``+0.015 ± 0.002``, ``+Cov/B`` too (``Cov_p(c, ℓ)/B =
+    0.019``). At budget 120 the four are ``+0.0004``, ``+0.0063``, ``−0.0042``, ``+0.0060``
+    (each ``± 0.0009``; ``Cov_p(c, ℓ)/B = 0.006``). The first-order term vanishes where cost
+    and loss are uncorrelated under ``p``.
 
     Parameters
     ----------
