@@ -30,6 +30,26 @@ Settings (the figures of ``docs/estimation.md``, "Balanced accuracy and macro av
   draws), balanced accuracy under its optimal proposal. Pool probabilities are ``0.8`` on the
   predicted class plus ``0.2/C`` (they shape only the optimal proposals).
 
+Declared classes the model never predicts, and ``compare()`` (the same section of the docs and its
+known-limitation paragraph on differences; default intervals only, no "before" column):
+
+- ``absent widths``: a 100,000-item pool (seed 7) with classes ``[0, 1, 2]``, labels 0/1 at
+  70/30 %, a model right 85 % of the time (else the other of 0/1); class 2 neither occurs nor is
+  predicted. One passive draw of 300, 3,000 and 30,000 items (``draw(n, rng=0)``), balanced
+  accuracy, macro precision and macro recall through ``bae.estimate`` (truths from scikit-learn
+  with ``labels=[0, 1, 2]``).
+- ``absent coverage``: a 100,000-item pool (seed 7), classes at 70/29/1 %, a model right 85 % of
+  the time (else a uniform class of 0/1; it never predicts class 2); replication ``r`` draws 300
+  passive items with ``rng=r``: macro precision, macro F1, balanced accuracy; then the same pool
+  with class 2 relabeled 0 (declared, never occurring), balanced accuracy.
+- ``compare``: a 100,000-item binary pool (seed 5), 1.5 % positives, model ``a`` with recall 0.9
+  and specificity 0.964, model ``b`` = ``a`` with 2 % of its predictions flipped; replication
+  ``r`` draws 400 passive items with ``rng=1000 + r``; ``bae.compare(..., "balanced_accuracy")``:
+  coverage and width of the default interval and of ``method="test"``, how often ``p < 0.05``,
+  how often each interval excludes 0, and how often that agrees with ``p < 0.05``.
+  ``--reps`` sets the replications of ``absent coverage`` (300 at the default 400) and
+  ``compare`` (400).
+
 Usage:
     nice -n 5 python benchmarks/macro_intervals.py [--reps 400] [--quick]
 
@@ -69,6 +89,7 @@ LABELS = {
     "f1": "binary F1 (positive class)",
 }
 F1 = get("f1").resolve(2)
+EXTRA = ("absent_widths", "absent_coverage", "compare")
 
 
 def truth_of(name: str, y: np.ndarray, f: np.ndarray) -> float:
@@ -235,6 +256,136 @@ def other_settings(reps: int, n: int = 400) -> list[dict]:
     return rows
 
 
+def absent_widths(draws=(300, 3_000, 30_000)) -> list[dict]:
+    """Class 2 declared, never occurring, never predicted: one passive draw per size."""
+    rng = np.random.default_rng(7)
+    N = 100_000
+    y = rng.choice(2, N, p=[0.7, 0.3])
+    f = np.where(rng.random(N) < 0.85, y, 1 - y)
+    probs = np.full((N, 3), 0.05)
+    probs[np.arange(N), f] = 0.9
+    pool = bae.Pool(predictions=f, probs=probs, classes=[0, 1, 2])
+    prop = bae.passive_proposal(pool)
+    truths = {
+        "balanced_accuracy": skm.balanced_accuracy_score(y, f),
+        "precision_macro": skm.precision_score(
+            y, f, average="macro", labels=[0, 1, 2], zero_division=0
+        ),
+        "recall_macro": skm.recall_score(y, f, average="macro", labels=[0, 1, 2], zero_division=0),
+    }
+    rows = []
+    for n in draws:
+        d = prop.draw(n, rng=0)
+        for name, truth in truths.items():
+            est = bae.estimate(pool, name, d, y[d.indices])
+            lo, hi = est.confidence_interval()
+            row = {"setting": "absent widths", "measure": name, "n": n, "truth": float(truth)}
+            row.update(estimate=float(est.value), stderr=float(est.stderr), low=float(lo))
+            row.update(high=float(hi), width=float(hi - lo))
+            rows.append(row)
+            print(
+                f"absent widths {name:18s} n={n:6d} truth={truth:.4f} "
+                f"CI [{lo:.4f}, {hi:.4f}] width {hi - lo:.4f}",
+                flush=True,
+            )
+    return rows
+
+
+def _coverage_row(setting, name, truth, hits, widths, n, seconds) -> dict:
+    cov = float(np.mean(hits))
+    row = {"setting": setting, "measure": name, "n": n, "truth": float(truth), "reps": len(hits)}
+    row.update(coverage=cov, mc_se=float(np.sqrt(cov * (1 - cov) / len(hits))))
+    row.update(width=float(np.nanmean(widths)), seconds=seconds)
+    print(
+        f"{setting:15s} {name:18s} n={n:5d} truth={truth:.4f} coverage {cov:.3f} "
+        f"(s.e. {row['mc_se']:.3f}) width {row['width']:.4f}",
+        flush=True,
+    )
+    return row
+
+
+def absent_coverage(reps: int, n: int = 300) -> list[dict]:
+    """Classes at 70/29/1 %, class 2 never predicted; then class 2 declared but never occurring."""
+    rng = np.random.default_rng(7)
+    N = 100_000
+    y = rng.choice(3, N, p=[0.70, 0.29, 0.01])
+    f = np.where(rng.random(N) < 0.85, y, rng.choice(2, N))
+    f = np.where(f == 2, 0, f)
+    probs = np.full((N, 3), 0.05)
+    probs[np.arange(N), f] = 0.9
+    kw = {"average": "macro", "zero_division": 0, "labels": [0, 1, 2]}
+    truths = {
+        "precision_macro": skm.precision_score(y, f, **kw),
+        "f1_macro": skm.f1_score(y, f, **kw),
+        "balanced_accuracy": skm.balanced_accuracy_score(y, f),
+    }
+    y2 = np.where(y == 2, 0, y)
+    settings = [
+        ("class 2 at 1 %", y, truths),
+        ("class 2 absent", y2, {"balanced_accuracy": skm.balanced_accuracy_score(y2, f)}),
+    ]
+    rows = []
+    for setting, labels, tr in settings:
+        pool = bae.Pool(predictions=f, probs=probs, classes=[0, 1, 2])
+        prop = bae.passive_proposal(pool)
+        for name, truth in tr.items():
+            t0 = time.time()
+            hits, widths = [], []
+            for r in range(reps):
+                d = prop.draw(n, rng=r)
+                lo, hi = bae.estimate(pool, name, d, labels[d.indices]).confidence_interval()
+                hits.append(lo <= truth <= hi)
+                widths.append(hi - lo)
+            rows.append(_coverage_row(setting, name, truth, hits, widths, n, time.time() - t0))
+    return rows
+
+
+def compare_ba(reps: int, n: int = 400) -> dict:
+    """``bae.compare`` of two close models on balanced accuracy, passive draws."""
+    rng = np.random.default_rng(5)
+    N = 100_000
+    y = (rng.random(N) < 0.015).astype(int)
+    fa = np.where(y == 1, rng.random(N) < 0.9, rng.random(N) > 0.964).astype(int)
+    fb = np.where(rng.random(N) < 0.02, 1 - fa, fa)
+    pool = bae.Pool(
+        predictions={"a": fa, "b": fb},
+        probs={"a": np.where(fa == 1, 0.8, 0.2), "b": np.where(fb == 1, 0.8, 0.2)},
+    )
+    truth = skm.balanced_accuracy_score(y, fa) - skm.balanced_accuracy_score(y, fb)
+    prop = bae.passive_proposal(pool)
+    t0 = time.time()
+    rec = {k: [] for k in ("p", "cover", "width", "excl", "cover_test", "width_test", "excl_test")}
+    for r in range(reps):
+        d = prop.draw(n, rng=1000 + r)
+        c = bae.compare(pool, "balanced_accuracy", d, y[d.indices], models=("a", "b"))
+        rec["p"].append(float(c.pvalue))
+        for key, method in (("", None), ("_test", "test")):
+            lo, hi = c.confidence_interval(method=method)
+            rec["cover" + key].append(lo <= truth <= hi)
+            rec["width" + key].append(hi - lo)
+            rec["excl" + key].append(lo > 0 or hi < 0)
+    p = np.array(rec["p"])
+    out = {"setting": "compare", "measure": "balanced_accuracy", "n": n, "reps": reps}
+    out["truth"] = float(truth)
+    out["reject_05"] = float(np.mean(p < 0.05))
+    for key in ("", "_test"):
+        cov = float(np.mean(rec["cover" + key]))
+        out["coverage" + key] = cov
+        out["mc_se" + key] = float(np.sqrt(cov * (1 - cov) / reps))
+        out["width" + key] = float(np.nanmean(rec["width" + key]))
+        out["excludes_0" + key] = float(np.mean(rec["excl" + key]))
+        out["agrees_with_p" + key] = float(np.mean(np.array(rec["excl" + key]) == (p < 0.05)))
+    out["seconds"] = time.time() - t0
+    print(
+        f"compare balanced accuracy truth={truth:.4f} coverage {out['coverage']:.3f} width "
+        f"{out['width']:.4f} p<0.05 {out['reject_05']:.3f} excludes 0 {out['excludes_0']:.3f}; "
+        f"method='test' coverage {out['coverage_test']:.3f} width {out['width_test']:.4f} "
+        f"excludes 0 {out['excludes_0_test']:.3f} agrees with p {out['agrees_with_p_test']:.3f}",
+        flush=True,
+    )
+    return out
+
+
 def _show(r: dict) -> None:
     print(
         f"{r['setting']:22s} {r['design']:8s} {r['measure']:18s} n={r['n']:5d} "
@@ -246,12 +397,13 @@ def _show(r: dict) -> None:
 
 def _cov(r: dict, key: str) -> str:
     """Coverage ``hits/reps`` to three decimals, ties rounded half up (0.2875 -> 0.288)."""
-    hits = round(r[f"{key}_coverage"] * r["reps"])
+    field = f"{key}_coverage" if key in ("before", "after") else f"coverage{key}"
+    hits = round(r[field] * r["reps"])
     exact = Decimal(hits) / Decimal(r["reps"])
     return str(exact.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
 
 
-def report(meta: dict, skewed: list[dict], other: list[dict]) -> str:
+def report(meta: dict, skewed: list[dict], other: list[dict], extra: dict | None = None) -> str:
     truths = {r["measure"]: r["truth"] for r in skewed if r["measure"] in MEASURES}
     carrying = {
         r["n"]: r["mean_positive_carrying"] for r in skewed if "mean_positive_carrying" in r
@@ -311,7 +463,68 @@ def report(meta: dict, skewed: list[dict], other: list[dict]) -> str:
             f"| {_cov(r, 'after')} ({r['after_width']:.4f}) "
             f"| {r['before_mc_se']:.3f} / {r['after_mc_se']:.3f} |"
         )
+    if extra:
+        lines += _report_extra(extra)
     return "\n".join(lines) + "\n"
+
+
+def _report_extra(extra: dict) -> list[str]:
+    """The sections on never-predicted classes and on ``compare()`` (default intervals only)."""
+    lines = [
+        "",
+        "## A declared class never predicted: interval widths",
+        "",
+        "100,000 items, classes `[0, 1, 2]`, labels 0/1 at 70/30 %, the model right 85 % of the "
+        "time; class 2 neither occurs nor is predicted. One passive draw per size "
+        "(`draw(n, rng=0)`), the default interval.",
+        "",
+        "| measure | draws | truth | estimate | interval | width |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in extra["absent_widths"]:
+        lines.append(
+            f"| {LABELS[r['measure']]} | {r['n']:,} | {r['truth']:.4f} | {r['estimate']:.4f} "
+            f"| [{r['low']:.4f}, {r['high']:.4f}] | {r['width']:.4f} |"
+        )
+    cov_rows = extra["absent_coverage"]
+    lines += [
+        "",
+        "## A declared class never predicted: coverage",
+        "",
+        f"100,000 items, classes at 70/29/1 %, the model right 85 % of the time (else a uniform "
+        f"class of 0/1), never predicting class 2; {cov_rows[0]['reps']} replications of "
+        f"{cov_rows[0]['n']} passive draws (replication `r`: `rng=r`). `class 2 absent`: the same "
+        "pool with class 2 relabeled 0 (declared, never occurring). Default interval; coverage "
+        "`hits/reps` rounded half up.",
+        "",
+        "| setting | measure | truth | coverage (width) | MC s.e. |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in cov_rows:
+        lines.append(
+            f"| {r['setting']} | {LABELS[r['measure']]} | {r['truth']:.4f} "
+            f"| {_cov(r, '')} ({r['width']:.3f}) | {r['mc_se']:.3f} |"
+        )
+    c = extra["compare"]
+    lines += [
+        "",
+        "## `compare()` on balanced accuracy",
+        "",
+        f"100,000 items, 1.5 % positives; model a: recall 0.9, specificity 0.964; model b: a with "
+        f"2 % of its predictions flipped (true difference {c['truth']:.4f}). {c['reps']} "
+        f"replications of {c['n']} passive draws (replication `r`: `rng=1000 + r`), "
+        f'`bae.compare(pool, "balanced_accuracy", ...)`. p < 0.05 in '
+        f"{c['reject_05']:.3f} of the runs.",
+        "",
+        "| interval | coverage (width) | MC s.e. | excludes 0 | agrees with p < 0.05 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for key, label in (("", "default"), ("_test", '`method="test"`')):
+        lines.append(
+            f"| {label} | {_cov(c, key)} ({c['width' + key]:.3f}) | {c['mc_se' + key]:.3f} "
+            f"| {c['excludes_0' + key]:.3f} | {c['agrees_with_p' + key]:.3f} |"
+        )
+    return lines
 
 
 def main(argv=None) -> None:
@@ -326,7 +539,9 @@ def main(argv=None) -> None:
     path = RESULTS / f"{name}.json"
     if args.report:
         data = json.loads(path.read_text())
-        path.with_suffix(".md").write_text(report(data["meta"], data["skewed"], data["other"]))
+        extra = {k: data[k] for k in EXTRA if k in data} or None
+        md = report(data["meta"], data["skewed"], data["other"], extra)
+        path.with_suffix(".md").write_text(md)
         return
     argv_used = sys.argv[1:] if argv is None else list(argv)
     meta = {
@@ -341,9 +556,15 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore")  # undefined per-class ratios at small n
         skewed = skewed_table(args.reps)
         other = other_settings(args.reps)
+        extra = {
+            "absent_widths": absent_widths(),
+            "absent_coverage": absent_coverage(max(round(args.reps * 3 / 4), 1)),
+            "compare": compare_ba(args.reps),
+        }
     meta["seconds"] = round(time.time() - t0, 1)
-    path.write_text(json.dumps({"meta": meta, "skewed": skewed, "other": other}, indent=1) + "\n")
-    path.with_suffix(".md").write_text(report(meta, skewed, other))
+    data = {"meta": meta, "skewed": skewed, "other": other, **extra}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    path.with_suffix(".md").write_text(report(meta, skewed, other, extra))
 
 
 if __name__ == "__main__":
