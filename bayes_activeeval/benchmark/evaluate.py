@@ -198,10 +198,11 @@ def _smoothing_target(rate, n_eff, pooled):
     doubled the interval width of specificity and accuracy with a calibrated guess). Without
     it a stratum whose labels are all 0 has ``m = 0`` and adds no variance at all, however large
     and sparsely sampled it is, so the intervals collapse when the guess under-rates the
-    stratum: with an over-confident guess (logit doubled; prevalence 0.02, 500 labels, 250
-    samples) 95% Wilson coverage of accuracy was 0.83 and of informative-rule sensitivity 0.86;
-    with the pseudo-label 0.91 and 0.96 (150 samples), while a calibrated guess keeps its widths
-    (within 4%). The pseudo-label vanishes against ``n_e`` as the stratum fills. For the
+    stratum: with an over-confident guess (logit doubled; prevalence 0.02, 500 labels, 2,000
+    samples) 95% Wilson coverage of accuracy was 0.81 and of informative-rule sensitivity 0.85;
+    with the pseudo-label 0.91-0.92 and 0.95, while a calibrated guess widens by at most 6%
+    (``benchmarks/results/unknown_predictors_guess.md``). The pseudo-label vanishes against
+    ``n_e`` as the stratum fills. For the
     intervals' variance only: the second-order bias correction uses the stratum's own rate.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
