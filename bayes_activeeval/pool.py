@@ -373,15 +373,15 @@ class Pool:
 
     def predicted_classes(self, models: Sequence[str]) -> np.ndarray | None:
         """Whether each model predicts each class on some item of positive weight: ``(k, C)``
-        bool, one row per model in ``models`` (``None`` for a lazy pool, whose predictions are
-        not in memory, and for regression).
+        bool, one row per model in ``models`` (``None`` for regression; a lazy pool reads it in
+        one pass over its chunks).
 
         The labels are unknown but the predictions are not: a class a model never predicts has
         precision, recall and F1 exactly 0 (scikit-learn's ``zero_division=0``), and the
         intervals of the macro averages and balanced accuracy use that
         (:class:`~bayes_activeeval.measures.ClassParts`)."""
         pred = getattr(self, "_pred", None)
-        if getattr(self, "is_lazy", False) or self.classes is None or not pred:
+        if self.classes is None or not pred:
             return None
         cache = self.__dict__.setdefault("_predicted_classes", {})
         rows = []

@@ -407,3 +407,20 @@ def test_compare_per_model_intervals_are_each_models_own(name):
     alone = bae.estimate(pool, name, d, lab, model="a").confidence_interval()
     r = bae.compare(pool, name, d, lab, models=("a", "b"))
     assert np.allclose(r.model_intervals()["a"], tuple(alone))
+
+
+@pytest.mark.parametrize("name", ["precision_macro", "f1_macro", "balanced_accuracy"])
+def test_lazy_pool_knows_never_predicted_classes(name):
+    # a pool on dask reads which classes each model predicts in one pass over its chunks, so its
+    # macro intervals are the in-memory pool's (before: the class kept [0, 1] on a lazy pool,
+    # precision_macro at 3,000 draws [0.593, 0.935] against [0.593, 0.609])
+    import dask.array as da
+
+    pool, y, f = _never_predicted_pool(0.01)
+    lazy = bae.Pool.from_dask(da.from_array(f, chunks=30_000), classes=[0, 1, 2])
+    d = bae.passive_proposal(pool).draw(3000, rng=0)
+    a = bae.estimate(pool, name, d, y[d.indices])
+    b = bae.estimate(lazy, name, d, y[d.indices])
+    assert b.value == pytest.approx(a.value, rel=1e-12)
+    assert np.allclose(b.confidence_interval(), a.confidence_interval(), rtol=1e-12, atol=0)
+    assert lazy.predicted_classes(lazy.models).tolist() == [[True, True, False]]

@@ -823,6 +823,25 @@ def passive_sums(cp: Pool, offset: int) -> tuple[float, int]:
     return float(p.sum()), int(np.count_nonzero(p > 0))
 
 
+def chunk_predicted_classes(cp: Pool, offset: int, models: tuple[str, ...]) -> np.ndarray:
+    """Whether each model predicts each class on some item of the chunk with ``p(x) > 0``.
+
+    Parameters
+    ----------
+    cp : Pool
+        The chunk as an in-memory pool whose ``p`` is its slice of the global ``p(x)``.
+    offset : int
+        Global index of the chunk's first item (unused).
+    models : tuple of str
+        The models to read.
+
+    Returns
+    -------
+    ndarray of bool, shape (len(models), C)
+    """
+    return cp.predicted_classes(models)
+
+
 def qp_at(cp: Pool, offset: int, qfn: Callable, prm: Any, local: np.ndarray):
     """``(q, p)`` at the chunk's items ``local``, with ``q = qfn(cp, offset, prm)``.
 

@@ -23,6 +23,7 @@ from .chunks import (
     ChunkBlock,
     ChunkSpec,
     chunk_p,
+    chunk_predicted_classes,
     first_predictions,
     get_column,
     risk_chunk,
@@ -424,6 +425,19 @@ class LazyPool(Pool):
                 task = self.chunk_task(k, fn, *args)
             blocks.append(da.from_delayed(task, shape=(int(self.chunk_sizes[k]),), dtype=dtype))
         return da.concatenate(blocks)
+
+    def predicted_classes(self, models: Sequence[str]) -> np.ndarray | None:
+        """Whether each model predicts each class on some item of positive weight, as
+        :meth:`Pool.predicted_classes`, from one pass over the chunks (cached per model;
+        ``None`` for regression)."""
+        if self.classes is None:
+            return None
+        cache = self.__dict__.setdefault("_predicted_classes", {})
+        missing = tuple(dict.fromkeys(m for m in models if m not in cache))
+        if missing:
+            seen = np.logical_or.reduce(self.map_chunks(chunk_predicted_classes, missing))
+            cache.update(zip(missing, seen, strict=True))
+        return np.stack([cache[m] for m in models])
 
     def _unique_predictions(self) -> np.ndarray:
         seen = self._compute_parts(None, unique_predictions, self.models)
