@@ -56,3 +56,31 @@ def overlap_pool(m=5000, errors=(500, 500), overlap=250, seed=0):
         preds[name] = pred
         probs[name] = np.clip(np.where(pred == 1, 0.7, 0.3) + rng.normal(0, 0.1, m), 0.01, 0.99)
     return bae.Pool(predictions=preds, probs=probs, classes=[0, 1]), y
+
+
+def swapped_pool(n=20_000, prevalence=0.02, seed=5):
+    """Two models with exactly equal AUC and AP on the pool: model b's scores are model a's with
+    the scores of label-identical neighbours (in the latent feature) swapped. Returns the pool,
+    the labels and their true ``η(x) = P(y = 1 | x)``; the models' own probabilities
+    ``expit(s)`` are over-dispersed (``s`` adds noise to the true log-odds)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(n)
+    a0 = np.log(prevalence / (1 - prevalence)) - 2.0
+    eta = special.expit(a0 + 2.5 * u)
+    y = (rng.random(n) < eta).astype(int)
+    sa = a0 + 2.5 * (u + 0.5 * rng.standard_normal(n))
+    order = np.lexsort((u, y))
+    partner = np.empty(n, dtype=np.int64)
+    pairs = order[: n - n % 2].reshape(-1, 2)
+    same = y[pairs[:, 0]] == y[pairs[:, 1]]
+    partner[order] = order
+    partner[pairs[same, 0]], partner[pairs[same, 1]] = pairs[same, 1], pairs[same, 0]
+    sb = sa[partner]
+    pa, pb = special.expit(sa), special.expit(sb)
+    pool = bae.Pool(
+        predictions={"a": (pa > 0.5).astype(int), "b": (pb > 0.5).astype(int)},
+        probs={"a": pa, "b": pb},
+        scores={"a": sa, "b": sb},
+        classes=[0, 1],
+    )
+    return pool, y, eta

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from pools import swapped_pool
 from scipy import special
 from sklearn import metrics as skm
 
@@ -170,33 +171,8 @@ def test_proposal_predicted_variance_matches_monte_carlo(rare_pool):
     assert 0.3 < np.nanvar(vals) / predicted < 3.0
 
 
-def _swapped_pool(n=20_000, prevalence=0.02, seed=5):
-    """Two models with exactly equal AUC and AP on the pool: model b's scores are model a's with
-    the scores of label-identical neighbours (in the latent feature) swapped."""
-    rng = np.random.default_rng(seed)
-    u = rng.standard_normal(n)
-    a0 = np.log(prevalence / (1 - prevalence)) - 2.0
-    y = (rng.random(n) < special.expit(a0 + 2.5 * u)).astype(int)
-    sa = a0 + 2.5 * (u + 0.5 * rng.standard_normal(n))
-    order = np.lexsort((u, y))
-    partner = np.empty(n, dtype=np.int64)
-    pairs = order[: n - n % 2].reshape(-1, 2)
-    same = y[pairs[:, 0]] == y[pairs[:, 1]]
-    partner[order] = order
-    partner[pairs[same, 0]], partner[pairs[same, 1]] = pairs[same, 1], pairs[same, 0]
-    sb = sa[partner]
-    pa, pb = special.expit(sa), special.expit(sb)
-    pool = bae.Pool(
-        predictions={"a": (pa > 0.5).astype(int), "b": (pb > 0.5).astype(int)},
-        probs={"a": pa, "b": pb},
-        scores={"a": sa, "b": sb},
-        classes=[0, 1],
-    )
-    return pool, y
-
-
 def test_paired_comparison_type_one_error():
-    pool, y = _swapped_pool()
+    pool, y, _ = swapped_pool()
     sa, sb = pool.scores["a"], pool.scores["b"]
     assert tf.weighted_roc_auc(y, sa) == pytest.approx(tf.weighted_roc_auc(y, sb), abs=1e-12)
     m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)
@@ -214,7 +190,7 @@ def test_paired_comparison_type_one_error():
 
 
 def test_compare_uses_the_paired_rank_estimate():
-    pool, y = _swapped_pool(n=5000, prevalence=0.05, seed=2)
+    pool, y, _ = swapped_pool(n=5000, prevalence=0.05, seed=2)
     d = tf.comparison_rank_proposal(pool, "roc_auc").draw(600, rng=1)
     res = bae.compare(pool, "roc_auc", d, y[d.indices])
     m = tf.RankMeasure("roc_auc").bind(("a", "b"), difference=True)

@@ -57,6 +57,7 @@ def multiple_comparison(
     engine: str = "auto",
     n_points: int = 1 << 16,
     rng: Any = None,
+    belief: Any = None,
 ) -> MultipleComparisonResult:
     """Simultaneous pairwise comparison of ``k`` models on one shared labeled sample.
 
@@ -119,6 +120,16 @@ def multiple_comparison(
         Adjusted p-values are kept within ``[raw p, min(1, K·raw p)]`` (always true bounds).
     rng : None, int or Generator
         For the QMC points / Genz's randomized integration.
+    belief : Belief or array-like, optional
+        Threshold-free measures only: the label belief ``π(y = pos | x)`` of every pool item for
+        the guarded ``k × k`` covariance of the estimates (DeLong, DeLong & Clarke-Pearson
+        (1988) with importance weights; the larger, by trace, of the empirical covariance and
+        its expectation under the belief), as in :func:`compare` and
+        :func:`~bayes_activeeval.threshold_free.stacked_estimate` (a
+        :class:`~bayes_activeeval.beliefs.CategoricalBelief`, ``(n, 2)`` class probabilities or
+        ``(n,)`` positive-class probabilities; length the pool's, values finite probabilities).
+        Default: the equal mixture of the ``k`` models' probabilities (Sawade (2012),
+        Eq. 5.11). Refused (``ValueError``) for any other measure.
 
     Returns
     -------
@@ -154,13 +165,22 @@ def multiple_comparison(
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
     if base.n_outputs != 1:
         raise ValueError(f"multiple_comparison needs a scalar measure; {base.name!r} is not")
+    if belief is not None and not isinstance(base, RankMeasure):
+        raise ValueError(
+            f"belief= applies to threshold-free measures (ROC AUC, average precision, "
+            f"recall@FPR), whose guarded covariance uses it; got a {type(belief).__name__} "
+            f"belief for measure={base.name!r}, whose tests use the sample covariance alone "
+            "(pass the belief to comparison_proposal instead)"
+        )
     if isinstance(base, RankMeasure):  # ROC AUC, AP, recall@FPR: the k × k DeLong covariance
         if variance == "score":
             raise ValueError(
                 f"variance='score' needs a plain risk; {base.name!r} is threshold-free"
             )
         variance = "wald"
-        est: Estimate = stacked_estimate(pool, base, draws, labels, models, oracle=oracle)
+        est: Estimate = stacked_estimate(
+            pool, base, draws, labels, models, oracle=oracle, belief=belief
+        )
         n_labels = est.n_labels
     else:
         variance = resolve_variance(base, variance)  # exactly as compare() does
