@@ -31,7 +31,7 @@ Settings (the figures of ``docs/estimation.md``, "Balanced accuracy and macro av
   predicted class plus ``0.2/C`` (they shape only the optimal proposals).
 
 Declared classes the model never predicts, and ``compare()`` (the same section of the docs and its
-known-limitation paragraph on differences; default intervals only, no "before" column):
+paragraph on differences; no "before" column):
 
 - ``absent widths``: a 100,000-item pool (seed 7) with classes ``[0, 1, 2]``, labels 0/1 at
   70/30 %, a model right 85 % of the time (else the other of 0/1); class 2 neither occurs nor is
@@ -43,19 +43,26 @@ known-limitation paragraph on differences; default intervals only, no "before" c
   passive items with ``rng=r``: macro precision, macro F1, balanced accuracy; then the same pool
   with class 2 relabeled 0 (declared, never occurring), balanced accuracy.
 - ``compare``: a 100,000-item binary pool (seed 5), 1.5 % positives, model ``a`` with recall 0.9
-  and specificity 0.964, model ``b`` = ``a`` with 2 % of its predictions flipped; replication
-  ``r`` draws 400 passive items with ``rng=1000 + r``; ``bae.compare(..., "balanced_accuracy")``:
-  coverage and width of the default interval and of ``method="test"``, how often ``p < 0.05``,
-  how often each interval excludes 0, and how often that agrees with ``p < 0.05``.
+  and specificity 0.964, model ``b`` either ``a`` with 2 % of its predictions flipped (``flip 2
+  %``) or ``a`` with 30 % of its true positives turned into false negatives (``minority 30 %``);
+  and a pool from seed 6 (``recall 0.5``: 2 % positives, ``a`` with recall 0.5 and specificity
+  0.95, ``b`` missing 40 % of ``a``'s true positives). Replication ``r`` draws ``n`` = 400 or
+  2,000 items with ``rng=1000 + r`` from ``passive_proposal`` or (the first two pools)
+  ``comparison_proposal(pool, "balanced_accuracy")``; ``bae.compare(..., "balanced_accuracy")``:
+  coverage and width of the default interval, of ``method="newcombe"`` and ``"test"``, how
+  often ``p < 0.05``, how often each interval excludes 0, and how often that agrees with
+  ``p < 0.05``. The first cell (``flip 2 %``, passive, 400) is the one committed before the
+  other cells were added, with the same draws.
   ``--reps`` sets the replications of ``absent coverage`` (300 at the default 400) and
   ``compare`` (400).
 
 Usage:
-    nice -n 5 python benchmarks/macro_intervals.py [--reps 400] [--quick]
+    nice -n 5 python benchmarks/macro_intervals.py [--reps 400] [--quick] [--only compare]
 
 Writes ``benchmarks/results/macro_intervals.{json,md}`` (``--quick``: 40 repetitions, written to
-``macro_intervals_quick.{json,md}``; ``--report`` rewrites the ``.md`` from the JSON).
-``--reps 400``: 0.5-2 minutes on one core.
+``macro_intervals_quick.{json,md}``; ``--report`` rewrites the ``.md`` from the JSON;
+``--only compare`` re-runs the ``compare`` section alone, about 30 s, and merges it into the
+JSON, keeping the other sections and their metadata). ``--reps 400``: 1-2 minutes on one core.
 """
 
 from __future__ import annotations
@@ -340,50 +347,115 @@ def absent_coverage(reps: int, n: int = 300) -> list[dict]:
     return rows
 
 
-def compare_ba(reps: int, n: int = 400) -> dict:
-    """``bae.compare`` of two close models on balanced accuracy, passive draws."""
+#: ``compare()`` cells: (pool, design, draws). ``flip 2 %``: b is a with 2 % of its predictions
+#: flipped (the first cell is the one committed before, with the same draws); ``minority 30 %``:
+#: b is a with 30 % of a's true positives turned into false negatives (the models differ only on
+#: the rare class); ``recall 0.5``: 2 % positives, a with recall 0.5 and specificity 0.95, b a
+#: with 40 % of a's true positives turned into false negatives (recall near 0.5, where the two
+#: models' score intervals of the class are symmetric and cancel in Newcombe's hybrid)
+COMPARE_CELLS = (
+    ("flip 2 %", "passive", 400),
+    ("flip 2 %", "passive", 2000),
+    ("minority 30 %", "passive", 400),
+    ("minority 30 %", "passive", 2000),
+    ("flip 2 %", "optimal", 400),
+    ("flip 2 %", "optimal", 2000),
+    ("minority 30 %", "optimal", 400),
+    ("minority 30 %", "optimal", 2000),
+    ("recall 0.5", "passive", 400),
+    ("recall 0.5", "passive", 2000),
+)
+#: the intervals of the ``compare()`` section: key suffix and ``method=``
+COMPARE_METHODS = (("", None), ("_newcombe", "newcombe"), ("_test", "test"))
+
+
+def _compare_pools() -> dict:
     rng = np.random.default_rng(5)
     N = 100_000
     y = (rng.random(N) < 0.015).astype(int)
     fa = np.where(y == 1, rng.random(N) < 0.9, rng.random(N) > 0.964).astype(int)
-    fb = np.where(rng.random(N) < 0.02, 1 - fa, fa)
+    out = {}
+    for name in ("flip 2 %", "minority 30 %"):
+        if name == "flip 2 %":
+            fb = np.where(rng.random(N) < 0.02, 1 - fa, fa)
+        else:
+            fb = np.where((y == 1) & (fa == 1) & (rng.random(N) < 0.3), 0, fa)
+        pool = bae.Pool(
+            predictions={"a": fa, "b": fb},
+            probs={"a": np.where(fa == 1, 0.8, 0.2), "b": np.where(fb == 1, 0.8, 0.2)},
+        )
+        truth = skm.balanced_accuracy_score(y, fa) - skm.balanced_accuracy_score(y, fb)
+        out[name] = (pool, y, float(truth))
+    rng = np.random.default_rng(6)
+    y = (rng.random(N) < 0.02).astype(int)
+    fa = np.where(y == 1, rng.random(N) < 0.5, rng.random(N) > 0.95).astype(int)
+    fb = np.where((y == 1) & (fa == 1) & (rng.random(N) < 0.4), 0, fa)
     pool = bae.Pool(
         predictions={"a": fa, "b": fb},
         probs={"a": np.where(fa == 1, 0.8, 0.2), "b": np.where(fb == 1, 0.8, 0.2)},
     )
     truth = skm.balanced_accuracy_score(y, fa) - skm.balanced_accuracy_score(y, fb)
-    prop = bae.passive_proposal(pool)
-    t0 = time.time()
-    rec = {k: [] for k in ("p", "cover", "width", "excl", "cover_test", "width_test", "excl_test")}
-    for r in range(reps):
-        d = prop.draw(n, rng=1000 + r)
-        c = bae.compare(pool, "balanced_accuracy", d, y[d.indices], models=("a", "b"))
-        rec["p"].append(float(c.pvalue))
-        for key, method in (("", None), ("_test", "test")):
-            lo, hi = c.confidence_interval(method=method)
-            rec["cover" + key].append(lo <= truth <= hi)
-            rec["width" + key].append(hi - lo)
-            rec["excl" + key].append(lo > 0 or hi < 0)
-    p = np.array(rec["p"])
-    out = {"setting": "compare", "measure": "balanced_accuracy", "n": n, "reps": reps}
-    out["truth"] = float(truth)
-    out["reject_05"] = float(np.mean(p < 0.05))
-    for key in ("", "_test"):
-        cov = float(np.mean(rec["cover" + key]))
-        out["coverage" + key] = cov
-        out["mc_se" + key] = float(np.sqrt(cov * (1 - cov) / reps))
-        out["width" + key] = float(np.nanmean(rec["width" + key]))
-        out["excludes_0" + key] = float(np.mean(rec["excl" + key]))
-        out["agrees_with_p" + key] = float(np.mean(np.array(rec["excl" + key]) == (p < 0.05)))
-    out["seconds"] = time.time() - t0
-    print(
-        f"compare balanced accuracy truth={truth:.4f} coverage {out['coverage']:.3f} width "
-        f"{out['width']:.4f} p<0.05 {out['reject_05']:.3f} excludes 0 {out['excludes_0']:.3f}; "
-        f"method='test' coverage {out['coverage_test']:.3f} width {out['width_test']:.4f} "
-        f"excludes 0 {out['excludes_0_test']:.3f} agrees with p {out['agrees_with_p_test']:.3f}",
-        flush=True,
-    )
+    out["recall 0.5"] = (pool, y, float(truth))
     return out
+
+
+def compare_ba(reps: int, cells=COMPARE_CELLS) -> list[dict]:
+    """``bae.compare`` of two models on balanced accuracy: the default interval, Newcombe's
+    hybrid and the test's, on the same draws."""
+    pools = _compare_pools()
+    rows = []
+    for setting, design, n in cells:
+        pool, y, truth = pools[setting]
+        prop = (
+            bae.passive_proposal(pool)
+            if design == "passive"
+            else bae.comparison_proposal(pool, "balanced_accuracy", models=("a", "b"))
+        )
+        t0 = time.time()
+        rec: dict[str, list] = {"p": []}
+        for key, _ in COMPARE_METHODS:
+            for what in ("cover", "width", "excl"):
+                rec[what + key] = []
+        for r in range(reps):
+            d = prop.draw(n, rng=1000 + r)
+            c = bae.compare(
+                pool, "balanced_accuracy", d, y[d.indices], models=("a", "b"), proposal=prop
+            )
+            rec["p"].append(float(c.pvalue))
+            for key, method in COMPARE_METHODS:
+                lo, hi = c.confidence_interval(method=method)
+                rec["cover" + key].append(lo <= truth <= hi)
+                rec["width" + key].append(hi - lo)
+                rec["excl" + key].append(lo > 0 or hi < 0)
+        p = np.array(rec["p"])
+        out = {
+            "setting": setting,
+            "design": design,
+            "measure": "balanced_accuracy",
+            "n": n,
+            "reps": reps,
+            "truth": truth,
+            "reject_05": float(np.mean(p < 0.05)),
+            "mean_positive_draws": float(n * np.mean(y)),
+        }
+        for key, _ in COMPARE_METHODS:
+            cov = float(np.mean(rec["cover" + key]))
+            out["coverage" + key] = cov
+            out["mc_se" + key] = float(np.sqrt(cov * (1 - cov) / reps))
+            out["width" + key] = float(np.nanmean(rec["width" + key]))
+            out["excludes_0" + key] = float(np.mean(rec["excl" + key]))
+            out["agrees_with_p" + key] = float(np.mean(np.array(rec["excl" + key]) == (p < 0.05)))
+        out["seconds"] = time.time() - t0
+        print(
+            f"compare {setting} {design} n={n} truth={truth:.4f} p<0.05 {out['reject_05']:.3f}; "
+            + "; ".join(
+                f"{m or 'default'} {out['coverage' + k]:.3f} ({out['width' + k]:.4f})"
+                for k, m in COMPARE_METHODS
+            ),
+            flush=True,
+        )
+        rows.append(out)
+    return rows
 
 
 def _show(r: dict) -> None:
@@ -505,24 +577,59 @@ def _report_extra(extra: dict) -> list[str]:
             f"| {r['setting']} | {LABELS[r['measure']]} | {r['truth']:.4f} "
             f"| {_cov(r, '')} ({r['width']:.3f}) | {r['mc_se']:.3f} |"
         )
-    c = extra["compare"]
+    cells = extra["compare"]
+    if isinstance(cells, dict):  # a results file from before the other cells: one cell
+        cells = [{"setting": "flip 2 %", "design": "passive", **cells}]
+    meta = extra.get("compare_meta")
+    c = cells[0]
     lines += [
         "",
         "## `compare()` on balanced accuracy",
         "",
-        f"100,000 items, 1.5 % positives; model a: recall 0.9, specificity 0.964; model b: a with "
-        f"2 % of its predictions flipped (true difference {c['truth']:.4f}). {c['reps']} "
-        f"replications of {c['n']} passive draws (replication `r`: `rng=1000 + r`), "
-        f'`bae.compare(pool, "balanced_accuracy", ...)`. p < 0.05 in '
-        f"{c['reject_05']:.3f} of the runs.",
-        "",
-        "| interval | coverage (width) | MC s.e. | excludes 0 | agrees with p < 0.05 |",
-        "| --- | --- | --- | --- | --- |",
     ]
-    for key, label in (("", "default"), ("_test", '`method="test"`')):
+    if meta:
+        lines += [
+            f"Re-run on its own: `{meta['command']}` — {meta['date']}, {meta['seconds']:.0f} s, "
+            f"Python {meta['python']}, numpy {meta['numpy']}.",
+            "",
+        ]
+    lines += [
+        "100,000 items, 1.5 % positives; model a: recall 0.9, specificity 0.964. `flip 2 %`: "
+        "model b is a with 2 % of its predictions flipped; `minority 30 %`: model b is a with "
+        "30 % of a's true positives turned into false negatives (the two models differ only on "
+        "the rare class); `recall 0.5`: another pool (seed 6), 2 % positives, model a with "
+        "recall 0.5 and specificity 0.95, model b a with 40 % of a's true positives turned into "
+        f"false negatives. {c['reps']} replications per cell (replication `r`: "
+        '`draw(n, rng=1000 + r)`), `bae.compare(pool, "balanced_accuracy", ...)` on draws from '
+        '`passive_proposal` or from `comparison_proposal(pool, "balanced_accuracy")` '
+        "(`optimal`). Intervals on the same draws: the default of "
+        "`ComparisonResult.confidence_interval()`, Newcombe's hybrid "
+        '(`method="newcombe"`, the default for passive draws) and the test\'s '
+        '(`method="test"`, the default under active proposals). Coverage `hits/reps` rounded '
+        "half up (mean width), MC s.e. `sqrt(cov (1 − cov)/reps)`; `excl. 0` how often the "
+        "interval excludes 0 and, after the slash, how often that agrees with p < 0.05.",
+        "",
+        "| pool | design | n | positives drawn | truth | p < 0.05 | default | newcombe "
+        "| test | MC s.e. (newcombe / test) | excl. 0: newcombe / test |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in cells:
+        if "coverage_newcombe" not in c:  # the first cell alone: default was Newcombe's
+            lines.append(
+                f"| {c['setting']} | {c['design']} | {c['n']:,} | | {c['truth']:.4f} "
+                f"| {c['reject_05']:.3f} | {_cov(c, '')} ({c['width']:.3f}) | — "
+                f"| {_cov(c, '_test')} ({c['width_test']:.3f}) | — | — |"
+            )
+            continue
+        cols = " | ".join(
+            f"{_cov(c, k)} ({c['width' + k]:.3f})" for k in ("", "_newcombe", "_test")
+        )
         lines.append(
-            f"| {label} | {_cov(c, key)} ({c['width' + key]:.3f}) | {c['mc_se' + key]:.3f} "
-            f"| {c['excludes_0' + key]:.3f} | {c['agrees_with_p' + key]:.3f} |"
+            f"| {c['setting']} | {c['design']} | {c['n']:,} | {c['mean_positive_draws']:.0f} "
+            f"| {c['truth']:.4f} | {c['reject_05']:.3f} | {cols} "
+            f"| {c['mc_se_newcombe']:.3f} / {c['mc_se_test']:.3f} "
+            f"| {c['excludes_0_newcombe']:.3f}/{c['agrees_with_p_newcombe']:.3f} / "
+            f"{c['excludes_0_test']:.3f}/{c['agrees_with_p_test']:.3f} |"
         )
     return lines
 
@@ -532,6 +639,11 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--quick", action="store_true", help="smoke run: 40 repetitions")
     ap.add_argument("--report", action="store_true", help="rewrite the .md from the JSON")
+    ap.add_argument(
+        "--only",
+        choices=["compare"],
+        help="re-run one section and merge it into the existing JSON (the others are kept)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.reps = 40
@@ -539,7 +651,7 @@ def main(argv=None) -> None:
     path = RESULTS / f"{name}.json"
     if args.report:
         data = json.loads(path.read_text())
-        extra = {k: data[k] for k in EXTRA if k in data} or None
+        extra = {k: data[k] for k in (*EXTRA, "compare_meta") if k in data} or None
         md = report(data["meta"], data["skewed"], data["other"], extra)
         path.with_suffix(".md").write_text(md)
         return
@@ -552,6 +664,19 @@ def main(argv=None) -> None:
         "numpy": np.__version__,
     }
     t0 = time.time()
+    if args.only == "compare":
+        data = json.loads(path.read_text())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data["compare"] = compare_ba(args.reps)
+        meta["seconds"] = round(time.time() - t0, 1)
+        data["compare_meta"] = meta
+        extra = {k: data[k] for k in (*EXTRA, "compare_meta") if k in data}
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        path.with_suffix(".md").write_text(
+            report(data["meta"], data["skewed"], data["other"], extra)
+        )
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # undefined per-class ratios at small n
         skewed = skewed_table(args.reps)
