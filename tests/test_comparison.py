@@ -907,3 +907,31 @@ def test_passive_design_is_read_from_the_proposal_not_the_draws():
     assert has_equal_weights(w) and not has_equal_weights(w, prop)
     assert has_equal_weights(w, Proposal(p.copy(), p, "passive"))
     assert not has_equal_weights(w, Proposal(np.r_[np.zeros(1), np.full(9, 1 / 9)], p, "gap"))
+
+
+def test_default_interval_is_never_a_point_when_every_draw_is_discordant_one_way():
+    # a comparison proposal's first draws may all fall where the models disagree, every paired
+    # difference +1: the test's interval is then the point Δ̂ = 1 (before: the default); the
+    # default falls back to Newcombe's interval from the models' own score intervals
+    from bayes_activeeval.proposals import Draws
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    y = (rng.random(n) < 0.3).astype(int)
+    fb = np.where(rng.random(n) < 0.1, 1 - y, y)
+    pool = bae.Pool(
+        predictions={"a": y, "b": fb},
+        probs={"a": np.where(y == 1, 0.9, 0.1), "b": np.where(fb == 1, 0.8, 0.2)},
+        classes=[0, 1],
+    )
+    prop = bae.comparison_proposal(pool, "accuracy", models=("a", "b"))
+    dis = np.flatnonzero(fb != y)[:20]
+    d = Draws(indices=dis, weights=prop.p[dis] / prop.q[dis], q=prop.q[dis])
+    res = bae.compare(pool, "accuracy", d, y[dis], models=("a", "b"), proposal=prop)
+    assert res.estimate == pytest.approx(1.0)
+    test_ci = res.confidence_interval(method="test")
+    assert test_ci.low == pytest.approx(test_ci.high)  # dual to the test: the point
+    lo, hi = res.confidence_interval()
+    assert (lo, hi) == pytest.approx(tuple(res.confidence_interval(method="newcombe")))
+    assert 0 < lo < hi == pytest.approx(1.0)  # excludes 0, as the test (p < 1e-4) does
+    assert res.pvalue < 1e-4

@@ -302,7 +302,10 @@ class ComparisonResult:
             not the default: the models' own intervals are then wide and skewed (modified Wilson
             on a small effective sample size), and their skew does not cancel in the difference
             even when the two estimates are 0.997 correlated — the interval then contained 0 in
-            runs where the test gave ``p = 3e-43``.
+            runs where the test gave ``p = 3e-43``. It is the default there too when every
+            draw's paired difference is the same — all draws agree, or all are discordant the
+            same way, as when a comparison proposal's first few draws all fall where the models
+            disagree — so that the test's interval would be the point ``Δ̂``.
             ``"test"`` (default otherwise): the interval dual to the test.
             ``variance="wald"``: ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012), Sec. 3.2.2,
             Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the score-type
@@ -327,9 +330,13 @@ class ComparisonResult:
             return self._newcombe_interval(level)
         ci = self._test_interval(level)
         if self.alternative == "two-sided":
-            return ConfidenceInterval(
+            ci = ConfidenceInterval(
                 float(np.clip(ci.low, lo_d, hi_d)), float(np.clip(ci.high, lo_d, hi_d))
             )
+            if method is None and newcombe_ok and not ci.high - ci.low > 0:
+                # every draw's paired difference is the same (all agree, or all discordant one
+                # way): the test's interval is the point Δ̂, Newcombe's keeps the models' widths
+                return self._newcombe_interval(level)
         return ci
 
     def _newcombe_interval(self, level: float) -> ConfidenceInterval:
