@@ -19,9 +19,21 @@ import click
 
 from . import __version__
 
+#: Library messages name the API's arguments; on the command line the options say the same.
+_CLI_WORDS = (
+    ("give the pool probs= or pass belief=",
+     "name the probability column: --prob-col COLUMN (or --prob NAME=COLUMN)"),
+    ("give the pool predictive_std= or pass belief=",
+     "name the predictive std column: --std-col COLUMN (or --std NAME=COLUMN)"),
+    ("give the pool probs=", "name the probability column: --prob-col COLUMN"),
+    ("give classes=", "give the classes: --classes A,B,…"),
+)  # fmt: skip
+
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
+    for api, cli in _CLI_WORDS:
+        text = text.replace(api, cli)
     return text or type(exc).__name__
 
 
@@ -162,6 +174,20 @@ _lease_option = click.option(
     show_default=True,
     help="Minutes the items stay reserved for you before others may get them.",
 )
+
+
+#: The longest --lease (minutes): a year.
+_MAX_LEASE_MINUTES = 366 * 24 * 60
+
+
+def _lease_seconds(minutes: float) -> float:
+    """``--lease`` (minutes) in seconds: a positive number of minutes up to a year."""
+    if not (0 < minutes <= _MAX_LEASE_MINUTES):  # NaN fails too
+        raise ValueError(
+            f"--lease must be a positive number of minutes up to {_MAX_LEASE_MINUTES} (a "
+            f"year), got {minutes:g}"
+        )
+    return minutes * 60.0
 
 
 def _protected(s) -> list[tuple[str, str]]:
@@ -333,7 +359,9 @@ def _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_pat
     with RankingSession.open(session, pool_path=pool_path) as rs:
         if out:
             check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
-        frame = rs.next(n, annotator=annotator, lease=lease_minutes * 60.0).map(escape_cell)
+        frame = rs.next(n, annotator=annotator, lease=_lease_seconds(lease_minutes)).map(
+            escape_cell
+        )
     if out:
         frame.to_csv(out, index=False)
         click.echo(
@@ -374,6 +402,7 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
 
     from .io import check_output, escape_cell, write_new_file
 
+    lease = _lease_seconds(lease_minutes)
     if _ranking(session):
         _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_path)
         return
@@ -381,9 +410,9 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     with _open(session, pool_path) as s:
         if out:
             check_output(out, overwrite=overwrite, protected=_protected(s))
-        idx = s.next(n, annotator=annotator, lease=lease_minutes * 60.0, stage_size=stage_size)
+        text = _text_frame(s, text_cols)  # a bad --text-col fails before anything is written
+        idx = s.next(n, annotator=annotator, lease=lease, stage_size=stage_size)
         frame = pd.DataFrame({"id": s.pool_file.ids[idx]})
-        text = _text_frame(s, text_cols)
         for c in text.columns:
             frame[c] = text[c].to_numpy()[idx]
         frame = frame.map(escape_cell)
@@ -434,16 +463,10 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
     from .io import read_labels
 
     if _ranking(session):  # a CSV with columns qid, doc, grade
-        import pandas as pd
+        from .ranking_session import RankingSession, read_grades
 
-        from .io import unescape_cell
-        from .ranking_session import RankingSession
-
+        grades = read_grades(labels)  # ids as text, unescaped (`bae next` escaped them)
         with RankingSession.open(session, pool_path=pool_path) as rs:
-            grades = pd.read_csv(labels, dtype={"qid": str, "doc": str})
-            for col in ("qid", "doc"):  # `bae next` wrote them spreadsheet-safe
-                if col in grades.columns:
-                    grades[col] = grades[col].map(unescape_cell)
             res = rs.record(
                 grades,
                 annotator=annotator,
@@ -506,6 +529,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     For a ranking session: grade every document of a query in turn ('b' goes back one document);
     the query is saved as soon as its last document is graded.
     """
+    _lease_seconds(lease_minutes)  # a bad --lease fails before the session is opened
     if _ranking(session):
         _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes,
                        text_cols, pool_path)  # fmt: skip
@@ -535,7 +559,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
             return got
 
         done = _work_through(
-            lambda: s.next(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda: s.next(n, annotator=annotator, lease=_lease_seconds(lease_minutes)),
             lambda it: it in s.label_map(),
             answer,
             max_labels,
@@ -613,7 +637,7 @@ def _label_ranking(
             return grades
 
         done = _work_through(
-            lambda: rs.lease(n, annotator=annotator, lease=lease_minutes * 60.0),
+            lambda: rs.lease(n, annotator=annotator, lease=_lease_seconds(lease_minutes)),
             lambda qi: qi in rs.graded(),
             answer,
             max_queries,
@@ -701,7 +725,7 @@ def status(session, level, as_json, pool_path):
     if _ranking(session):
         click.echo(_ranking_text(session, level, as_json, pool_path))
         return
-    with _open(session, pool_path, readonly=True) as s:
+    with _open(session, pool_path, readonly=True) as s, s.store.reading():  # one state of it
         st = s.status(level)
         post = _posterior_summary(s)
         if as_json:
@@ -710,7 +734,7 @@ def status(session, level, as_json, pool_path):
 
                 st["posterior"] = json.loads(post.to_json(orient="index"))
                 st["notes"] = posterior_conflicts(st["estimates"], post, st["measure"])
-            click.echo(json.dumps(st, indent=2, default=float))
+            click.echo(_json(st))
             return
         click.echo(format_status(s, st))
         if post is not None:
@@ -721,6 +745,14 @@ def status(session, level, as_json, pool_path):
             click.echo(posterior_note(post.attrs["method"]))
             for line in posterior_conflicts(st["estimates"], post, st["measure"]):
                 click.echo(line)
+
+
+def _json(st) -> str:
+    """``bae status --json``: valid JSON (NaN and infinities as ``null``, as ``/api/status``
+    writes them: :func:`bayes_activeeval.serve.jsonable`)."""
+    from .serve import jsonable
+
+    return json.dumps(jsonable(st), indent=2, allow_nan=False)
 
 
 def _posterior_summary(s):
@@ -824,7 +856,7 @@ def _ranking_text(
             check(rs)
         st = rs.summary(level)
     if as_json:
-        return json.dumps(st, indent=2, default=float)
+        return _json(st)
     target = f"{st['measure']} [{' - '.join(st['models'])}]"
     lines = [
         f"ranking session {session}: {target}, {st['design']} design, budget {st['budget']:g}",
@@ -925,8 +957,6 @@ def serve(session, port, host, annotator, stage_size, batch, lease_minutes, leve
 
     if not (0 <= port < 65536):
         raise ValueError(f"--port must be in 0..65535, got {port}")
-    if not (lease_minutes > 0):
-        raise ValueError(f"--lease must be positive, got {lease_minutes!r}")
     cfg = ServeConfig(
         session=session,
         pool_path=pool_path,
@@ -935,7 +965,7 @@ def serve(session, port, host, annotator, stage_size, batch, lease_minutes, leve
         annotator=annotator,
         stage_size=check_count(stage_size, "--n"),
         batch=check_count(batch, "--batch"),
-        lease=lease_minutes * 60.0,
+        lease=_lease_seconds(lease_minutes),
         level=check_level(level),
     )
     run_server(cfg, echo=lambda m: click.echo(m, err=True))
@@ -961,7 +991,8 @@ def compare(session, level, pool_path):
                 f"the session evaluates one model ({s.design.models[0]}); comparing needs "
                 "several (bae init … --pred a=COL --pred b=COL)"
             )
-        est, tests = comparison_table(s, level)
+        with s.store.reading():  # one state of the file, while others may write
+            est, tests = comparison_table(s, level)
         click.echo(est.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         click.echo("")
         click.echo(tests.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -35,6 +35,7 @@ __all__ = [
     "label_codec",
     "read_labels",
     "read_pool",
+    "read_text_csv",
     "unescape_cell",
     "write_new_file",
 ]
@@ -273,6 +274,8 @@ def _detect_format(path: Path, fmt: str | None) -> str:
 def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
     if not path.exists():
         raise ValueError(f"pool file {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"pool file {str(path)!r} is a directory, not a CSV or Parquet file")
     if fmt == "parquet":
         try:
             import pyarrow.parquet as pq
@@ -301,6 +304,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
+    if path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} is a directory, not a CSV file")
     try:
         with warnings.catch_warnings():
             # rows longer than the header: pandas warns and drops data; that is a malformed file
@@ -317,7 +322,38 @@ def _read_csv(path: Path, what: str, dtype=None) -> pd.DataFrame:
         raise ValueError(f"{what} {path.name} is empty (no header, no rows)") from exc
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{what} {path.name} is not a well-formed CSV: {_one_line(exc)}") from exc
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
     return frame
+
+
+def read_text_csv(path: str | os.PathLike, what: str, text_cols: Sequence[str]) -> pd.DataFrame:
+    """A CSV with the columns ``text_cols`` read as text, as pool files read their ids: only a
+    truly empty cell is missing (``NA``, ``NULL``, ``None`` are ordinary text) and ``001`` stays
+    ``001``; the other columns are parsed as usual.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The CSV file.
+    what : str
+        What the file is, for messages (``"pool file"``, ``"grades file"``).
+    text_cols : sequence of str
+        Columns kept as text (e.g. a ranking pool's query and document ids).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    ValueError
+        A missing file, a directory, a malformed CSV.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ValueError(f"{what} {str(p)!r} does not exist")
+    return _read_csv(p, what, dtype=dict.fromkeys(text_cols, str))
 
 
 def _column(frame: pd.DataFrame, col: str, option: str, path: Path) -> pd.Series:
@@ -615,6 +651,8 @@ def read_labels(
     p = Path(path).expanduser()
     if not p.exists():
         raise ValueError(f"labels file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise ValueError(f"labels file {str(p)!r} is a directory, not a CSV file")
     frame = _read_csv(p, "labels file", dtype=str)
     for col in (id_col, label_col):
         if col not in frame.columns:
@@ -780,6 +818,20 @@ def _same_path(a: Path, b: Path) -> bool:
         return False
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: ``0o666`` less the process's umask."""
+    try:  # Linux 4.7+: read without changing it
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False) -> None:
     """Write ``text`` to ``out`` atomically (a temporary file beside it, then a rename); without
     ``overwrite`` the rename is a hard link that fails if ``out`` appeared meanwhile.
@@ -793,6 +845,7 @@ def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False
     overwrite : bool, optional
         Replace ``out`` if it exists (default ``False``: a :class:`ValueError` if it does).
     """
+    import stat
     import tempfile
 
     p = Path(out).expanduser()
@@ -800,6 +853,13 @@ def write_new_file(out: str | os.PathLike, text: str, *, overwrite: bool = False
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+        # mkstemp makes the file 0600: give it the mode a new file gets (0666 less the umask),
+        # or, when it replaces a file, that file's mode
+        try:
+            mode = stat.S_IMODE(os.stat(p).st_mode) if overwrite else None
+        except OSError:
+            mode = None
+        os.chmod(tmp, _new_file_mode() if mode is None else mode)
         if overwrite:
             os.replace(tmp, p)
         else:

@@ -18,7 +18,6 @@ draw sequence whose queries are all graded, so it is the estimate of a run stopp
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -38,12 +37,12 @@ from .session.store import (
     SCHEMA_VERSION,
     SessionError,
     Store,
+    check_new_path,
     connect,
     now,
     package_version,
-    refuse_overwriting_labels,
+    peek_meta,
     refuse_same_file,
-    sqlite_uri,
     tune,
     write_new,
 )
@@ -92,13 +91,19 @@ def seeded_streams(
     return np.random.default_rng(child), np.random.default_rng(seed)
 
 
+def _meta_value(path: str, key: str) -> Any:
+    """One value of a session file's meta table (``None``: no such key), read without writing a
+    byte or creating a file (:func:`~bayes_activeeval.session.store.peek_meta`)."""
+    return peek_meta(path, key)
+
+
 def is_ranking_session(path: str) -> bool:
     """Whether ``path`` is a ranking session file.
 
     Parameters
     ----------
     path : str
-        Path of the file to inspect (opened read-only and immutable: nothing is written).
+        Path of the file to inspect (read-only: nothing is written, no file is created).
 
     Returns
     -------
@@ -109,38 +114,54 @@ def is_ranking_session(path: str) -> bool:
     if not Path(path).is_file():
         return False
     try:
-        import sqlite3
-
-        # immutable: a read that creates no -wal/-shm file beside a (WAL) session of another kind
-        con = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'task'").fetchone()
-        finally:
-            con.close()
+        return _meta_value(path, "task") == "ranking"
     except Exception:
         return False
-    return row is not None and json.loads(row[0]) == "ranking"
 
 
 def _format(path: str) -> Any:
     """The ``schema_version`` in a ranking session file's meta table (``None``: none)."""
-    import sqlite3
-
-    con = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    finally:
-        con.close()
-    return None if row is None else json.loads(row[0])
+    return _meta_value(path, "schema_version")
 
 
-def _read(path: str) -> pd.DataFrame:
+def _id_columns(read: Mapping[str, Any]) -> list[str]:
+    """The query and document id columns named by ``RankingPool.from_frame`` options."""
+    return [str(read.get("query", "qid")), str(read.get("item", "doc"))]
+
+
+def _read(path: str, read: Mapping[str, Any]) -> pd.DataFrame:
+    """The ranking pool file, its query and document ids as text (``001`` stays ``001``; ``NA``
+    is an ordinary id: only an empty cell is missing, as for every pool file,
+    :func:`~bayes_activeeval.io.read_text_csv`); Parquet id columns are cast to text."""
+    from .io import read_text_csv
+
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"pool file {path!r} is a directory, not a CSV or Parquet file")
     if not p.is_file():
         raise ValueError(f"pool file {path!r} does not exist")
-    if p.suffix.lower() in (".parquet", ".pq"):
-        return pd.read_parquet(p)
-    return pd.read_csv(p)
+    ids = _id_columns(read)
+    if p.suffix.lower() not in (".parquet", ".pq"):
+        return read_text_csv(p, "pool file", ids)
+    frame = pd.read_parquet(p)
+    for col in ids:
+        if col in frame.columns:
+            frame[col] = [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
+                          else str(v) for v in frame[col].tolist()]  # fmt: skip
+    return frame
+
+
+def read_grades(path: str | os.PathLike) -> pd.DataFrame:
+    """A grades CSV (``qid``, ``doc``, ``grade``) with its ids as text, read as the pool file's
+    ids are (:func:`_read`) and unescaped as ``bae next`` wrote them
+    (:func:`~bayes_activeeval.io.unescape_cell`)."""
+    from .io import read_text_csv, unescape_cell
+
+    grades = read_text_csv(path, "grades file", ["qid", "doc"])
+    for col in ("qid", "doc"):
+        if col in grades.columns:
+            grades[col] = grades[col].map(unescape_cell)
+    return grades
 
 
 @dataclass(frozen=True)
@@ -232,7 +253,7 @@ class RankingSession:
         self.path = path
         self.store = store
         self.meta = meta
-        self.frame = _read(meta["pool_path"])
+        self.frame = _read(meta["pool_path"], meta["read"])
         self.pool = RankingPool.from_frame(self.frame, **meta["read"])
         self._row_index: list[list[int]] | None = None
         self.measure = get(meta["measure"]).name
@@ -284,7 +305,9 @@ class RankingSession:
             Columns of the pool file shown to graders (``bae next``, ``bae label``,
             ``bae serve``): the query's text, a document's title or snippet.
         overwrite : bool
-            Replace an existing session file (never one holding labels).
+            Replace an existing session file: never one holding labels or open in another
+            process, never a file that is no session but holds labels or is another database
+            (:func:`~bayes_activeeval.session.store.write_new`).
 
         Returns
         -------
@@ -293,18 +316,18 @@ class RankingSession:
         """
         if budget is None:
             raise ValueError("a ranking session needs --budget (label cost units)")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed (--seed) must be a non-negative integer, got {seed!r}")
         path = str(Path(path).expanduser())
         refuse_same_file(path, pool_path, "the pool file")
-        if os.path.exists(path):
-            if not overwrite:
-                raise SessionError(f"session file {path!r} exists; use --overwrite to replace it")
-            if is_ranking_session(path) and _format(path) != SCHEMA_VERSION:
+        if os.path.exists(path) and overwrite and is_ranking_session(path):
+            if _format(path) != SCHEMA_VERSION:
                 raise SessionError(
                     f"{path} is a ranking session of a development version (grades table); "
                     "--overwrite never replaces it: remove the file yourself or pick another name"
                 )
-            refuse_overwriting_labels(path)
-        frame = _read(pool_path)
+        check_new_path(path, overwrite=overwrite)  # again under the lock of write_new
+        frame = _read(pool_path, read)
         text_cols = [str(c) for c in text_cols]
         missing = [c for c in text_cols if c not in frame.columns]
         if missing:
@@ -350,33 +373,17 @@ class RankingSession:
             (0, int(i), str(ids[i]), float(q), float(w))
             for i, q, w in zip(d.indices, prop.q[d.indices], d.weights, strict=True)
         ]
-        tmp = f"{path}.draws-{os.getpid()}"
-        write_new(tmp, meta, overwrite=True)
-        try:
-            store = Store(tmp, connect(tmp))
-            tune(store.con)
 
-            def tx(con):
-                con.execute(
-                    "INSERT INTO stages(stage, n_requested, rng, created) VALUES (0, ?, ?, ?)",
-                    (len(d), json.dumps({"seed": int(seed), "budget": float(budget)}), now()),
-                )
-                con.executemany(
-                    "INSERT INTO draws(stage, item, item_id, q, weight) VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
+        def fill(con):
+            con.execute(
+                "INSERT INTO stages(stage, n_requested, rng, created) VALUES (0, ?, ?, ?)",
+                (len(d), json.dumps({"seed": int(seed), "budget": float(budget)}), now()),
+            )
+            con.executemany(
+                "INSERT INTO draws(stage, item, item_id, q, weight) VALUES (?, ?, ?, ?, ?)", rows
+            )
 
-            store.transaction(tx)
-            store.close()
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path + suffix)
-            os.replace(tmp, path)
-        except BaseException:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(tmp + suffix)
-            raise
+        write_new(path, meta, overwrite=overwrite, fill=fill)
         return cls.open(path)
 
     @classmethod
@@ -545,8 +552,7 @@ class RankingSession:
         n = check_count(n, "n")
         annotator = team.check_annotator(annotator)
         holder = annotator if holder is None else str(holder)
-        if not (float(lease) > 0):
-            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        lease = team.check_lease(lease)
         self.store.require_writable("next")
         got: list[np.ndarray] = []
         self.store.transaction(
@@ -735,9 +741,8 @@ class RankingSession:
             given.setdefault(keys[key[0]], {})[doc] = g
         drawn = set(self._order().tolist())
         leased = None
-        if holder is not None:
-            act = self.leases()
-            leased = set(act.loc[act["holder"] == str(holder), "item"].tolist())
+        if holder is not None:  # the queries this holder has now, graded by others since or not
+            leased = team.held_items(self.leases(active_only=False), str(holder))
         chunk, n_docs = [], 0
         mine = team.annotator_labels(self.store.con, annotator)
         skipped = 0
@@ -899,6 +904,10 @@ class RankingSession:
         )
 
     def status(self) -> dict[str, Any]:
+        with self.store.reading():  # one state of the file, while others write
+            return self._status()
+
+    def _status(self) -> dict[str, Any]:
         order = self._order()
         done = set(self.graded())
         graded_q = [int(q) for q in order if int(q) in done]
@@ -924,6 +933,10 @@ class RankingSession:
         ``stderr``, ``low``, ``high`` (the ``level`` interval) of the ranker's measure or of the
         difference of two rankers, and for two also ``pvalue`` (paired Wald test) and
         ``estimates``; none of them before the first query of the draw sequence is graded."""
+        with self.store.reading():  # one state of the file, while others write
+            return self._summary(level)
+
+    def _summary(self, level: float) -> dict[str, Any]:
         st = self.status()
         st["level"] = float(level)
         res = self.result()

@@ -1,8 +1,11 @@
 """Reports: plots and a self-contained HTML page for a labeling session.
 
-The page shows the frequentist answer (importance-weighted estimate, delta-method standard error,
-Sawade (2012), Eq. 3.14, and :meth:`Estimate.confidence_interval` — the one interval the API,
-``bae status`` and ``bae compare`` print too) beside the Bayesian one (the posterior of the measure
+The page shows the frequentist answer — the estimate the session gives (for a static design the
+self-normalized importance-weighted estimate with its delta-method standard error, Sawade (2012),
+Eq. 3.14; for an adaptive one the evaluator's own estimate, by default the model-assisted one with
+the martingale standard error; :func:`estimate_note` words it from the session's design) and
+:meth:`Estimate.confidence_interval`, the one interval the API, ``bae status`` and
+``bae compare`` print too — beside the Bayesian one (the posterior of the measure
 and its ArviZ diagnostics, when the design has a posterior), a note where the two disagree
 (:func:`posterior_conflicts`), and figures:
 
@@ -441,7 +444,104 @@ def _fig_proposal(session, q: np.ndarray) -> str:
     return _png(fig)
 
 
-def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | None:
+def estimator_kind(session, name: str) -> str:
+    """How the session estimated the output ``name`` (a model, or an adaptive design's target):
+    ``"is"`` (self-normalized importance weighting: a static design, and the per-model rows of an
+    adaptive design of several models), ``"model_assisted"`` or ``"ipw"`` (an adaptive design's
+    evaluator, :meth:`bayes_activeeval.ActiveEvaluator.estimate`), ``"rank"`` / ``"rank_adaptive"``
+    (a threshold-free measure, from the weighted ranking of the draws)."""
+    d = session.design
+    rank = isinstance(get_measure(d.measure), RankMeasure)
+    evaluator = d.kind == "adaptive" and (len(d.models) == 1 or name not in d.models)
+    if rank:
+        return "rank_adaptive" if evaluator else "rank"
+    if not evaluator:
+        return "is"
+    # a session written before the option existed replays with "ipw" (session.designs)
+    return str(d.options.get("estimator", "ipw"))
+
+
+#: Short names of the estimators (plot legends).
+ESTIMATOR_LABELS = {
+    "is": "IS estimate",
+    "model_assisted": "model-assisted estimate",
+    "ipw": "AIS estimate",
+    "rank": "IS estimate",
+    "rank_adaptive": "AIS estimate",
+}
+
+
+def _estimator_text(kind: str, variance: str) -> str:
+    se = (
+        "the martingale standard error (Marchant & Rubinstein (2021), Sec. 3.3.2)"
+        if variance == "martingale"
+        else "the CLT plug-in standard error (Marchant & Rubinstein (2021), Thm. 2)"
+    )
+    return {
+        "is": "self-normalized importance-weighted estimate (Sawade (2012), Eq. 3.11) with its "
+        "delta-method standard error (Eq. 3.14)",
+        "model_assisted": "model-assisted (difference) estimate of the adaptive design — the oracle "
+        "model's belief as control variate, each draw's term weighted by the inverse of the "
+        f"variance its belief predicted — with {se}",
+        "ipw": "adaptive importance-sampling estimate (Marchant & Rubinstein (2021), Algorithm 1: "
+        "self-normalized, each draw weighted p/q by the proposal it was drawn from) with "
+        f"{se}",
+        "rank": "importance-weighted estimate of the threshold-free measure from the weighted "
+        "ranking of the labeled draws, with its influence-function standard error",
+        "rank_adaptive": "importance-weighted estimate of the threshold-free measure from the "
+        "weighted ranking of the labeled draws (each weighted p/q by the proposal it was drawn "
+        f"from), with {se}",
+    }[kind]
+
+
+def _interval_text(est) -> str:
+    lo, hi = est.bounds
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "t interval on the effective degrees of freedom"
+    if est.event_weight is not None:
+        return "gamma interval for a weighted count (Fay & Feuer (1997)), inside the range"
+    return (
+        "score-type interval on the effective sample size (never zero width, inside the "
+        "measure's range)"
+    )
+
+
+def estimate_note(session, estimates: dict | None = None) -> str:
+    """One sentence per kind of estimate in the report's table: how the session estimated each
+    output (:func:`estimator_kind`) and which confidence interval it has, from the completed
+    stages.
+
+    Parameters
+    ----------
+    session : Session
+        The labeling session.
+    estimates : dict, optional
+        ``{name: Estimate}`` (default ``session.estimates()``).
+
+    Returns
+    -------
+    str
+        Plain text.
+    """
+    estimates = session.estimates() if estimates is None else estimates
+    variance = str(session.design.options.get("variance", "martingale"))
+    groups: dict[str, list[str]] = {}
+    for name, est in estimates.items():
+        text = f"{_estimator_text(estimator_kind(session, name), variance)}; {_interval_text(est)}"
+        groups.setdefault(text, []).append(name)
+    if not groups:
+        kind = estimator_kind(session, session.design.models[0])
+        return f"The session's estimate will be the {_estimator_text(kind, variance)}."
+    parts = []
+    for text, names in groups.items():
+        who = "" if len(groups) == 1 else f"{', '.join(names)}: "
+        parts.append(f"{who}{text[0].upper() if not who else text[0]}{text[1:]}")
+    return "; ".join(parts) + "; from the completed stages."
+
+
+def _fig_posterior(
+    posterior, freq: pd.DataFrame | None, measure: str, labels: list[str] | None = None
+) -> str | None:
     if posterior is None:
         return None
     plt = _pyplot()
@@ -456,7 +556,8 @@ def _fig_posterior(posterior, freq: pd.DataFrame | None, measure: str) -> str | 
         ax.hist(vals.reshape(-1), bins=40, density=True, alpha=0.7, color="C0", label="posterior")
         if freq is not None and k < len(freq):
             r = freq.iloc[k]
-            ax.axvline(r["estimate"], color="C3", label="IS estimate")
+            name = labels[k] if labels is not None and k < len(labels) else "estimate"
+            ax.axvline(r["estimate"], color="C3", label=name)
             ax.axvspan(r["low"], r["high"], color="C3", alpha=0.15, label="confidence interval")
         ax.set_title(_lit(f"posterior of {out}"))
         ax.legend(fontsize=8)
@@ -511,6 +612,11 @@ def render_html(session, level: float = 0.95) -> str:
     str
         An HTML page with the figures embedded as base64 PNG.
     """
+    with session.store.reading():  # every table and figure from one state of the file
+        return _render_html(session, level)
+
+
+def _render_html(session, level: float) -> str:
     from tqdm import tqdm
 
     with tqdm(total=4, desc="report", unit="step", disable=None, leave=False) as bar:
@@ -525,7 +631,8 @@ def render_html(session, level: float = 0.95) -> str:
         post_sum = posterior_summary(posterior)
         bar.update()
     freq_rows = []
-    for name, est in session.estimates().items():
+    estimates = session.estimates()
+    for name, est in estimates.items():
         lo, hi = est.confidence_interval(level)  # the interval `bae status` prints
         freq_rows.append(
             {
@@ -540,6 +647,7 @@ def render_html(session, level: float = 0.95) -> str:
         )
     freq = pd.DataFrame(freq_rows)
     freq_for_plot = freq.rename(columns={f"{level:.0%} low": "low"}) if freq_rows else None
+    plot_labels = [ESTIMATOR_LABELS[estimator_kind(session, r["model"])] for r in freq_rows]
     conflicts = posterior_conflicts(st["estimates"], post_sum, meas)
     curves = ""
     if isinstance(get_measure(session.design.measure), RankMeasure):
@@ -611,9 +719,7 @@ def render_html(session, level: float = 0.95) -> str:
 <div class="meta">{meta.to_html(index=False, header=False, border=0)}</div>
 <div class="side">
   <div><h2>Frequentist answer</h2>{_table(freq)}
-  <p class="note">Self-normalized importance-weighted estimate, delta-method standard error and
-  confidence interval (score type on the effective sample size; never zero width, inside the
-  measure's range), from the completed stages.</p></div>
+  <p class="note" id="estimator">{html.escape(estimate_note(session, estimates))}</p></div>
   <div><h2>Bayesian answer</h2>{bayes}</div>
 </div>
 {"".join(f"<p class='note'><b>{html.escape(c)}</b></p>" for c in conflicts)}
@@ -625,7 +731,7 @@ def render_html(session, level: float = 0.95) -> str:
 {_img(_fig_proposal(session, q), "proposal against the score")}
 <p class="note">n·q(x) above 1: the item is sampled more often than under passive sampling.</p>
 <h2>Posterior of the measure</h2>
-{_img(_fig_posterior(posterior, freq_for_plot, meas), "posterior of the measure")}
+{_img(_fig_posterior(posterior, freq_for_plot, meas, plot_labels), "posterior of the measure")}
 """
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

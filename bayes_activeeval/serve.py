@@ -11,10 +11,17 @@ query are recorded together through :meth:`bayes_activeeval.ranking_session.Rank
 as soon as they are saved; undo brings the last query back with its grades, and saving it again is
 a correction (:meth:`~bayes_activeeval.ranking_session.RankingSession.relabel`).
 
-Every browser is a lease *holder* of its own (a random id in a cookie), so several browsers at
-once each get their own items (:meth:`bayes_activeeval.session.Session.next` with ``holder``),
-and a browser can only record items leased to it. Annotators are named by ``--annotator`` or, per
-browser, by opening ``/?annotator=NAME`` once.
+Every browser is a lease *holder* of its own (a random id in a persistent cookie that outlives
+its leases), so several browsers at once each get their own items
+(:meth:`bayes_activeeval.session.Session.next` with ``holder``), and a browser can only record
+items leased to it. A request without that cookie leases nothing: it is given the cookie and sent
+back to the page, and only a request that carries the cookie is handed items (a client that keeps
+no cookies — a link preview, ``curl`` — never holds items others are waiting for). Annotators are
+named by ``--annotator`` or, per browser, by opening ``/?annotator=NAME`` once.
+
+The server checks at every request that the session file is still the one it opened: when it was
+replaced or removed (``bae init --overwrite`` from an older bae, a ``mv``), it stops accepting
+answers and says so, rather than writing to a file nobody will read again.
 
 Security (``DESIGN.md``): the server binds 127.0.0.1 unless told otherwise and then only answers
 requests addressed to that host (no DNS rebinding); on any other address it requires an access
@@ -38,14 +45,24 @@ import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
-__all__ = ["ServeConfig", "create_app", "is_loopback", "serve"]
+__all__ = ["ServeConfig", "create_app", "is_loopback", "jsonable", "serve"]
 
 COOKIE_BROWSER = "bae_browser"
 COOKIE_ANNOTATOR = "bae_annotator"
 COOKIE_TOKEN = "bae_token"
+#: Query parameter of the redirect that gives a new browser its cookie (a second visit without the
+#: cookie: the browser keeps no cookies, and the page says so instead of leasing items).
+COOKIE_CHECK = "cookie"
+#: Lifetime of the browser and annotator cookies (seconds): 30 days, or the lease if longer, so a
+#: browser keeps its id (and its leased items) across restarts of the browser.
+COOKIE_DAYS = 30
 UNDO_REASON = "undo on the labeling page"
+NO_COOKIES = (
+    "This page needs cookies: each browser holds its own items through a cookie. Allow cookies "
+    "for this address and reload; nothing was handed out to this browser."
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -147,6 +164,7 @@ def create_app(cfg: ServeConfig):
 
     from .ranking_session import RankingSession, is_ranking_session
     from .session import Session, SessionError, default_annotator
+    from .session.annotations import check_annotator
 
     ranking = is_ranking_session(cfg.session)
     if ranking:
@@ -184,12 +202,21 @@ def create_app(cfg: ServeConfig):
         return secrets.token_urlsafe(16), True
 
     def annotator_of(request: Request) -> str:
+        """The browser's annotator name (``ValueError`` for a name no annotator may have)."""
         name = request.query_params.get("annotator") or request.cookies.get(COOKIE_ANNOTATOR)
         name = (name or default_name).strip()
-        return name[:100] if name else default_name
+        name = name[:100] if name else default_name
+        return check_annotator(name)
+
+    max_age = int(max(COOKIE_DAYS * 86400, cfg.lease))
 
     def finish(response: Response, request: Request, browser: str, new: bool, name: str):
-        opts: dict[str, Any] = {"httponly": True, "samesite": "strict", "path": "/"}
+        opts: dict[str, Any] = {
+            "httponly": True,
+            "samesite": "strict",
+            "path": "/",
+            "max_age": max_age,  # outlives the leases: a restarted browser keeps its items
+        }
         if new:
             response.set_cookie(COOKIE_BROWSER, browser, **opts)
         if request.query_params.get("annotator"):
@@ -202,15 +229,46 @@ def create_app(cfg: ServeConfig):
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    def replaced() -> str | None:
+        """Why answers are no longer accepted: the session file was replaced or removed."""
+        try:
+            session.store.check_unchanged()
+        except SessionError as exc:
+            return str(exc)
+        return None
+
     async def page(request: Request) -> Response:
         if (bad := guard(request)) is not None:
             return bad
         browser, new = browser_of(request)
-        name = annotator_of(request)
+        try:
+            name = annotator_of(request)
+        except ValueError as exc:
+            return finish(PlainTextResponse(f"refused: {exc}", status_code=400), request,
+                          browser, new, default_name)  # fmt: skip
+        if new and request.query_params.get(COOKIE_CHECK) is None:
+            # no browser cookie yet: give one and come back; nothing is leased to a client
+            # that keeps no cookies (a link preview, curl)
+            query = [(k, v) for k, v in request.query_params.multi_items() if k != COOKIE_CHECK]
+            target = "/?" + urlencode([*query, (COOKIE_CHECK, "1")])
+            return finish(Response(status_code=303, headers={"location": target}), request,
+                          browser, new, name)  # fmt: skip
         nonce = secrets.token_urlsafe(12)
-        render = _render_ranking if ranking else _render
-        body = render(session, cfg, state, browser, name, nonce)
-        resp = HTMLResponse(body)
+        if (why := replaced()) is not None:
+            body = _page("session replaced", name, 0, str(session.path), 0.0,
+                         "answers are no longer accepted",
+                         f"<div class='item' id='done'><p>{html.escape(why)}</p></div>", "")  # fmt: skip
+            status_code = 409
+        elif new:
+            body = _page("cookies needed", name, 0, str(session.path), 0.0,
+                         "nothing handed out to this browser",
+                         f"<div class='item' id='done'><p>{NO_COOKIES}</p></div>", "")  # fmt: skip
+            status_code = 200
+        else:
+            render = _render_ranking if ranking else _render
+            body = render(session, cfg, state, browser, name, nonce)
+            status_code = 200
+        resp = HTMLResponse(body, status_code=status_code)
         resp.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
             "img-src data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
@@ -232,8 +290,10 @@ def create_app(cfg: ServeConfig):
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
         if new or not hmac.compare_digest(form.get("csrf", ""), _csrf(cfg, browser)):
             return PlainTextResponse("missing or wrong CSRF token; reload the page", 403)
-        name = annotator_of(request)
+        if (why := replaced()) is not None:
+            return PlainTextResponse(f"refused: {why}", status_code=409)
         try:
+            name = annotator_of(request)
             if request.url.path == "/label" and ranking:
                 _answer_ranking(session, state, browser, name, form)
             elif request.url.path == "/label":
@@ -252,8 +312,10 @@ def create_app(cfg: ServeConfig):
     async def status(request: Request) -> Response:
         if (bad := guard(request)) is not None:
             return bad
+        if (why := replaced()) is not None:
+            return JSONResponse({"error": why}, status_code=409)
         st = session.summary(cfg.level) if ranking else session.status(cfg.level)
-        return JSONResponse(_jsonable(st))
+        return JSONResponse(jsonable(st))
 
     routes = [
         Route("/", page, methods=["GET"]),
@@ -267,17 +329,31 @@ def create_app(cfg: ServeConfig):
     return app
 
 
-def _jsonable(o: Any) -> Any:
+def jsonable(o: Any) -> Any:
+    """``o`` with what JSON cannot hold made JSON: NaN and infinities become ``null`` (Python's
+    ``json`` would write ``NaN``, which no JSON parser reads), NumPy scalars plain numbers,
+    tuples lists and keys text. ``/api/status`` and ``bae status --json`` print through it.
+
+    Parameters
+    ----------
+    o : Any
+        Nested dicts, lists, tuples, numbers, NumPy scalars, text.
+
+    Returns
+    -------
+    Any
+        The same structure, ready for :func:`json.dumps` with ``allow_nan=False``.
+    """
     import math
 
     if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
+        return {str(k): jsonable(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
+        return [jsonable(v) for v in o]
     if isinstance(o, float) and not math.isfinite(o):
         return None
     if hasattr(o, "item"):
-        return _jsonable(o.item())
+        return jsonable(o.item())
     return o
 
 

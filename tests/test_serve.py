@@ -426,6 +426,7 @@ def test_ranking_session_graded_in_a_browser_and_at_a_desk(ranking_team, browser
     opener = urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), NoRedirect()
     )
+    assert _call(opener, url)[0] == 303  # the first visit only gives the browser its cookie
     code, page = _call(opener, url)
     assert code == 200
     csrf = re.search(r"name='csrf' value='([0-9a-f]+)'", page).group(1)

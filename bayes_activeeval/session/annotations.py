@@ -25,6 +25,22 @@ from .store import LEGACY_ANNOTATOR, SessionError, first_new, later, now
 
 #: How long items handed out by :meth:`Session.next` stay leased to their annotator (seconds).
 DEFAULT_LEASE = 3600.0
+#: The longest lease (seconds): one year.
+MAX_LEASE = 366 * 86400.0
+
+
+def check_lease(seconds: Any) -> float:
+    """A lease length in seconds: a positive number up to :data:`MAX_LEASE`."""
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        raise TypeError(f"lease must be a number of seconds, got {seconds!r}") from None
+    if not (0 < value <= MAX_LEASE):  # NaN fails too
+        raise ValueError(
+            f"lease must be a positive number of seconds up to {MAX_LEASE:.0f} (a year), "
+            f"got {seconds!r}"
+        )
+    return value
 
 
 def default_annotator() -> str:
@@ -127,6 +143,15 @@ def active_leases(frame: pd.DataFrame, labeled: set) -> pd.DataFrame:
     a newer row, :func:`release_tx`), if not expired and the item is not labeled yet."""
     frame = frame.drop_duplicates("item", keep="last")
     return frame[(frame["expires"] > now()) & ~frame["item"].isin(labeled)]
+
+
+def held_items(frame: pd.DataFrame, holder: str) -> set[int]:
+    """The items whose lease ``holder`` has now (the latest lease row per item, not expired),
+    whether or not someone labeled them meanwhile: an answer to an item leased to a browser is
+    accepted — as a second annotation when another annotator labeled it first."""
+    latest = frame.drop_duplicates("item", keep="last")
+    mine = latest[(latest["holder"] == holder) & (latest["expires"] > now())]
+    return {int(i) for i in mine["item"]}
 
 
 def write_labels_tx(

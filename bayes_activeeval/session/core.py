@@ -33,6 +33,7 @@ from .store import (
     SCHEMA_VERSION,
     Raced,
     SessionError,
+    check_new_path,
     connect,
     first_new,
     json_default,
@@ -40,7 +41,6 @@ from .store import (
     now,
     package_version,
     read_meta,
-    refuse_overwriting_labels,
     refuse_same_file,
     tune,
     write_new,
@@ -128,22 +128,23 @@ class Session(SessionRecords):
         """Create a session file for a pool file and a design.
 
         The pool is read and checked, and a static design's proposal is computed, before the file
-        is written, so a bad pool or design leaves nothing behind.
+        is written, so a bad pool or design leaves nothing behind. With ``overwrite`` an existing
+        bae session is replaced only when it holds no labels and no other connection has it open
+        (an exclusive lock; its contents are replaced in one transaction, the file and its
+        journal files stay where they are), and any other existing file only when it is no
+        database and holds no labels (:func:`~bayes_activeeval.session.store.write_new`).
 
         Raises
         ------
         ValueError
             Bad pool file or options (see :func:`~bayes_activeeval.io.read_pool`), an unknown
-            measure or model, an existing session file (without ``overwrite``).
+            measure or model, an existing file (without ``overwrite``; with it: a session holding
+            labels or open elsewhere, a file holding labels, another database), a directory that
+            does not exist.
         """
         path = str(Path(path).expanduser())
         refuse_same_file(path, pool_path, "the pool file")
-        if os.path.exists(path):
-            if not overwrite:
-                raise SessionError(
-                    f"session file {path} already exists; remove it or pick another name"
-                )
-            refuse_overwriting_labels(path)
+        check_new_path(path, overwrite=overwrite)  # again under the lock of write_new
         pf = read_pool(pool_path, spec)
         pool = pf.pool
         models = design.models or pool.models
@@ -314,8 +315,7 @@ class Session(SessionRecords):
         stage_size = n if stage_size is None else check_count(stage_size, "stage_size")
         annotator = team.check_annotator(annotator)
         holder = annotator if holder is None else str(holder)
-        if not (float(lease) > 0):
-            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        lease = team.check_lease(lease)
         self.store.require_writable("next")
         got = self._lease(n, annotator, holder, lease)
         if got.size:
@@ -323,22 +323,35 @@ class Session(SessionRecords):
         pend = self.pending_items()
         if pend.size and self.design.kind == "adaptive":
             raise SessionError(self._all_leased_message(pend))
-        self._draw_stage(stage_size)
+        try:
+            self._draw_stage(stage_size)
+        except SessionError as exc:
+            if pend.size:  # no new stage (budget, pool): the items left are held by others
+                raise SessionError(self._all_leased_message(pend, why=str(exc))) from None
+            raise
         got = self._lease(n, annotator, holder, lease)
         if got.size == 0:
             raise SessionError(self._all_leased_message(self.pending_items()))
         return got
 
-    def _all_leased_message(self, pend: np.ndarray) -> str:
+    def _all_leased_message(self, pend: np.ndarray, why: str | None = None) -> str:
+        """Who holds the unlabeled items of the pending stages, and until when (``why``: why no
+        new stage is drawn instead)."""
         act = self.leases()
+        act = act[act["item"].isin(pend.tolist())]
         who = ", ".join(
-            f"{a} until {e[11:16]} UTC"
-            for a, e in act.groupby("annotator")["expires"].max().items()
+            f"{a} until {g['expires'].max()[11:16]} UTC ({len(g)} item{'s' if len(g) != 1 else ''})"
+            for a, g in act.groupby("annotator", sort=True)
         )
-        return (
+        text = (
             f"every one of the {pend.size} unlabeled items of the current stage is leased to "
-            f"another annotator ({who}); ask again when they are labeled or the leases expire"
+            f"another annotator ({who or 'nobody now'}); ask again when they are labeled or the "
+            "leases expire"
         )
+        if why:  # there is something more to label: the items others hold
+            why = why.replace("; nothing more to label", "").rstrip(".")
+            text += f" (no new stage: {why})"
+        return text
 
     def _draw_stage(self, n: int) -> None:
         known = set(self.label_map())
@@ -451,9 +464,8 @@ class Session(SessionRecords):
         mine = self.annotator_labels(annotator)
         drawn = {r[0] for r in self.store.rows("SELECT DISTINCT item FROM draws")}
         leased = None
-        if holder is not None:
-            act = self.leases()
-            leased = set(act.loc[act["holder"] == holder, "item"].tolist())
+        if holder is not None:  # the items whose lease this holder has now, labeled since or not
+            leased = team.held_items(self.leases(active_only=False), holder)
         new_idx, new_vals = [], []
         for r, (it, i, v) in enumerate(zip(idx.tolist(), ids, values, strict=True)):
             if it in mine:
@@ -701,6 +713,10 @@ class Session(SessionRecords):
     def status(self, level: float = 0.95) -> dict[str, Any]:
         """A summary: labels, stages, budget, pending items and the estimates with intervals."""
         level = check_level(level)
+        with self.store.reading():  # one state of the file, while others write
+            return self._status(level)
+
+    def _status(self, level: float) -> dict[str, Any]:
         done, _ = self.stage_progress()
         rows = []
         for name, est in self.estimates().items():

@@ -12,6 +12,7 @@ rebuilt from the session's stored draws, snapshots and labels, so it is a determ
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -153,9 +154,22 @@ class Design:
             raise ValueError(f"design must be 'static' or 'adaptive', got {self.kind!r}")
         get_measure(self.measure)  # raises for an unknown measure
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise TypeError(f"seed must be an integer, got {self.seed!r}")
-        if self.budget is not None and not (float(self.budget) > 0):
-            raise ValueError(f"budget must be positive, got {self.budget!r}")
+            raise TypeError(f"seed (--seed) must be an integer, got {self.seed!r}")
+        if self.seed < 0:  # numpy's SeedSequence takes no negative seed
+            raise ValueError(f"seed (--seed) must be a non-negative integer, got {self.seed!r}")
+        if self.budget is not None:
+            try:
+                budget = float(self.budget)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"budget (--budget) must be a number of labels (or label cost), got "
+                    f"{self.budget!r}"
+                ) from None
+            if not (math.isfinite(budget) and budget > 0):
+                raise ValueError(
+                    "budget (--budget) must be a positive, finite number of labels (or label "
+                    f"cost; leave it out for no limit), got {self.budget!r}"
+                )
         object.__setattr__(self, "models", tuple(self.models))
         if self.kind == "static" and self.oracle is None:
             object.__setattr__(self, "oracle", "model")

@@ -6,8 +6,13 @@ are rows pointing at the annotation they supersede, and ``labels`` is a view of 
 counts with. Format-1 files (one ``labels`` table) are read as they are and migrated to format 2 in
 one transaction on the first writable open (:func:`migrate_v1`).
 
-Read-only opens never write a byte and create no file beside the session (``mode=ro``, or
-``immutable=1`` when no writer's journal is present; :func:`connect`).
+Read-only opens never write a byte. They create no file beside the session either: with no
+writer's journal (``-wal``) beside it they read a consistent in-memory copy of the file, refreshed
+when the file changes; while a writer has it open (``-wal`` and ``-shm`` present) they read it in
+place (``mode=ro``) under SQLite's locks, one read transaction per answer (:func:`connect`,
+:meth:`Store.reading`). Replacing a session (``bae init --overwrite``) takes an exclusive lock and
+is refused while any other connection has the file open (:func:`write_new`); a writer checks at
+every transaction that its file is still the one at the path (:meth:`Store.check_unchanged`).
 """
 
 from __future__ import annotations
@@ -180,29 +185,137 @@ def refuse_same_file(path: str | os.PathLike, other: str | os.PathLike, what: st
         raise SessionError(f"{path} is {what}; choose another file name")
 
 
-def refuse_overwriting_labels(path: str) -> None:
-    """An existing file about to be replaced by a new session: refuse if it holds labels."""
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-    if head != b"SQLite format 3\x00":
+#: Tables whose rows are labels (format 2, format 1 and its migrated copy, development ranking
+#: sessions).
+_LABEL_TABLES = ("annotations", "labels", "labels_v1", "grades")
+#: Seconds ``bae init --overwrite`` waits for the exclusive lock before it refuses (a reader such
+#: as ``bae status`` holds the file for a moment; ``bae serve`` holds it while it runs).
+LOCK_WAIT = 2.0
+
+
+def _is_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _count_labels(con: sqlite3.Connection) -> int:
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    n = 0
+    for table in _LABEL_TABLES:
+        if table in names:
+            n = max(n, con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    return int(n)
+
+
+def _is_session(con: sqlite3.Connection) -> bool:
+    try:
+        return (
+            con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is not None
+        )
+    except sqlite3.Error:
+        return False
+
+
+def _holds_labels_message(path: str, n: int) -> str:
+    return (
+        f"{path} holds {n} recorded labels; --overwrite never replaces labels: remove the "
+        "file yourself or pick another name"
+    )
+
+
+def check_replaceable(path: str) -> None:
+    """An existing file about to be replaced by a new session (``--overwrite``): refuse unless it
+    is a bae session without labels, or a file that is no database and holds no labels
+    (:func:`~bayes_activeeval.io.check_output`'s rule: a CSV whose ``label`` or ``grade`` column
+    is filled in is never replaced). Reads only (nothing is written or created); the check is
+    made again under the exclusive lock of :func:`write_new`."""
+    if os.path.isdir(path):
+        raise SessionError(f"{path} is a directory, not a session file")
+    if not _is_sqlite(path):
+        from ..io import check_output
+
+        check_output(path, overwrite=True)
         return
     try:
-        con = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-            n = 0
-            for table in ("annotations", "labels"):
-                if table in names:
-                    n = max(n, con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return
-    if n:
+        con = _read_connection(path)
+    except (sqlite3.Error, OSError) as exc:
         raise SessionError(
-            f"{path} holds {n} recorded labels; --overwrite never replaces labels: remove the "
-            "file yourself or pick another name"
-        )
+            f"{path} is an SQLite file that cannot be read ({one_line(exc)}); --overwrite "
+            "replaces only a bae session: remove the file yourself or pick another name"
+        ) from exc
+    try:
+        if not _is_session(con):
+            raise SessionError(
+                f"{path} is an SQLite database but not a bae session; --overwrite replaces only a "
+                "bae session: remove the file yourself or pick another name"
+            )
+        n = _count_labels(con)
+    finally:
+        con.close()
+    if n:
+        raise SessionError(_holds_labels_message(path, n))
+
+
+def check_new_path(path: str, *, overwrite: bool = False) -> None:
+    """Check that a new session may be written at ``path``: its directory exists, it is no
+    directory, and an existing file is replaced only with ``overwrite`` and only when
+    :func:`check_replaceable` allows it. Reads only."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise SessionError(f"cannot create {path}: directory {parent} does not exist")
+    if os.path.isdir(path):
+        raise SessionError(f"{path} is a directory, not a session file")
+    if os.path.lexists(path):
+        if not overwrite:
+            raise SessionError(
+                f"session file {path} already exists; remove it or pick another name "
+                "(--overwrite replaces a session without labels)"
+            )
+        check_replaceable(path)
+
+
+def _lock_for_replacement(path: str) -> sqlite3.Connection:
+    """An exclusive lock on the session at ``path`` (a connection in exclusive locking mode,
+    which keeps the lock until it is closed), after checking, under the lock, that it holds no
+    labels. Refused while any other connection — ``bae serve``, ``bae label``, ``bae next``,
+    ``bae record``, a reader — has the file open (each holds a shared lock while it is open)."""
+    con = sqlite3.connect(
+        sqlite_uri(path, mode="rw"), uri=True, isolation_level=None, timeout=LOCK_WAIT
+    )
+    try:
+        con.execute("PRAGMA locking_mode=EXCLUSIVE")
+        con.execute("BEGIN EXCLUSIVE")
+    except sqlite3.OperationalError as exc:
+        con.close()
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise SessionError(
+                f"{path} is open in another process (bae serve, bae label, bae next, bae record "
+                "or a reader); --overwrite never replaces a session in use: stop that process, "
+                "then run bae init again"
+            ) from exc
+        raise SessionError(f"{path} cannot be replaced (SQLite: {one_line(exc)})") from exc
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise SessionError(f"{path} cannot be replaced (SQLite: {one_line(exc)})") from exc
+    try:
+        if not _is_session(con):
+            raise SessionError(
+                f"{path} is an SQLite database but not a bae session; --overwrite replaces only "
+                "a bae session: remove the file yourself or pick another name"
+            )
+        n = _count_labels(con)
+        if n:
+            raise SessionError(_holds_labels_message(path, n))
+        con.execute("COMMIT")  # exclusive locking mode: the lock stays until close
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+        con.close()
+        raise
+    return con
 
 
 def json_default(o: Any) -> Any:
@@ -229,22 +342,157 @@ def package_version() -> str:
     return __version__
 
 
-def connect(path: str, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
-    """Open the SQLite file. Nothing is written here (the WAL journal is switched on only once the
-    file is known to be a session): read-only opens use ``mode=ro``, or ``immutable=1`` when no
-    writer's journal is beside the file, so they create no file either (and work on read-only
-    storage)."""
-    if readonly:
-        wal = os.path.exists(f"{path}-wal")
-        uri = sqlite_uri(path, mode="ro") if wal else sqlite_uri(path, immutable="1")
-    else:
-        uri = sqlite_uri(path, mode="rwc" if create else "rw")
+class SessionConnection(sqlite3.Connection):
+    """A connection to a session file that remembers which file it read.
+
+    Attributes
+    ----------
+    ident : tuple of int or None
+        ``(st_dev, st_ino)`` of the file opened (:meth:`Store.check_unchanged`).
+    signature : tuple or None
+        A copy's file state (:func:`_signature`); ``None`` for a connection to the file itself.
+    """
+
+    ident: tuple[int, int] | None = None
+    signature: tuple | None = None
+
+
+def _stat(path: str) -> tuple[int, int, int, int] | None:
     try:
-        con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-        con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise SessionError(f"{path} is not a bae session (SQLite: {exc})") from exc
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _signature(path: str) -> tuple:
+    """The state of a session file and its journal files: ``(main, wal, shm exists)`` with
+    ``(device, inode, size, mtime)`` of the file and of its ``-wal`` (``None``: absent)."""
+    return (_stat(path), _stat(f"{path}-wal"), os.path.exists(f"{path}-shm"))
+
+
+def _rollback_header(data: bytes) -> bytes:
+    """A database image with the WAL flags of its header (bytes 18-19) set to rollback, so an
+    in-memory copy reads it (an in-memory database has no WAL)."""
+    if len(data) >= 20 and data[18:20] == b"\x02\x02":
+        data = data[:18] + b"\x01\x01" + data[20:]
+    return data
+
+
+def _image(path: str, with_wal: bool) -> bytes:
+    """The database as its pages read now: the file's bytes, or — with a ``-wal`` left beside it
+    by a writer that stopped — the file and that journal copied to a private temporary directory
+    and read there (SQLite recovers the journal in the copy, nothing is created beside the
+    session)."""
+    if not with_wal:
+        with open(path, "rb") as fh:
+            return fh.read()
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="bae-read-")
+    try:
+        copy = os.path.join(tmp, "s.bae")
+        shutil.copyfile(path, copy)
+        shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        con = sqlite3.connect(copy, isolation_level=None)
+        try:
+            return bytes(con.serialize())
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_connection(path: str) -> SessionConnection:
+    """A read-only connection that writes nothing and creates no file beside the session.
+
+    While a writer has the file open (its ``-wal`` and ``-shm`` beside it) the file is read in
+    place (``mode=ro``, under SQLite's locks; the journal files exist already). Otherwise an
+    in-memory copy is read: the file's bytes (with a ``-wal`` a crashed writer left behind,
+    applied in a private copy), taken only when the file did not change while it was copied;
+    :meth:`Store.rows` takes a new copy when the file changed since."""
+    for _attempt in range(5):
+        sig = _signature(path)
+        if sig[0] is None:
+            raise FileNotFoundError(path)
+        if sig[1] is not None and sig[2]:  # a writer has it open: SQLite's locks keep reads whole
+            break
+        try:
+            data = _image(path, with_wal=sig[1] is not None)
+        except FileNotFoundError:  # its -wal went away meanwhile (a writer closed): again
+            continue
+        if _signature(path) != sig:  # changed while copied: copy again
+            continue
+        if data[:16] != b"SQLite format 3\x00":
+            raise sqlite3.DatabaseError("file is not a database")
+        con = sqlite3.connect(":memory:", isolation_level=None, factory=SessionConnection)
+        con.deserialize(_rollback_header(data))
+        con.execute("PRAGMA query_only=1")
+        con.ident, con.signature = sig[0][:2], sig
+        return con
+    con = sqlite3.connect(
+        sqlite_uri(path, mode="ro"),
+        uri=True,
+        isolation_level=None,
+        timeout=30.0,
+        factory=SessionConnection,
+    )
+    st = _stat(path)
+    con.ident = None if st is None else st[:2]
     return con
+
+
+def peek_meta(path: str, key: str) -> Any:
+    """One value of a session file's meta table (``None``: no such key), read without writing
+    a byte or creating a file (:func:`_read_connection`)."""
+    if not _is_sqlite(path):
+        return None
+    con = _read_connection(path)
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    finally:
+        con.close()
+    return None if row is None else json.loads(row[0])
+
+
+def connect(path: str, *, create: bool = False, readonly: bool = False) -> SessionConnection:
+    """Open the SQLite file. Nothing is written here (the WAL journal is switched on only once the
+    file is known to be a session). Read-only opens write nothing and create no file beside the
+    session (:func:`_read_connection`), so they also work on read-only storage; the one exception
+    is a writer that closes (removing its ``-wal`` and ``-shm``) between the check and the open:
+    SQLite then creates them for the reader. A writable open records the file's device and inode
+    (:meth:`Store.check_unchanged`), and opens again when the file was replaced meanwhile."""
+    for _attempt in range(3):
+        before = _stat(path)
+        try:
+            if readonly:
+                con = _read_connection(path)
+            else:
+                con = sqlite3.connect(
+                    sqlite_uri(path, mode="rwc" if create else "rw"),
+                    uri=True,
+                    isolation_level=None,
+                    timeout=30.0,
+                    factory=SessionConnection,
+                )
+            con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except FileNotFoundError as exc:
+            raise SessionError(f"session file {path} does not exist") from exc
+        except IsADirectoryError as exc:
+            raise SessionError(f"{path} is a directory, not a bae session") from exc
+        except OSError as exc:
+            raise SessionError(f"cannot read {path}: {exc.strerror or one_line(exc)}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise SessionError(f"{path} is not a bae session (SQLite: {exc})") from exc
+        after = _stat(path)
+        same = after is not None and (before is None or before[:2] == after[:2])
+        if readonly or same:
+            if not readonly:
+                con.ident = after[:2]
+            return con
+        con.close()  # replaced while it was being opened: open the file there now
+    raise SessionError(f"{path} keeps being replaced while it is opened; try again")
 
 
 def tune(con: sqlite3.Connection) -> None:
@@ -254,15 +502,38 @@ def tune(con: sqlite3.Connection) -> None:
     con.execute("PRAGMA foreign_keys=ON")
 
 
-def write_new(path: str, meta: dict[str, Any], *, overwrite: bool = False) -> None:
-    """Write a complete session file (schema and ``meta``) beside ``path``, then rename it into
-    place: a crash leaves either no session or a whole one."""
+def write_new(
+    path: str,
+    meta: dict[str, Any],
+    *,
+    overwrite: bool = False,
+    fill: Callable[[sqlite3.Connection], Any] | None = None,
+) -> None:
+    """Write a complete session file (schema, ``meta`` and whatever ``fill(con)`` adds, in one
+    transaction) beside ``path``, then put it in place: a crash leaves either no session or a
+    whole one.
+
+    A new file is linked into place (never over a file that appeared meanwhile). With
+    ``overwrite``, an existing session is replaced only under an exclusive lock, refused while
+    any other connection has it open (``bae serve``, ``bae label``, …) and when it holds labels;
+    its contents are replaced in one SQLite transaction (the backup API), so its journal files
+    are never deleted behind another process and the file keeps its permissions. Any other
+    existing file is replaced (renamed over) only when :func:`check_replaceable` allows it.
+    """
+    check_new_path(path, overwrite=overwrite)
+    old: sqlite3.Connection | None = None
+    exists = os.path.lexists(path)
+    if exists and _is_sqlite(path):
+        old = _lock_for_replacement(path)
     tmp = f"{path}.tmp-{os.getpid()}"
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp + suffix)
-    con = connect(tmp, create=True)
+    con = None
     try:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp + suffix)
+        con = sqlite3.connect(tmp, isolation_level=None)
+        if old is not None:  # the backup into a WAL file needs the same page size
+            con.execute(f"PRAGMA page_size={int(old.execute('PRAGMA page_size').fetchone()[0])}")
         tune(con)
         con.execute("BEGIN IMMEDIATE")
         for stmt in statements(SCHEMA):
@@ -271,21 +542,43 @@ def write_new(path: str, meta: dict[str, Any], *, overwrite: bool = False) -> No
             "INSERT INTO meta(key, value) VALUES (?, ?)",
             [(k, json.dumps(v)) for k, v in meta.items()],
         )
+        if fill is not None:
+            fill(con)
         con.execute("COMMIT")
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        con.close()
-        if overwrite:
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path + suffix)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
+        if old is not None:
+            con.backup(old)  # one write transaction on the locked session
+            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.close()
+            con = None
+            return
+        con.close()
+        con = None
+        if exists:  # a file that is no session (check_replaceable allowed it)
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise SessionError(
+                f"session file {path} already exists; remove it or pick another name"
+            ) from None
+        except OSError:  # no hard links here: a rename after one more check
+            if os.path.lexists(path):
+                raise SessionError(
+                    f"session file {path} already exists; remove it or pick another name"
+                ) from None
+            os.replace(tmp, path)
+    finally:
+        if con is not None:
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
+        if old is not None:
+            with contextlib.suppress(sqlite3.Error):
+                old.close()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp + suffix)
-        raise
 
 
 def read_meta(con: sqlite3.Connection, path: str) -> dict[str, Any]:
@@ -349,10 +642,85 @@ class Store:
         self.con: sqlite3.Connection | None = con
         self.readonly = readonly
         self.schema = schema
+        self._reading = 0
+        self._origin = self._identity(con)
+
+    @staticmethod
+    def _identity(con: sqlite3.Connection) -> tuple | None:
+        """What tells this session from another written at the same path: its creation time
+        and pool checksum."""
+        try:
+            rows = con.execute(
+                "SELECT key, value FROM meta WHERE key IN ('created', 'pool_sha256', 'checksum') "
+                "ORDER BY key"
+            ).fetchall()
+        except sqlite3.Error:
+            return None
+        return tuple(rows)
+
+    def _replaced(self, how: str) -> SessionError:
+        return SessionError(
+            f"session file {self.path} was {how} since it was opened (bae init --overwrite, or "
+            "moved); nothing more is written to or read from the old file: open the session again"
+        )
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`SessionError` when the file at :attr:`path` is no longer the one this
+        store opened (removed, or another file renamed into its place): a writer must not go on
+        writing to a file nobody will read again."""
+        ident = getattr(self.con, "ident", None)
+        if ident is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise self._replaced("removed") from None
+        if (st.st_dev, st.st_ino) != tuple(ident):
+            raise self._replaced("replaced")
+
+    def _refresh(self) -> None:
+        """A read-only store reading an in-memory copy: take a new copy when the file changed
+        since (another process wrote it)."""
+        sig = getattr(self.con, "signature", None)
+        if sig is None or self._reading or _signature(self.path) == sig:
+            return
+        self.check_unchanged()
+        con = connect(self.path, readonly=True)
+        if self._identity(con) != self._origin:
+            con.close()
+            raise self._replaced("replaced")
+        self.con.close()
+        self.con = con
 
     def rows(self, sql: str, args: Sequence = ()) -> list:
         """All rows of one query."""
+        self._refresh()
         return self.con.execute(sql, args).fetchall()
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Answer several queries from one state of the file: one read transaction (a read-only
+        copy is one state already). Nested uses join the outer one; no write inside."""
+        if self._reading:
+            self._reading += 1
+            try:
+                yield
+            finally:
+                self._reading -= 1
+            return
+        self._refresh()
+        con = self.con
+        begin = getattr(con, "signature", None) is None and not con.in_transaction
+        if begin:
+            con.execute("BEGIN")
+        self._reading = 1
+        try:
+            yield
+        finally:
+            self._reading = 0
+            if begin:
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("COMMIT")
 
     def require_writable(self, what: str) -> None:
         if self.readonly:
@@ -362,9 +730,13 @@ class Store:
         """Run ``fn(con)`` in one write transaction (``BEGIN IMMEDIATE``; rolled back if it
         raises)."""
         self.require_writable("writing")
+        if self._reading:
+            raise RuntimeError("a write inside Store.reading(): read, then write")
         con = self.con
+        self.check_unchanged()
         con.execute("BEGIN IMMEDIATE")
         try:
+            self.check_unchanged()  # under the write lock: still the file at the path
             fn(con)
         except BaseException:
             con.execute("ROLLBACK")
