@@ -147,6 +147,19 @@ def check_fraction(
     return v
 
 
+def check_number(value: Any, name: str) -> float:
+    """``value`` as a finite float: a bool, a string or ``None`` is refused (``TypeError``), as is
+    a NaN or infinite number (``ValueError``), naming the argument and the value."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return v
+
+
 def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
     """A whole number >= minimum."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

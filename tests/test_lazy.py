@@ -344,6 +344,45 @@ def test_calibration_evaluator_matches_in_memory(
         bae.ActiveEvaluator(lazy, measure, relative_floor="x", **kw)
 
 
+def test_calibration_on_raw_scores_matches_in_memory(parquet_path, frame):
+    """A pool with scores only: the calibration oracle fits its map to the standardized score
+    (median and IQR / 1.349) in memory, and lazily with the pool's exact quartiles, so the lazy
+    belief, draws and estimates stay the in-memory ones."""
+    from bayes_activeeval.adaptive.lazy import LazyActiveEvaluator
+
+    lazy = bae.Pool.from_parquet(
+        parquet_path,
+        predictions={"a": "pred_a"},
+        probs=None,
+        scores={"a": "score_a"},
+        chunk_size=CHUNK,
+    )
+    mem = bae.Pool(
+        predictions={"a": frame["pred_a"].to_numpy()}, scores={"a": frame["score_a"].to_numpy()}
+    )
+    ev_l = bae.ActiveEvaluator(lazy, "f1", rng=0)
+    ev_m = bae.ActiveEvaluator(mem, "f1", oracle="calibration", estimator="ipw", rng=0)
+    assert isinstance(ev_l, LazyActiveEvaluator)
+    s = frame["score_a"].to_numpy()
+    q1, med, q3 = np.quantile(s, [0.25, 0.5, 0.75])
+    assert ev_l._belief.x_shift == med == ev_m.oracle.x_shift
+    assert ev_l._belief.x_scale == ev_m.oracle.x_scale != 1.0
+    assert np.isclose(ev_m.oracle.x_scale, (q3 - q1) / 1.3489795003921634)
+    labels = (np.random.default_rng(3).random(N) < 1 / (1 + np.exp(-(s - 1)))).astype(int)
+    for _ in range(3):
+        il, im = ev_l.query(40), ev_m.query(40)
+        np.testing.assert_array_equal(il, im)
+        ev_l.update(il, labels[il])
+        ev_m.update(im, labels[im])
+        assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+    np.testing.assert_allclose(ev_l.oracle.params, ev_m.oracle.params, rtol=1e-9, atol=1e-12)
+    assert ev_l.oracle.coef_ == pytest.approx(ev_m.oracle.coef_, rel=1e-9)
+    el = ev_l.run(lambda i: labels[i], budget=ev_m.cost + 60, progress=False)
+    em = ev_m.run(lambda i: labels[i], budget=ev_m.cost + 60, progress=False)
+    np.testing.assert_array_equal(ev_l.draws()["item"], ev_m.draws()["item"])
+    np.testing.assert_allclose(el.values, em.values, rtol=1e-10)
+
+
 @pytest.mark.parametrize("method", ["quantile", "csf"])
 @pytest.mark.parametrize("allocation", ["proportional", "neyman"])
 def test_stratified_proposal_matches_in_memory(parquet_path, frame, method, allocation):

@@ -309,3 +309,274 @@ def test_calibration_posterior_refuses_several_models():
     post = ev.posterior(draws=50, rng=0)
     assert post.attrs["method"] == "conjugate"
     assert post.posterior["measure"].values.shape[-1] == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# the calibration posterior on raw scores, with asymptotes, and its labeled counts
+# ------------------------------------------------------------------------------------------------
+def test_calibration_posterior_on_raw_scores_does_not_depend_on_their_scale():
+    """The label model is fitted to the standardized score (``CalibrationOracle``,
+    ``feature="score"``) and the unlabeled items are binned on it, so the posterior of F1 is
+    the same for scores with the same ranking on another scale (the reviewer's F1 interval
+    covered 0.87 at scale 1 and 0.13 at scale 1,000 when the raw score met the identity-map
+    prior); ``a`` and ``b`` are on the raw score."""
+    rng = np.random.default_rng(0)
+    n = 5000
+    u = rng.normal(size=n)
+    y = (rng.random(n) < special.expit(2.0 * u - 4.0)).astype(int)
+    idx = rng.choice(n, 400, replace=False)
+    out = {}
+    for scale, shift in ((1.0, 0.0), (1000.0, -250.0)):
+        pool = bae.Pool(
+            predictions=(u > 1).astype(int),
+            probs=special.expit(u),
+            scores=shift + scale * u,
+            classes=[0, 1],
+        )
+        post = contingency_posterior(
+            pool,
+            "f1",
+            idx,
+            y[idx],
+            method="calibration",
+            calibration_options={"feature": "score"},
+            draws=300,
+            rng=1,
+        )
+        out[scale] = post.posterior
+    g1, g2 = (out[k]["measure"].values.ravel() for k in (1.0, 1000.0))
+    np.testing.assert_allclose(
+        np.quantile(g2, [0.025, 0.5, 0.975]), np.quantile(g1, [0.025, 0.5, 0.975]), atol=1e-3
+    )
+    b1, b2 = (float(out[k]["b"].mean()) for k in (1.0, 1000.0))
+    assert np.isclose(b2 * 1000.0, b1, rtol=1e-3)
+    truth = true_value(pool, y, "f1")
+    assert np.quantile(g1, 0.001) < truth < np.quantile(g1, 0.999)
+    # scores only (the prior belief expit(s)), the reviewer's setting: SVM-like log-odds times
+    # 1,000; the raw-score fit put the pool's F1 of 0.142 below its 1 % quantile (0.264)
+    d = make_classification_pool(5000, 0.02, calibration="svm", rng=300)
+    v = d.pool.view()
+    only = bae.Pool(predictions=v.pred, scores=1000.0 * np.log(v.prob[:, 1] / v.prob[:, 0]))
+    idx = np.random.default_rng(0).choice(5000, 400, replace=False)
+    post = contingency_posterior(
+        only, "f1", idx, d.labels[idx], method="calibration", draws=250, rng=0
+    )
+    g = post.posterior["measure"].values.ravel()
+    truth = true_value(only, d.labels, "f1")
+    assert np.quantile(g, 0.01) < truth < np.quantile(g, 0.99), (
+        np.quantile(g, [0.01, 0.99]),
+        truth,
+    )
+
+
+def _contaminated(n, lam0, lam1, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(-2.0, 2.0, n)
+    truth = lam0 + (1 - lam0 - lam1) * special.expit(-1.0 + 1.5 * x)
+    y = (rng.random(n) < truth).astype(int)
+    pool = bae.Pool(predictions=(x > 0).astype(int), probs=special.expit(x), classes=[0, 1])
+    return pool, x, y
+
+
+ASYMPTOTES = {"lower_asymptote": 1.0, "upper_asymptote": 1.0, "n_strata": 0}
+
+
+def test_calibration_posterior_carries_the_asymptotes():
+    """With asymptotes the unlabeled items' labels are drawn from
+    ``λ_0 + (1 − λ_0 − λ_1) expit(η)`` (``λ`` at the oracle's joint mode for the Laplace fit), as
+    the oracle's belief is: the posterior mean of the hidden positives is the importance-weighted
+    mean of ``Σ_unlabeled P(y = 1 | x)`` under the same label model. Without ``λ`` the reviewer's
+    posterior expected 1143.4 hidden positives where the oracle expected 944.4."""
+    from bayes_activeeval.posterior.calibration import _fitted_oracle
+
+    pool, _x, y = _contaminated(4000, 0.02, 0.05, 3)
+    rng = np.random.default_rng(4)
+    idx = np.unique(rng.choice(4000, 600, replace=False))
+    S = 1000
+    post = contingency_posterior(
+        pool,
+        "f1",
+        idx,
+        y[idx],
+        method="calibration",
+        calibration_options=ASYMPTOTES,
+        draws=S // 2,
+        rng=5,
+    )
+    npos = post.posterior["unlabeled_positives"].sum("prediction").values.ravel()
+    o = _fitted_oracle(pool, "model", idx, y[idx], {**ASYMPTOTES, "n_samples": max(512, S)})
+    assert o.lam.min() > 0.005
+    assert post.attrs["lambda_0"] == o.lam[0] and post.attrs["lambda_1"] == o.lam[1]
+    th, w = o.posterior_samples()
+    unl = np.setdiff1d(np.arange(4000), idx)
+    eta = th[:, :1] + np.exp(th[:, 1:2]) * (o.x[unl] - o.x_center)[None, :]
+    p1 = o.with_asymptotes(special.expit(eta), *o.lam)
+    expected = float(w @ p1.sum(axis=1))
+    without = float(w @ special.expit(eta).sum(axis=1))
+    se = npos.std() / np.sqrt(npos.size)
+    assert abs(npos.mean() - expected) < 4 * se + 0.01 * expected, (npos.mean(), expected, se)
+    assert abs(expected - without) > 20 * se + 0.05 * expected  # the asymptotes matter here
+
+
+def test_calibration_posterior_nuts_draws_the_asymptotes():
+    """``fit="nuts"``: ``lambda_0``/``lambda_1`` are posterior draws, and the hidden positives
+    are drawn from each draw's own ``λ_0 + (1 − λ_0 − λ_1) expit(a + b s)``."""
+    pool, _x, y = _contaminated(3000, 0.02, 0.05, 6)
+    rng = np.random.default_rng(7)
+    idx = np.unique(rng.choice(3000, 500, replace=False))
+    post = contingency_posterior(
+        pool,
+        "f1",
+        idx,
+        y[idx],
+        method="calibration",
+        fit="nuts",
+        calibration_options=ASYMPTOTES,
+        draws=150,
+        tune=200,
+        rng=8,
+    )
+    P = post.posterior
+    l0, l1 = P["lambda_0"].values.ravel(), P["lambda_1"].values.ravel()
+    a, b = P["a"].values.ravel(), P["b"].values.ravel()
+    assert l0.min() > 0 and l1.min() > 0 and np.ptp(l0) > 0
+    unl = np.setdiff1d(np.arange(3000), idx)
+    s = np.log(pool.view().prob[unl, 1]) - np.log(pool.view().prob[unl, 0])
+    p1 = l0[:, None] + (1 - l0 - l1)[:, None] * special.expit(a[:, None] + b[:, None] * s)
+    want = p1.sum(axis=1)
+    npos = P["unlabeled_positives"].sum("prediction").values.ravel()
+    var = (p1 * (1 - p1)).sum(axis=1)  # binomial noise given the draw
+    se = np.sqrt(var.mean() / npos.size)
+    assert abs((npos - want).mean()) < 4 * se + 0.01 * want.mean(), ((npos - want).mean(), se)
+
+
+def test_draw_positives_with_asymptotes_has_the_mixture_mean():
+    """The thinning sampler of the threshold-free posterior draws each (draw, item) positive with
+    probability ``λ_0t + (1 − λ_0t − λ_1t) expit(η_t(x))``: the count per draw has that mean."""
+    from bayes_activeeval.posterior.calibration import _draw_positives
+
+    rng = np.random.default_rng(0)
+    n, S = 4000, 200
+    x = rng.normal(-3.0, 1.5, n)
+    h = rng.integers(0, 3, n)
+    b = np.exp(rng.normal(0, 0.1, S))
+    lin = rng.normal(-2.0, 0.3, (S, 3))
+    lam = np.column_stack([rng.uniform(0.001, 0.01, S), rng.uniform(0.0, 0.05, S)])
+    t, i = _draw_positives(np.random.default_rng(1), x, h, lin, b, lam=lam)
+    got = np.bincount(t, minlength=S)
+    p = lam[:, :1] + (1 - lam.sum(axis=1))[:, None] * special.expit(lin[:, h] + b[:, None] * x)
+    want = p.sum(axis=1)
+    se = np.sqrt((p * (1 - p)).sum() / S**2)
+    assert abs(got.mean() - want.mean()) < 4 * se, (got.mean(), want.mean(), se)
+    assert np.unique(t * n + i).size == t.size  # each (draw, item) at most once
+
+
+def test_threshold_free_posterior_carries_the_asymptotes():
+    from bayes_activeeval.posterior.calibration import _fitted_oracle
+
+    pool, _x, y = _contaminated(3000, 0.02, 0.05, 9)
+    idx = np.unique(np.random.default_rng(10).choice(3000, 500, replace=False))
+    S = 600
+    post = contingency_posterior(
+        pool, "roc_auc", idx, y[idx], calibration_options=ASYMPTOTES, draws=S // 2, rng=11
+    )
+    npos = post.posterior["unlabeled_positives"].values.ravel()
+    o = _fitted_oracle(pool, "model", idx, y[idx], {**ASYMPTOTES, "n_samples": 512})
+    th, w = o.posterior_samples()
+    unl = np.setdiff1d(np.arange(3000), idx)
+    eta = th[:, :1] + np.exp(th[:, 1:2]) * (o.x[unl] - o.x_center)[None, :]
+    expected = float(w @ o.with_asymptotes(special.expit(eta), *o.lam).sum(axis=1))
+    se = npos.std() / np.sqrt(npos.size)
+    assert abs(npos.mean() - expected) < 4 * se + 0.01 * expected, (npos.mean(), expected)
+
+
+def test_calibration_posterior_counts_every_prediction():
+    """Every predicted positive labeled: ``labeled_counts`` and ``unlabeled_positives`` still have
+    a row for prediction 1 (the arrays were sized by the predictions of the unlabeled items, so
+    the row and its labeled items were dropped: 451 of 500 labeled items in the reviewer's run)."""
+    data = make_classification_pool(5000, 0.02, rng=100)
+    pred = data.pool.view().pred
+    rng = np.random.default_rng(0)
+    idx = np.unique(np.concatenate([np.flatnonzero(pred == 1), rng.choice(5000, 300)]))
+    post = contingency_posterior(
+        data.pool, "f1", idx, data.labels[idx], method="calibration", draws=50, rng=0
+    )
+    lc = post.observed_data["labeled_counts"]
+    assert lc.coords["prediction"].values.tolist() == ["0", "1"]
+    assert int(lc.sum()) == idx.size
+    for k in (0, 1):
+        for c in (0, 1):
+            assert int(lc.sel(prediction=str(k), **{"class": str(c)})) == np.sum(
+                (pred[idx] == k) & (data.labels[idx] == c)
+            )
+    up = post.posterior["unlabeled_positives"]
+    assert up.coords["prediction"].values.tolist() == ["0", "1"]
+    assert np.all(up.sel(prediction="1").values == 0)
+
+
+@pytest.mark.parametrize("method", ["conjugate", "calibration"])
+def test_conflicting_labels_of_one_item_are_refused(rare, method):
+    """Under ``deterministic=True`` an item has one label: two different ones are refused (the
+    posteriors kept the first silently), identical repeats count once."""
+    pool = rare.pool
+    idx = np.array([3, 3, 4, 5])
+    with pytest.raises(ValueError, match=r"item 3 has two different labels.*deterministic=False"):
+        contingency_posterior(pool, "f1", idx, [0, 1, 0, 1], method=method, draws=10, rng=0)
+    a = contingency_posterior(pool, "f1", idx, [1, 1, 0, 1], method=method, draws=10, rng=0)
+    b = contingency_posterior(pool, "f1", idx[1:], [1, 0, 1], method=method, draws=10, rng=0)
+    if method == "calibration":
+        np.testing.assert_array_equal(a.posterior["measure"], b.posterior["measure"])
+    else:
+        np.testing.assert_array_equal(a.constant_data["raw_counts"], b.constant_data["raw_counts"])
+        # a stochastic labeler may give one item different labels
+        contingency_posterior(
+            pool, "f1", idx, [0, 1, 0, 1], method=method, deterministic=False, draws=10, rng=0
+        )
+
+
+@pytest.mark.parametrize(
+    ("make", "err", "match"),
+    [
+        (lambda: CalibrationOptions(bin_width=None), TypeError, "bin_width must be a number"),
+        (lambda: CalibrationOptions(bin_width="0.1"), TypeError, "bin_width must be a number"),
+        (lambda: CalibrationOptions(bin_width=np.inf), ValueError, "bin_width must be a finite"),
+        (lambda: CalibrationOptions(calibration_options=[1]), TypeError, "calibration_options"),
+        (
+            lambda: CalibrationOptions(calibration_options={"deterministic": False}),
+            TypeError,
+            "cannot set 'deterministic'",
+        ),
+        (lambda: CellOptions(prior_strength=None), TypeError, "prior_strength must be a number"),
+        (lambda: CellOptions(labels_per_cell=0), ValueError, "labels_per_cell must be positive"),
+    ],
+)
+def test_posterior_options_are_checked(make, err, match):
+    with pytest.raises(err, match=match):
+        make()
+
+
+def test_calibration_posterior_checks_tune(labeled):
+    pool, d, y = labeled
+    with pytest.raises(ValueError, match="tune must be >= 0"):
+        contingency_posterior(pool, "f1", d.indices, y, method="calibration", tune=-1)
+
+
+def test_labels_per_cell_caps_the_cells():
+    """``labels_per_cell`` cuts the bins, then the strata, until the non-empty cells hold that many
+    labels on average; without it the cells are 20 strata x 4 bins as before."""
+    data = make_classification_pool(5000, 0.02, calibration="svm", rng=100)
+    d = bae.optimal_proposal(data.pool, "f1").draw(300, rng=1)
+    y = (np.random.default_rng(2).random(300) < data.truth[d.indices]).astype(int)
+    kw = dict(deterministic=False, draws=20, rng=0)
+    base = contingency_posterior(data.pool, "f1", d.indices, y, d.weights, **kw)
+    same = contingency_posterior(
+        data.pool, "f1", d.indices, y, d.weights, n_strata=20, n_bins=4, labels_per_cell=None, **kw
+    )
+    np.testing.assert_array_equal(base.posterior["measure"], same.posterior["measure"])
+    assert base.posterior.sizes["cell"] > 60 and base.attrs["n_bins"] == 4
+    capped = contingency_posterior(
+        data.pool, "f1", d.indices, y, d.weights, labels_per_cell=15, **kw
+    )
+    assert capped.posterior.sizes["cell"] <= 300 / 15 and capped.attrs["n_bins"] == 1
+    assert capped.attrs["n_strata"] < 20
+    assert capped.constant_data["raw_counts"].sum() == 300

@@ -9,14 +9,15 @@ probabilities again at any later stage without reading the pool:
   floored probabilities themselves, fixed for the whole run.
 - :class:`CalibrationBelief`: the MAP belief of the Bayesian calibration oracle
   (``oracle="calibration"``, :class:`~bayes_activeeval.oracles.CalibrationOracle`),
-  ``P(y = 1 | x) = expit(c + b (x − x̄) + σ z_h(x))``; the features are the covariate ``x``, the
-  score stratum ``h`` and the model's own probability (the belief before any label).
+  ``P(y = 1 | x) = expit(c + b (x − x̄) + σ z_h(x))``; the features are the covariate ``x`` (a raw
+  score standardized as in memory), the score stratum ``h`` and the model's own probability (the
+  belief before any label).
 
 The calibration model is fitted on the labeled items only (:class:`LabeledCalibration`): its
-likelihood reads the covariate, stratum and label of each labeled item, and its prior two
-pool-level statistics, the pivot ``x̄`` and the strata (:func:`calibration_statistics`, a few
-passes of per-chunk sums). So the lazy belief is the in-memory oracle's, up to the order of
-floating-point summation in ``x̄``.
+likelihood reads the covariate, stratum and label of each labeled item, and its prior three
+pool-level statistics, the standardization of a raw score (median and quartiles, exact), the
+pivot ``x̄`` and the strata (:func:`calibration_statistics`, a few passes of per-chunk sums). So
+the lazy belief is the in-memory oracle's, up to the order of floating-point summation in ``x̄``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import numpy as np
 from scipy import special
 
 from ..beliefs import as_belief
-from ..lazy import lazy_score_strata
+from ..lazy import lazy_quantiles, lazy_score_strata
 from ..oracles import CalibrationOracle
 from ..oracles._common import prior_probs
+from ..oracles.calibration import feature_scaling
 
 __all__ = [
     "CalibrationBelief",
@@ -99,10 +101,13 @@ class PluginBelief:
         return features
 
 
-def calibration_feature(cp, model: str, feature: str, clip: float, pos: int) -> np.ndarray:
+def calibration_feature(
+    cp, model: str, feature: str, clip: float, pos: int, shift: float = 0.0, scale: float = 1.0
+) -> np.ndarray:
     """The calibration covariate of a chunk's items, as
     :meth:`~bayes_activeeval.oracles.CalibrationOracle.initialize` computes it: the logit of the
-    clipped positive-class probability (``"logit"``) or the raw score (``"score"``).
+    clipped positive-class probability (``"logit"``) or the score (``"score"``), standardized as
+    ``(x − shift) / scale``.
 
     Parameters
     ----------
@@ -117,6 +122,9 @@ def calibration_feature(cp, model: str, feature: str, clip: float, pos: int) -> 
         With ``"logit"``, the probability is clipped to ``[clip, 1 − clip]`` first.
     pos : int
         The positive class.
+    shift, scale : float, optional
+        The standardization of the pool's covariate (defaults ``0`` and ``1``: none;
+        :func:`calibration_statistics` computes it for a raw score as the in-memory oracle does).
 
     Returns
     -------
@@ -125,8 +133,12 @@ def calibration_feature(cp, model: str, feature: str, clip: float, pos: int) -> 
     """
     view = cp.view(model)
     if feature == "logit":
-        return special.logit(np.clip(view.prob[:, pos], clip, 1.0 - clip))
-    return np.asarray(view.score, dtype=float)
+        x = special.logit(np.clip(view.prob[:, pos], clip, 1.0 - clip))
+    else:
+        x = np.asarray(view.score, dtype=float)
+    if shift != 0.0 or scale != 1.0:
+        x = (x - shift) / scale
+    return x
 
 
 @dataclass(frozen=True)
@@ -161,11 +173,17 @@ class CalibrationBelief:
         The belief floor: both class probabilities are floored at it and renormalized.
     asymptotes : tuple of float, optional
         ``(λ_0, λ_1)``, the fitted lower and upper asymptotes (default ``(0.0, 0.0)``: none).
+    x_shift, x_scale : float, optional
+        The standardization of a raw score (:func:`~bayes_activeeval.oracles.calibration.
+        feature_scaling`; defaults ``0.0`` and ``1.0``: none, as for the log-odds).
 
     Attributes
     ----------
     model, feature : str
         The calibrated model and the covariate (``"logit"`` or ``"score"``).
+    x_shift, x_scale : float
+        The standardization ``(s − x_shift) / x_scale`` of the raw covariate ``s`` (``0`` and
+        ``1`` for the log-odds).
     clip : float
     pos : int
         The positive class.
@@ -194,10 +212,15 @@ class CalibrationBelief:
     params: np.ndarray | None
     floor: float
     asymptotes: tuple[float, float] = (0.0, 0.0)
+    x_shift: float = 0.0
+    x_scale: float = 1.0
 
     def features(self, cp) -> np.ndarray:
-        """``(x, h, prior P(y = pos))`` of the chunk's items, shape ``(n, 3)``."""
-        x = calibration_feature(cp, self.model, self.feature, self.clip, self.pos)
+        """``(x, h, prior P(y = pos))`` of the chunk's items, shape ``(n, 3)`` (``x``
+        standardized)."""
+        x = calibration_feature(
+            cp, self.model, self.feature, self.clip, self.pos, self.x_shift, self.x_scale
+        )
         h = self.strata(x)
         prior = prior_probs(cp, self.model)[:, self.pos]
         return np.stack([x, h.astype(float), prior], axis=1)
@@ -230,20 +253,41 @@ class CalibrationBelief:
         return floor_probs(probs, self.floor)
 
 
-def _feature_sums(cp, offset, model, feature, clip, pos):
+def _feature_sums(cp, offset, model, feature, clip, pos, shift=0.0, scale=1.0):
     """``(Σ w1 x, Σ w1, Σ x)`` of a chunk, ``w1`` the model's positive-class probability."""
-    x = calibration_feature(cp, model, feature, clip, pos)
+    x = calibration_feature(cp, model, feature, clip, pos, shift, scale)
     w1 = prior_probs(cp, model)[:, pos]
     return float(np.sum(w1 * x)), float(np.sum(w1)), float(np.sum(x))
 
 
-def _feature_scores(cp, offset, model, feature, clip, pos):
-    return calibration_feature(cp, model, feature, clip, pos)
+def _feature_scores(cp, offset, model, feature, clip, pos, shift=0.0, scale=1.0):
+    return calibration_feature(cp, model, feature, clip, pos, shift, scale)
 
 
-def _raw_strata_counts(cp, offset, model, feature, clip, pos, inner):
+def _moment_sums(cp, offset, model, feature, clip, pos, mean):
+    """``(Σ (x − mean)², n)`` of a chunk's raw covariate."""
     x = calibration_feature(cp, model, feature, clip, pos)
+    return float(np.sum((x - mean) ** 2)), x.size
+
+
+def _raw_strata_counts(cp, offset, model, feature, clip, pos, shift, scale, inner):
+    x = calibration_feature(cp, model, feature, clip, pos, shift, scale)
     return np.bincount(np.searchsorted(inner, x, side="right"), minlength=inner.size + 1)
+
+
+def _lazy_feature_scaling(pool, args) -> tuple[float, float]:
+    """:func:`~bayes_activeeval.oracles.calibration.feature_scaling` of a lazy pool's raw
+    covariate: its quartiles exact (the order statistics behind ``np.quantile``), the standard
+    deviation (used only when the IQR is 0) from per-chunk sums."""
+    n = pool.n_items
+    q = lazy_quantiles(pool, [0.25, 0.5, 0.75], model=(_feature_scores, *args))
+
+    def sd() -> float:
+        mean = float(np.sum(pool.map_chunks(_feature_sums, *args), axis=0)[2]) / n
+        ss = np.sum(pool.map_chunks(_moment_sums, *args, mean), axis=0)
+        return float(np.sqrt(ss[0] / ss[1]))
+
+    return feature_scaling(q, sd)
 
 
 def calibration_statistics(
@@ -251,7 +295,8 @@ def calibration_statistics(
 ) -> CalibrationBelief:
     """The pool-level statistics of the calibration oracle on a lazy pool, in passes over chunks.
 
-    The pivot ``x̄ = Σ w1 x / Σ w1`` (``w1`` the model's positive-class probability; the mean of
+    The standardization of a raw score (``feature="score"``: median and ``IQR / 1.349``, exact),
+    the pivot ``x̄ = Σ w1 x / Σ w1`` (``w1`` the model's positive-class probability; the mean of
     ``x`` when ``Σ w1 = 0``) and the ``n_strata`` cumulative-sqrt(F) strata of ``x``
     (:func:`~bayes_activeeval.lazy.lazy_score_strata`, exact), as
     :meth:`CalibrationOracle.initialize_feature` computes them in memory.
@@ -281,7 +326,11 @@ def calibration_statistics(
         feature = "logit" if pool.has_probs() else "score"
     if feature == "logit" and not pool.has_probs():
         raise ValueError("feature='logit' needs a pool with probs")
-    args = (model, feature, oracle.clip, pool.pos)
+    raw_args = (model, feature, oracle.clip, pool.pos)
+    shift, scale = 0.0, 1.0
+    if feature == "score":  # standardized as CalibrationOracle.initialize_feature does
+        shift, scale = _lazy_feature_scaling(pool, raw_args)
+    args = (*raw_args, shift, scale)
     sums = np.sum(pool.map_chunks(_feature_sums, *args), axis=0)
     x_center = float(sums[0] / sums[1]) if sums[1] > 0 else float(sums[2] / pool.n_items)
     inner = np.zeros(0)
@@ -297,7 +346,18 @@ def calibration_statistics(
         relabel[used] = np.arange(used.size)
         H = int(used.size)
     return CalibrationBelief(
-        model, feature, oracle.clip, int(pool.pos), x_center, inner, relabel, H, None, floor
+        model,
+        feature,
+        oracle.clip,
+        int(pool.pos),
+        x_center,
+        inner,
+        relabel,
+        H,
+        None,
+        floor,
+        x_shift=shift,
+        x_scale=scale,
     )
 
 
@@ -350,7 +410,9 @@ class LabeledCalibration(CalibrationOracle):
         warm_lam = self.lam.copy() if warm is not None else np.zeros(2)
         prior = np.zeros((x.size, 2))
         prior[:, stats.pos] = 1.0
-        self.initialize_feature(x, prior, stats.pos, feature=stats.feature)
+        # x is already standardized with the pool's scaling (CalibrationBelief.features)
+        self.initialize_feature(x, prior, stats.pos, feature=stats.feature, standardize=False)
+        self.x_shift, self.x_scale = stats.x_shift, stats.x_scale
         self.lam = warm_lam  # the asymptotes warm-start too, as in memory
         # the pool's pivot and strata, not the labeled items' own
         self.x_center = stats.x_center

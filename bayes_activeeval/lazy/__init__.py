@@ -67,6 +67,7 @@ __all__ = [
     "from_zarr",
     "import_dask",
     "is_lazy",
+    "lazy_quantiles",
     "lazy_score_strata",
     "model_assisted_terms",
     "optimal_proposal",
@@ -193,6 +194,34 @@ def _np_quantile_from(n: int, probs: np.ndarray, stat) -> np.ndarray:
     hi = gamma >= 0.5
     out[hi] = (b - diff * (1 - gamma))[hi]
     return out
+
+
+def lazy_quantiles(pool: LazyPool, probs: Any, *, model=None) -> np.ndarray:
+    """``np.quantile(scores, probs)`` (method "linear") of a lazy pool's scores, exact: the
+    order statistics behind it found in passes over the chunks (:func:`_order_statistics`) and
+    NumPy's own interpolation, so the result is bit-identical to the in-memory one.
+
+    Parameters
+    ----------
+    pool : LazyPool
+    probs : array-like of float
+        Probabilities in ``[0, 1]``.
+    model : str or tuple, optional
+        The model whose default scores are used (default ``None``: the pool's only model), or a
+        tuple ``(fn, *args)`` with ``fn(chunk_pool, offset, *args)`` the scores of a chunk.
+
+    Returns
+    -------
+    ndarray
+        One quantile per entry of ``probs``.
+    """
+    mm = pool.map_chunks(_minmax_chunk, model)
+    lo, hi = min(m[0] for m in mm), max(m[1] for m in mm)
+    return _np_quantile_from(
+        pool.n_items,
+        np.asarray(probs, dtype=float),
+        lambda r: _order_statistics(pool, model, r, lo, hi),
+    )
 
 
 def _hist_chunk(cp: Pool, offset: int, model, edges: np.ndarray) -> np.ndarray:

@@ -13,6 +13,19 @@ with random effects for score strata::
 identity map ``η = x``, i.e. on the model's own probabilities). This is Platt scaling
 (Platt 1999) made Bayesian, with a stratum-wise correction for curvature the logistic map misses.
 
+The identity map is a sensible prior centre only for a feature on the log-odds scale. A raw score
+(``feature="score"``: SVM margins, ranking scores, counts) has an arbitrary scale: the same ranking
+on a scale 10,000 times larger needs a slope ``b`` of ``1e-4``, nine prior standard deviations of
+``β`` away, and the prior wins over a few hundred labels. A raw score is therefore *standardized*
+before the fit, ``x = (s − m) / d`` with the median ``m`` and ``d = IQR / 1.349`` (a robust
+standard deviation; the standard deviation where over half the scores tie, 1 where all do), so
+that the prior reads "one robust standard deviation of the score is about one logit" — weakly
+informative priors on standardized inputs (Gelman, Jakulin, Pittau & Su (2008), Ann. Appl. Stat.
+2(4)). The fit then does not depend on the units of the score: only the pivot ``x̄`` still does,
+through its weights, the model's own ``expit(s)`` (for a pool with probabilities, none of it).
+``coef_``, ``coef_stderr`` and the ``a``, ``b`` of :meth:`posterior` are mapped back to the raw
+score. The log-odds feature (``feature="logit"``) is used as it is.
+
 Optionally the map has asymptotes (Copas (1988), the contaminated logistic model): a share
 ``λ_0`` of the labels are positive and a share ``λ_1`` negative whatever the score, so that
 ``P(y = 1 | x) = λ_0 + (1 − λ_0 − λ_1) expit(η(x))``, with a Dirichlet prior on
@@ -59,11 +72,12 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import as_1d, check_count, check_finite, check_rng
+from .._validation import as_1d, check_count, check_finite, check_number, check_rng
 from ..beliefs import CategoricalBelief
 from ..strata import score_strata
 from ._common import (
     LabelCache,
+    check_config,
     check_update,
     common_state,
     log_odds,
@@ -72,7 +86,57 @@ from ._common import (
 )
 from .base import OracleModel, register_oracle
 
-__all__ = ["CalibrationOracle", "log_odds"]
+__all__ = ["CalibrationOracle", "feature_scaling", "log_odds"]
+
+#: ``IQR / _IQR_PER_SD`` is the standard deviation of normal scores (``2 Φ⁻¹(0.75) ≈ 1.349``).
+_IQR_PER_SD = float(2.0 * special.ndtri(0.75))
+
+#: The options of :class:`CalibrationOracle` that change its belief for a given state, stored in
+#: ``config()`` and checked by ``set_state`` (states saved before they were stored skip them).
+_BELIEF_OPTIONS = (
+    "model",
+    "n_strata",
+    "intercept_sd",
+    "log_slope_sd",
+    "stratum_sd",
+    "clip",
+    "predictive",
+    "n_samples",
+    "seed",
+    "grid_size",
+)
+
+
+def feature_scaling(quartiles: Any, sd: Any = None) -> tuple[float, float]:
+    """The robust centre and scale ``(m, d)`` of a raw score from its quartiles.
+
+    ``m`` is the median and ``d = IQR / 1.349`` (``1.349 = 2 Φ⁻¹(0.75)``: the standard deviation
+    of normal scores, unmoved by a few extreme ones); where the IQR is 0 (over half the scores
+    tie) the standard deviation, and 1 where that is 0 too. The calibration oracle fits its map to
+    ``(s − m) / d``, on which its identity-map prior means "one robust standard deviation of the
+    score is about one logit" (Gelman, Jakulin, Pittau & Su (2008), Ann. Appl. Stat. 2(4):
+    weakly informative priors on standardized inputs).
+
+    Parameters
+    ----------
+    quartiles : array-like (3,)
+        ``np.quantile(s, [0.25, 0.5, 0.75])`` (linear interpolation).
+    sd : float or callable, optional
+        The standard deviation of the scores, or a function returning it, used only when the IQR
+        is 0 (default ``None``: 1 then).
+
+    Returns
+    -------
+    m, d : float
+        The centre and the scale (``d > 0``).
+    """
+    q1, med, q3 = (float(v) for v in np.asarray(quartiles, dtype=float))
+    scale = (q3 - q1) / _IQR_PER_SD
+    if not (np.isfinite(scale) and scale > 0) and sd is not None:
+        scale = float(sd() if callable(sd) else sd)
+    if not (np.isfinite(scale) and scale > 0):
+        scale = 1.0
+    return med, scale
 
 
 class CalibrationOracle(OracleModel):
@@ -87,9 +151,10 @@ class CalibrationOracle(OracleModel):
     model : str, optional
         Which model of the pool to calibrate.
     feature : {"auto", "logit", "score"}
-        The covariate: the logit of the model's positive-class probability (``"logit"``), the raw
-        score ``pool.scores[model]`` (``"score"``), or ``"logit"`` when the pool has probabilities
-        and ``"score"`` otherwise (``"auto"``).
+        The covariate: the logit of the model's positive-class probability (``"logit"``), the
+        score ``pool.scores[model]`` standardized by its median and ``IQR / 1.349``
+        (``"score"``; Gelman et al. (2008); see the module notes), or ``"logit"`` when the pool
+        has probabilities and ``"score"`` otherwise (``"auto"``).
     n_strata : int
         Score strata with their own random effect (cumulative-sqrt(F) rule on the feature);
         ``0`` fits plain Bayesian Platt scaling.
@@ -123,10 +188,14 @@ class CalibrationOracle(OracleModel):
     Attributes
     ----------
     coef_ : dict
-        MAP of ``a`` (intercept on the raw feature), ``b`` (slope) and ``sigma`` after an update;
-        with asymptotes also ``lambda_0`` and ``lambda_1``.
+        MAP of ``a`` (intercept on the raw feature), ``b`` (slope on the raw feature) and
+        ``sigma`` after an update; with asymptotes also ``lambda_0`` and ``lambda_1``.
     cov_ : ndarray
-        Laplace covariance of the unconstrained parameters ``(c, β, log σ, z_1..z_H)``.
+        Laplace covariance of the unconstrained parameters ``(c, β, log σ, z_1..z_H)`` (of the
+        map on the standardized feature for ``feature="score"``).
+    x_shift, x_scale : float
+        The standardization ``x = (s − x_shift) / x_scale`` of the raw feature ``s`` (``0`` and
+        ``1``: none, the log-odds feature).
     """
 
     name = "calibration"
@@ -153,24 +222,27 @@ class CalibrationOracle(OracleModel):
             ("lower_asymptote", lower_asymptote),
             ("upper_asymptote", upper_asymptote),
         ):
-            if isinstance(val, bool) or not isinstance(val, (int, float, np.number)):
-                raise TypeError(f"{name} must be a number >= 0, got {val!r}")
-            if not (np.isfinite(val) and val >= 0):
+            if not (check_number(val, name) >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
         if predictive not in ("mean", "map"):
             raise ValueError(f"predictive must be 'mean' or 'map', got {predictive!r}")
         if feature not in ("auto", "logit", "score"):
             raise ValueError(f"feature must be 'auto', 'logit' or 'score', got {feature!r}")
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"model must be a model name (str) or None, got {model!r}")
         check_count(n_strata, "n_strata", minimum=0)
         for name, val in (
             ("intercept_sd", intercept_sd),
             ("log_slope_sd", log_slope_sd),
             ("stratum_sd", stratum_sd),
         ):
-            if not (np.isfinite(val) and val > 0):
-                raise ValueError(f"{name} must be positive, got {val!r}")
-        if not (0 < clip < 0.5):
+            if not (check_number(val, name) > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {val!r}")
+        if not (0 < check_number(clip, "clip") < 0.5):
             raise ValueError(f"clip must be in (0, 0.5), got {clip!r}")
+        check_count(seed, "seed", minimum=0)
         self.deterministic = bool(deterministic)
         self.model = model
         self.feature = feature
@@ -213,21 +285,68 @@ class CalibrationOracle(OracleModel):
         self.initialize_feature(x, prior_probs(pool, self.model), pool.pos, feature=feature)
 
     def initialize_feature(
-        self, x: np.ndarray, prior: np.ndarray, pos: int, *, feature: str = "logit"
+        self,
+        x: np.ndarray,
+        prior: np.ndarray,
+        pos: int,
+        *,
+        feature: str = "logit",
+        standardize: bool | tuple[float, float] | None = None,
     ) -> None:
         """Set up the model on a given covariate ``x`` (shape ``(n,)``) instead of the pool's.
 
         :meth:`initialize` calls this with the (clipped) logit or the raw score; a caller that
         needs another covariate — e.g. the full-precision :func:`log_odds`, which the clipped logit
-        flattens in the far lower tail — passes it here. ``prior`` is the ``(n, 2)`` belief before
-        any label, ``pos`` the positive class and ``feature`` the name recorded in the state. The
-        strata are recomputed from ``x`` (``n_strata`` cumulative-sqrt(F) strata). Any labels are
+        flattens in the far lower tail — passes it here. The strata are recomputed from the
+        (standardized) covariate (``n_strata`` cumulative-sqrt(F) strata). Any labels are
         discarded.
+
+        Parameters
+        ----------
+        x : array-like (n,)
+            The covariate of every item, finite.
+        prior : array-like (n, 2)
+            The belief before any label.
+        pos : int
+            The positive class.
+        feature : str, optional
+            The name recorded in the state (default ``"logit"``).
+        standardize : None, bool or (float, float), optional
+            Fit the map to ``(x − m) / d``: ``None`` (default) does so for ``feature="score"``
+            only, with ``(m, d)`` from :func:`feature_scaling` (median and ``IQR / 1.349``;
+            Gelman et al. (2008)); ``True`` always, ``False`` never; a pair gives ``(m, d)``.
+            ``coef_`` and the ``a``, ``b`` of :meth:`posterior` stay on the scale of ``x``.
         """
         x = check_finite(as_1d(x, "x", dtype=float), "x")
         prior = np.asarray(prior, dtype=float)
         if prior.shape != (x.size, 2):
             raise ValueError(f"prior has shape {prior.shape}; expected ({x.size}, 2)")
+        if standardize is None:
+            standardize = feature == "score"
+        if isinstance(standardize, (bool, np.bool_)):
+            shift, scale = (
+                feature_scaling(np.quantile(x, [0.25, 0.5, 0.75]), lambda: np.std(x))
+                if standardize and x.size
+                else (0.0, 1.0)
+            )
+        else:
+            try:
+                shift, scale = standardize
+            except (TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"standardize must be None, a bool or a pair (centre, scale), got "
+                    f"{standardize!r}"
+                ) from exc
+            shift, scale = (
+                check_number(shift, "standardize[0]"),
+                check_number(scale, "standardize[1]"),
+            )
+            if not scale > 0:
+                raise ValueError(f"standardize[1] (the scale) must be > 0, got {scale!r}")
+        self._x_raw = x  # the covariate as given: an old state is restored on it (set_state)
+        self.x_shift, self.x_scale = float(shift), float(scale)
+        if self.x_shift != 0.0 or self.x_scale != 1.0:
+            x = (x - self.x_shift) / self.x_scale
         strata = None
         if self.n_strata > 0:
             strata, _ = score_strata(x, self.n_strata, method="csf")
@@ -751,11 +870,23 @@ class CalibrationOracle(OracleModel):
         return CategoricalBelief(probs)
 
     @property
+    def _raw_pivot(self) -> float:
+        """``x̄ + m / d``: the intercept on the raw feature is ``a = c − b x̄ − (b / d) m``, i.e.
+        ``c − b (x̄ + m / d)`` with ``b`` the slope on the standardized feature (``x̄`` when the
+        feature is not standardized: ``m = 0``, ``d = 1``)."""
+        return self.x_center + self.x_shift / self.x_scale
+
+    @property
     def coef_(self) -> dict[str, float]:
-        """MAP of the calibration map ``η = a + b x (+ σ z_h)`` on the raw feature."""
+        """MAP of the calibration map ``η = a + b s (+ σ z_h)`` on the raw feature ``s``.
+
+        With a standardized score (``x = (s − m) / d``; :func:`feature_scaling`) the map fitted
+        is ``η = c + β' (x − x̄)``; on the raw score ``b = β' / d`` and
+        ``a = c − β' (x̄ + m / d)``.
+        """
         self.check_ready()
         b = float(np.exp(self.params[1]))
-        out = {"a": float(self.params[0] - b * self.x_center), "b": b}
+        out = {"a": float(self.params[0] - b * self._raw_pivot), "b": b / self.x_scale}
         if self.H:
             out["sigma"] = float(np.exp(self.params[2]))
         if self.has_asymptotes:
@@ -763,19 +894,20 @@ class CalibrationOracle(OracleModel):
         return out
 
     def coef_stderr(self) -> dict[str, float]:
-        """Laplace (delta-method) standard errors of ``a`` and ``b``."""
+        """Laplace (delta-method) standard errors of ``a`` and ``b`` (on the raw feature)."""
         self.check_ready()
         if self.cov_ is None:
             raise ValueError("no labels yet: the calibration has not been fitted")
         b = float(np.exp(self.params[1]))
-        # a = c - b x̄, b = exp β: gradients wrt (c, β)
-        ga = np.array([1.0, -b * self.x_center])
-        gb = np.array([0.0, b])
+        # a = c − e^β (x̄ + m/d), b = e^β / d: gradients wrt (c, β)
+        ga = np.array([1.0, -b * self._raw_pivot])
+        gb = np.array([0.0, b / self.x_scale])
         S = self.cov_[:2, :2]
         return {"a": float(np.sqrt(ga @ S @ ga)), "b": float(np.sqrt(gb @ S @ gb))}
 
     # -- state --------------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
+        """The options and pool facts a saved state must match (:meth:`set_state`)."""
         return {
             "deterministic": self.deterministic,
             "model": self.model,
@@ -784,14 +916,24 @@ class CalibrationOracle(OracleModel):
             "n_items": self.n_items,
             "n_effects": self.H,
             "asymptotes": list(self.asymptote_prior),
+            "intercept_sd": self.intercept_sd,
+            "log_slope_sd": self.log_slope_sd,
+            "stratum_sd": self.stratum_sd,
+            "clip": self.clip,
+            "predictive": self.predictive_kind,
+            "n_samples": self.n_samples,
+            "seed": self.seed,
+            "grid_size": self.grid_size,
         }
 
     def get_state(self) -> dict[str, Any]:
-        """Config, the labels (or weighted draws) and the fitted parameters and covariance."""
+        """Config, the labels (or weighted draws), the feature's standardization and the fitted
+        parameters and covariance."""
         state = common_state(self)
         state["params"] = self.params.copy()
         state["cov"] = None if self.cov_ is None else self.cov_.copy()
         state["lam"] = self.lam.copy()
+        state["feature_scaling"] = [self.x_shift, self.x_scale]
         if not self.deterministic:
             state["draw_items"] = self._draw_idx.copy()
             state["draw_labels"] = self._draw_y.copy()
@@ -799,10 +941,33 @@ class CalibrationOracle(OracleModel):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_state` output on a model initialized with the same pool."""
-        restore_common_state(
-            self, state, ("n_items", "n_effects", "deterministic", "feature", "asymptotes")
-        )
+        """Restore :meth:`get_state` output on a model initialized with the same pool.
+
+        Refuses a state saved with other options that change the belief (the model, the
+        feature, the strata, the prior scales, the asymptotes, ``clip``, ``predictive``,
+        ``n_samples``, ``seed``, ``grid_size``), naming the first that differs; a state saved
+        before an option was stored skips that check. The feature's standardization is the
+        state's: a state without one (saved before raw scores were standardized) is restored on
+        the unstandardized feature, so that it gives the belief it gave when saved.
+
+        Parameters
+        ----------
+        state : dict
+            :meth:`get_state` output (also after a JSON round trip).
+        """
+        self.check_ready()
+        keys = ("n_items", "deterministic", "feature", "asymptotes", *_BELIEF_OPTIONS)
+        check_config(state, self.config(), keys)
+        mine = (self.x_shift, self.x_scale)
+        saved = tuple(float(v) for v in state.get("feature_scaling", (0.0, 1.0)))
+        if saved != mine:
+            self._restandardize(saved)
+        try:
+            restore_common_state(self, state, (*keys, "n_effects"))
+        except ValueError:
+            if saved != mine:  # leave the model as it was
+                self._restandardize(mine)
+            raise
         if not self.deterministic:
             self._draw_idx = np.asarray(state["draw_items"], dtype=np.int64).copy()
             self._draw_y = np.asarray(state["draw_labels"], dtype=np.int64).copy()
@@ -814,6 +979,13 @@ class CalibrationOracle(OracleModel):
         self._grid_logit = None
         if self.cov_ is not None and self.predictive_kind == "mean":
             self._tabulate()
+
+    def _restandardize(self, scaling: tuple[float, float]) -> None:
+        """Set the model up again on its covariate with the standardization ``scaling`` (labels
+        discarded: :meth:`set_state` restores them)."""
+        self.initialize_feature(
+            self._x_raw, self.prior_belief, self.pos, feature=self.used_feature, standardize=scaling
+        )
 
     # -- PyMC ---------------------------------------------------------------------------------------
     def pymc_model(self):
@@ -829,11 +1001,17 @@ class CalibrationOracle(OracleModel):
         if self.H:
             coords["stratum"] = np.arange(self.H)
         xt = self.xt[items]
+        scaled = self.x_shift != 0.0 or self.x_scale != 1.0
         with pm.Model(coords=coords) as m:
             c = pm.Normal("c", mu=self.x_center, sigma=self.intercept_sd)
             beta = pm.Normal("log_slope", mu=0.0, sigma=self.log_slope_sd)
-            b = pm.Deterministic("b", pt.exp(beta))
-            pm.Deterministic("a", c - b * self.x_center)
+            if scaled:  # the slope b' on the standardized feature; a and b on the raw one
+                b = pt.exp(beta)
+                pm.Deterministic("b", b / self.x_scale)
+                pm.Deterministic("a", c - b * self._raw_pivot)
+            else:
+                b = pm.Deterministic("b", pt.exp(beta))
+                pm.Deterministic("a", c - b * self.x_center)
             eta = c + b * xt
             if self.H:
                 sigma = pm.HalfNormal("sigma", sigma=self.stratum_sd)
@@ -864,13 +1042,34 @@ class CalibrationOracle(OracleModel):
     def posterior(
         self, draws: int = 1000, rng: Any = None, *, tune: int | None = None, chains: int = 2
     ):
-        """NUTS posterior of the calibration model (:meth:`pymc_model`) as an ``xarray.DataTree``
-        with variables ``a``, ``b``, ``c``, ``log_slope``, with strata ``sigma``, ``z`` and
-        ``stratum_effect`` (dim ``stratum``), and with asymptotes ``lambda_0`` and
-        ``lambda_1``."""
+        """NUTS posterior of the calibration model (:meth:`pymc_model`).
+
+        Parameters
+        ----------
+        draws : int, optional
+            Draws per chain, at least 1 (default 1000).
+        rng : None, int or numpy.random.Generator, optional
+            Seeds the sampler.
+        tune : int, optional
+            Tuning steps per chain, at least 0 (default ``None``: ``draws``).
+        chains : int, optional
+            Chains, at least 1 (default 2), run one after the other (``cores=1``).
+
+        Returns
+        -------
+        xarray.DataTree
+            Variables ``a`` and ``b`` (the map on the raw feature), ``c`` and ``log_slope`` (the
+            intercept at the pivot and the log slope, on the standardized feature for
+            ``feature="score"``), with strata ``sigma``, ``z`` and ``stratum_effect`` (dim
+            ``stratum``), and with asymptotes ``lambda_0``, ``lambda_1`` and
+            ``asymptote_shares``.
+        """
         self.check_ready()
         if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
             raise ValueError(f"draws must be a positive integer, got {draws!r}")
+        chains = check_count(chains, "chains")
+        if tune is not None:
+            tune = check_count(tune, "tune", minimum=0)
         if self.n_labels == 0:
             raise ValueError("no labels yet: the posterior is the prior; update the model first")
         import pymc as pm
@@ -888,12 +1087,16 @@ class CalibrationOracle(OracleModel):
             )
 
     def predictive(self, idata, *, max_draws: int = 400, chunk: int = 1 << 16) -> CategoricalBelief:
-        """Posterior predictive ``E[expit(η(x))]`` for every pool item from posterior draws
-        (e.g. :meth:`posterior`), averaging over at most ``max_draws`` draws."""
+        """Posterior predictive ``E[λ_0 + (1 − λ_0 − λ_1) expit(η(x))]`` for every pool item from
+        posterior draws (e.g. :meth:`posterior`: ``c``, ``b`` on the raw feature, and
+        ``stratum_effect``, ``lambda_0``, ``lambda_1`` where the model has them), averaging over
+        at most ``max_draws`` draws."""
         self.check_ready()
         post = idata["posterior"] if "posterior" in idata.children else idata
         c = np.asarray(post["c"]).reshape(-1)
         b = np.asarray(post["b"]).reshape(-1)
+        if self.x_scale != 1.0:  # "b" is the slope on the raw feature
+            b = b * self.x_scale
         S = c.size
         sel = np.linspace(0, S - 1, min(S, int(max_draws))).astype(int)
         c, b = c[sel], b[sel]

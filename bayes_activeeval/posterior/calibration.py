@@ -1,7 +1,9 @@
 """The item-level, finite-population posterior of a measure (``method="calibration"``).
 
 The :class:`~bayes_activeeval.oracles.calibration.CalibrationOracle` label model
-``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}`` is fitted to the distinct labeled items
+``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}`` (``s`` the model's log-odds, or its score
+standardized by the median and ``IQR / 1.349``; with the oracle's asymptotes
+``P = λ_0 + (1 − λ_0 − λ_1) expit(η)``) is fitted to the distinct labeled items
 without weights — the adaptive selection depends only on the scores and earlier labels, so it is
 ignorable given ``s`` (Rubin, 1976) — and the unlabeled items' labels are drawn from its
 posterior predictive (binomial counts in narrow bins of ``s``); every draw of the pool's labels is
@@ -12,15 +14,22 @@ pushed through the measure (Marchant & Rubinstein (2021), Def. 1). The default o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_rng
+from .._validation import check_count, check_number, check_rng
 from ..measures import Measure
-from .common import apply_g, check_labeled, key_names, prediction_key, unlabeled_loss_sums
+from .common import (
+    apply_g,
+    check_labeled,
+    distinct_labels,
+    key_names,
+    prediction_key,
+    unlabeled_loss_sums,
+)
 
 __all__ = ["CalibrationOptions", "calibration_map", "calibration_posterior"]
 
@@ -35,7 +44,8 @@ class CalibrationOptions:
         How the label model's parameters are drawn (default ``"laplace"``).
     bin_width : float, optional
         Width of the bins of the unlabeled items on the label model's feature (the log-odds;
-        the raw score for a pool without probabilities), positive (default ``0.1``).
+        for a pool without probabilities the score standardized by its median and
+        ``IQR / 1.349``), a finite number > 0 (default ``0.1``).
     calibration_options : dict, optional
         Keyword arguments of the calibration oracle (default ``None``: its defaults, except
         ``n_samples = max(512, 2 · chains · draws)`` and unclipped log-odds unless ``clip`` is
@@ -47,11 +57,12 @@ class CalibrationOptions:
         Parameter draws of the label model from the importance-corrected Laplace posterior
         (σ at its mode; default) or from NUTS.
     bin_width : float
-        Width of the log-odds grid on which the unlabeled items are binned (default 0.1: the
-        bin's expected count is off by a relative ``≈ b² δ²/24``).
+        Width of the grid of the label model's feature (log-odds, or standardized score) on
+        which the unlabeled items are binned (default 0.1: the bin's expected count is off by a
+        relative ``≈ b² δ²/24``).
     calibration_options : dict
         Options of :class:`~bayes_activeeval.oracles.calibration.CalibrationOracle`
-        (``n_strata``, prior scales, ``feature``, ``clip``, …).
+        (``n_strata``, prior scales, ``feature``, ``clip``, the asymptotes, …).
     """
 
     fit: str = "laplace"
@@ -59,11 +70,22 @@ class CalibrationOptions:
     calibration_options: dict[str, Any] | None = field(default=None)
 
     def __post_init__(self) -> None:
-        if self.fit not in ("laplace", "nuts"):
+        if not isinstance(self.fit, str) or self.fit not in ("laplace", "nuts"):
             raise ValueError(f"fit must be 'laplace' or 'nuts', got {self.fit!r}")
-        bw = float(self.bin_width)
-        if not np.isfinite(bw) or bw <= 0:
-            raise ValueError(f"bin_width must be positive, got {self.bin_width!r}")
+        if not check_number(self.bin_width, "bin_width") > 0:
+            raise ValueError(f"bin_width must be a finite number > 0, got {self.bin_width!r}")
+        opts = self.calibration_options
+        if opts is not None and not isinstance(opts, Mapping):
+            raise TypeError(
+                f"calibration_options must be a dict of CalibrationOracle options or None, got "
+                f"{opts!r}"
+            )
+        for key, why in (
+            ("deterministic", "the calibration posterior is for a deterministic oracle"),
+            ("model", "pass the model as model="),
+        ):
+            if opts is not None and key in opts:
+                raise TypeError(f"calibration_options cannot set {key!r}: {why}")
 
 
 def calibration_posterior(
@@ -99,7 +121,8 @@ def calibration_posterior(
     measure : str or Measure
         A measure of one model, or a threshold-free measure of one model.
     indices, labels : array-like (n,)
-        The labeled draws (a repeated item counts once) and their labels.
+        The labeled draws (a repeated item counts once; two different labels of one item are
+        refused) and their labels.
     model : str, optional
         Which model, for a pool with several and an unbound measure.
     options : CalibrationOptions, optional
@@ -118,11 +141,20 @@ def calibration_posterior(
     Returns
     -------
     xarray.DataTree
-        ``risk``, ``measure``, ``a``, ``b``, ``stratum_effect`` and ``unlabeled_positives``
-        (prediction) in ``posterior``; the labeled counts per prediction × class in
-        ``observed_data``. For a threshold-free measure: ``measure``, ``a``, ``b``,
-        ``stratum_effect`` and ``unlabeled_positives`` (one total per draw), and the labeled
-        counts per class.
+        ``risk``, ``measure``, ``a``, ``b`` (the map on the raw feature), ``stratum_effect`` and
+        ``unlabeled_positives`` (prediction: every prediction of the pool) in ``posterior``; the
+        labeled counts per prediction × class in ``observed_data``. For a threshold-free
+        measure: ``measure``, ``a``, ``b``, ``stratum_effect`` and ``unlabeled_positives`` (one
+        total per draw), and the labeled counts per class. With the oracle's asymptotes
+        (``calibration_options``: ``lower_asymptote``, ``upper_asymptote``) the labels are
+        drawn from Copas's (1988) ``λ_0 + (1 − λ_0 − λ_1) expit(η)``: ``lambda_0`` and
+        ``lambda_1`` are posterior variables with ``fit="nuts"`` and attributes (the joint
+        mode, held fixed) with ``fit="laplace"``.
+
+    Raises
+    ------
+    ValueError
+        If an item has two different labels (``deterministic=True``: one label per item).
 
     Examples
     --------
@@ -137,6 +169,7 @@ def calibration_posterior(
     opts = CalibrationOptions() if options is None else options
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
+    tune = check_count(tune, "tune", minimum=0)
     rng = check_rng(rng)
     return _calibration_tree(
         pool,
@@ -162,13 +195,17 @@ def _calibration_posterior(pool, m, views, model, fitted, *, chains, draws, bin_
 
     1. Label model: the hierarchical Bayesian calibration of :class:`CalibrationOracle`
        (``logit P(y = 1 | x) = c + b (s(x) − s̄) + σ z_{h(x)}``, ``s`` the logit of the model's
-       probability) fitted to the distinct labeled items, unweighted (the selection depends only
-       on ``s`` and earlier labels, hence is ignorable given ``s``; Rubin 1976). Parameter draws
-       from its importance-corrected Laplace posterior (``fit="laplace"``) or NUTS
-       (``fit="nuts"``).
+       probability, or its score standardized by the median and ``IQR / 1.349``) fitted to the
+       distinct labeled items, unweighted (the selection depends only on ``s`` and earlier
+       labels, hence is ignorable given ``s``; Rubin 1976). Parameter draws from its
+       importance-corrected Laplace posterior (``fit="laplace"``) or NUTS (``fit="nuts"``).
     2. Posterior predictive of the unlabeled items' labels. They are grouped by calibration
        stratum, prediction and a grid of ``s`` of width ``bin_width``; per draw ``t``, a bin's
-       positives are ``n_t ∼ Binomial(N^U_bin, expit(η_t(s̄^U_bin)))``.
+       positives are ``n_t ∼ Binomial(N^U_bin, P_t(s̄^U_bin))`` with ``P_t = expit(η_t)``, or
+       with the oracle's asymptotes Copas's (1988) ``λ_0t + (1 − λ_0t − λ_1t) expit(η_t)``
+       (``λ`` at the joint mode for ``fit="laplace"``, drawn for ``fit="nuts"``). Every
+       prediction of the pool gets its count of unlabeled positives, also one whose items are
+       all labeled.
     3. ``R_t = Σ_{labeled} p ℓ(x, y) + Σ_bins [L^U_{bin,0} + (n_t / N^U_bin)(L^U_{bin,1} −
        L^U_{bin,0})]`` (``L^U_{bin,c}`` the ``p``-weighted loss sum of the bin's unlabeled items
        if their label were ``c``) and ``G_t = g(R_t)``.
@@ -178,6 +215,7 @@ def _calibration_posterior(pool, m, views, model, fitted, *, chains, draws, bin_
     bw = float(bin_width)
     M, C = pool.n_items, 2
     oracle, ui, yu, cc, b, u_h = fitted.unpack()
+    lam = fitted.lam
     S, pos = chains * draws, int(pool.pos)
     known = np.zeros(M, dtype=bool)
     known[ui] = True
@@ -204,21 +242,26 @@ def _calibration_posterior(pool, m, views, model, fitted, *, chains, draws, bin_
     base = R_known + Lsum[:, 1 - pos].sum(axis=0)
     D = Lsum[:, pos] - Lsum[:, 1 - pos]  # (bin, d)
     R = np.empty((S, d))
-    n_pos = np.zeros((S, int(bin_key.max()) + 1 if nb else 1))
+    # every prediction of the pool, also one whose items are all labeled (no unlabeled bin)
+    K = int(pool.n_classes)
+    n_pos = np.zeros((S, K))
     block = max(1, (1 << 22) // max(nb, 1))
     for s0 in range(0, S, block):
         sb = slice(s0, min(s0 + block, S))
         eta = cc[sb, None] + b[sb, None] * (xbar[None, :] - oracle.x_center) + u_h[sb][:, bin_h]
-        n1 = rng.binomial(N[None, :], special.expit(eta))
+        p1 = special.expit(eta)
+        if lam is not None:  # Copas's asymptotes: λ_0 + (1 − λ_0 − λ_1) expit(η), per draw
+            p1 = oracle.with_asymptotes(p1, lam[sb, :1], lam[sb, 1:])
+        n1 = rng.binomial(N[None, :], p1)
         R[sb] = base + (n1 / np.maximum(N, 1)[None, :]) @ D
         for k in np.unique(bin_key):
             n_pos[sb, k] = n1[:, bin_key == k].sum(axis=1)
     G = apply_g(m, R)
     info = {
         "n_pos": n_pos,
-        "keys": np.arange(n_pos.shape[1]),
+        "keys": np.arange(K),
         "labeled": np.array(
-            [[np.sum((key[ui] == k) & (yu == c)) for c in range(C)] for k in range(n_pos.shape[1])]
+            [[np.sum((key[ui] == k) & (yu == c)) for c in range(C)] for k in range(K)]
         ),
     }
     return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), m, info
@@ -249,7 +292,7 @@ def _rank_posterior(pool, m, model, fitted, *, chains, draws, rng):
     known[ui] = True
     unl = np.flatnonzero(~known)
     lin = (cc - b * oracle.x_center)[:, None] + u_h  # η_t = lin[t, h] + b_t x
-    t_new, i_new = _draw_positives(rng, oracle.x[unl], oracle.strata[unl], lin, b)
+    t_new, i_new = _draw_positives(rng, oracle.x[unl], oracle.strata[unl], lin, b, lam=fitted.lam)
     kp = ui[yu == pos]  # the labeled positives, in every draw
     item = np.concatenate([np.repeat(kp, S), unl[i_new]])
     draw = np.concatenate([np.tile(np.arange(S), kp.size), t_new])
@@ -260,9 +303,12 @@ def _rank_posterior(pool, m, model, fitted, *, chains, draws, rng):
     return G_out.reshape(chains, draws, m.n_outputs), hidden, np.bincount(yu, minlength=2)
 
 
-def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 512):
+def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 512, *, lam=None):
     """All ``(draw, item)`` pairs with a positive label when item ``i`` is positive in draw ``t``
-    with probability ``expit(lin[t, h_i] + b_t x_i)``, independently (see :func:`_rank_posterior`).
+    with probability ``P_t(x_i) = expit(lin[t, h_i] + b_t x_i)``, independently (see
+    :func:`_rank_posterior`); with ``lam`` (shape ``(S, 2)``, Copas's asymptotes per draw)
+    ``P_t = λ_0t + (1 − λ_0t − λ_1t) expit(…)``, bounded by ``max λ_0 + max(1 − λ_0 − λ_1)
+    expit(max η)``.
 
     Returns
     -------
@@ -273,6 +319,13 @@ def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 
     S, n = b.size, x.size
     if n == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+
+    def prob(eta, t):  # P_t(x) from η_t(x) for draws t (broadcast with eta)
+        p1 = special.expit(eta)
+        if lam is None:
+            return p1
+        return lam[t, 0] + (1.0 - lam[t, 0] - lam[t, 1]) * p1
+
     # an upper bound of η over the draws: η is linear in x, so on a bin of x its maximum over
     # the draws is at one of the bin's edges
     lo, hi = float(x.min()), float(x.max())
@@ -285,6 +338,8 @@ def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 
         e_max = (lin[:, hh][:, None] + b[:, None] * edges[None, :]).max(axis=0)
         up[at] = np.maximum(e_max[k[at]], e_max[k[at] + 1])
     bound = special.expit(up)
+    if lam is not None:
+        bound = np.minimum(lam[:, 0].max() + (1.0 - lam.sum(axis=1)).max() * bound, 1.0)
     level = np.ceil(4.0 * np.log2(np.maximum(bound, 1e-300)))
     e = np.minimum(2.0 ** (level / 4.0), 1.0)
     ts, its = [], []
@@ -293,7 +348,7 @@ def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 
     for t0 in range(0, S, block):
         t1 = min(t0 + block, S)
         eta = lin[t0:t1][:, h[dense]] + b[t0:t1, None] * x[dense][None, :]
-        tt, ii = np.nonzero(rng.random(eta.shape) < special.expit(eta))
+        tt, ii = np.nonzero(rng.random(eta.shape) < prob(eta, np.arange(t0, t1)[:, None]))
         ts.append(tt + t0)
         its.append(dense[ii])
     sparse_items = np.flatnonzero(e <= dense_above)
@@ -304,7 +359,7 @@ def _draw_positives(rng, x, h, lin, b, dense_above: float = 0.05, n_bins: int = 
         c = flat.size
         ii, tt = items[flat // S], flat % S
         eta = lin[tt, h[ii]] + b[tt] * x[ii]
-        keep = rng.random(c) * e_lv < special.expit(eta)
+        keep = rng.random(c) * e_lv < prob(eta, tt)
         ts.append(tt[keep])
         its.append(ii[keep])
     return np.concatenate(ts).astype(np.int64), np.concatenate(its).astype(np.int64)
@@ -424,8 +479,10 @@ def _bernoulli_positions(rng, n: int, e: float) -> np.ndarray:
 class _LabelModel:
     """The fitted label model of :func:`_label_model`: the oracle, the distinct labeled items
     and their (encoded) labels, per posterior draw the intercept at ``x_center`` (``c``), the
-    slope (``b``) and the stratum effects (``u_h``, shape ``(S, max(H, 1))``), and the parameter
-    arrays of the posterior group (``params``: ``a``, ``b``, ``stratum_effect``)."""
+    slope on the oracle's (standardized) feature (``b``) and the stratum effects (``u_h``, shape
+    ``(S, max(H, 1))``), the asymptotes ``(λ_0, λ_1)`` per draw (``lam``, shape ``(S, 2)``;
+    ``None`` without them), and the parameter arrays of the posterior group (``params``: ``a``,
+    ``b`` on the raw feature, ``stratum_effect``, with NUTS ``lambda_0`` and ``lambda_1``)."""
 
     oracle: Any
     items: np.ndarray
@@ -434,6 +491,7 @@ class _LabelModel:
     b: np.ndarray
     u_h: np.ndarray
     params: dict[str, np.ndarray]
+    lam: np.ndarray | None = None
 
     def unpack(self) -> tuple:
         """``(oracle, items, labels, c, b, u_h)``."""
@@ -445,7 +503,9 @@ def _label_model(
 ) -> _LabelModel:
     """Step 1 of :func:`_calibration_posterior`: the Bayesian calibration of the one model's
     scores fitted to the distinct labeled items (unweighted), and ``chains × draws`` draws of its
-    parameters.
+    parameters. With asymptotes (``lower_asymptote``, ``upper_asymptote``) the shares are held at
+    the oracle's joint mode for ``fit="laplace"`` (as its belief holds them) and drawn with the
+    map for ``fit="nuts"``.
 
     Returns
     -------
@@ -463,36 +523,47 @@ def _label_model(
         )
     if y.size and (y.min() < 0 or y.max() >= 2):
         raise ValueError("labels must be class indices 0..1 when encoded=True")
-    ui, first = np.unique(idx, return_index=True)
+    ui, yu = distinct_labels(idx, y, hint="; method='conjugate' takes deterministic=False")
     if ui.size == 0:
         raise ValueError("method='calibration' needs at least one labeled item")
-    yu = y[first]
     opts = dict(calibration_options or {})
     S = chains * draws
     opts.setdefault("n_samples", max(512, 2 * S))
     oracle = _fitted_oracle(pool, model, ui, yu, opts)
     extra: dict[str, np.ndarray] = {}
+    lam = None
     if fit == "laplace":
         thetas, w = oracle.posterior_samples()
         pick = rng.choice(thetas.shape[0], size=S, p=w)
         th = thetas[pick]
         cc, b = th[:, 0], np.exp(th[:, 1])
         u_h = np.exp(th[:, 2])[:, None] * th[:, 3:] if oracle.H else np.zeros((S, 1))
+        if oracle.has_asymptotes:  # the shares at the joint mode, as the oracle's belief
+            lam = np.broadcast_to(np.asarray(oracle.lam, dtype=float), (S, 2))
     else:
         idata = oracle.posterior(draws, rng=rng, tune=tune, chains=chains)
         post = idata["posterior"]
         cc = np.asarray(post["c"]).reshape(-1)
-        b = np.asarray(post["b"]).reshape(-1)
+        b = np.asarray(post["b"]).reshape(-1)  # on the raw feature
+        if oracle.x_scale != 1.0:
+            b = b * oracle.x_scale
         u_h = (
             np.asarray(post["stratum_effect"]).reshape(S, oracle.H)
             if oracle.H
             else np.zeros((S, 1))
         )
-    extra["a"] = (cc - b * oracle.x_center).reshape(chains, draws)
-    extra["b"] = b.reshape(chains, draws)
+        if oracle.has_asymptotes:
+            lam = np.column_stack(
+                [np.asarray(post[v], dtype=float).reshape(-1) for v in ("lambda_0", "lambda_1")]
+            )
+            extra["lambda_0"] = lam[:, 0].reshape(chains, draws)
+            extra["lambda_1"] = lam[:, 1].reshape(chains, draws)
+    # the map on the raw feature: a = c − b' (x̄ + m/d), b = b'/d (the oracle's coef_)
+    extra["a"] = (cc - b * oracle._raw_pivot).reshape(chains, draws)
+    extra["b"] = (b / oracle.x_scale).reshape(chains, draws)
     if oracle.H:
         extra["stratum_effect"] = u_h.reshape(chains, draws, oracle.H)
-    return _LabelModel(oracle, ui, yu, cc, b, u_h, extra)
+    return _LabelModel(oracle, ui, yu, cc, b, u_h, extra, lam)
 
 
 def _calibration_tree(
@@ -567,6 +638,8 @@ def _calibration_tree(
         "finite_population": 1,
         "deterministic": 1,
     }
+    if fitted.lam is not None and fit == "laplace":  # held at the mode: attributes, not draws
+        attrs["lambda_0"], attrs["lambda_1"] = (float(v) for v in fitted.oracle.lam)
     if rank is not None:
         G, hidden, labeled = _rank_posterior(pool, rank, name, fitted, **common)
         post = {"measure": G, **fitted.params, "unlabeled_positives": hidden}

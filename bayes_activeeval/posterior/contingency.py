@@ -38,7 +38,12 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
   (superpopulation rates: conservative when most of a cell is labeled). The conjugate cells do not
   condition on the score inside a cell, which is what makes the weights necessary. It needs
   ``q > 0`` on every item of a cell: a proposal that gives known true negatives zero mass (F1 under
-  a deterministic oracle, once all of a cell's positives are found) biases its denominators.
+  a deterministic oracle, once all of a cell's positives are found) biases its denominators. A
+  cell with few labels takes its rate from the prior ``Dir(s0 π̄)``, the model's own
+  probabilities: with miscalibrated probabilities and a few hundred labels the default 20 × 4
+  cells under-cover (95 % intervals of F1 covering 0.87 at 300 labels and 0.84 at 1,000 with
+  SVM-like probabilities and a stochastic labeler), and ``labels_per_cell=30`` (fewer cells)
+  mends it (0.95 and 0.93; ``benchmarks/results/posterior_cells_coverage.md``).
 
 Two ways to get the posterior of ``θ``:
 
@@ -57,14 +62,21 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_rng
+from .._validation import check_count, check_number, check_rng
 from ..beliefs import pool_belief
 from ..measures import Measure
 from ..proposals import CHUNK
 from ..strata import score_strata
 from ..threshold_free.kernels import rank_measure
 from .calibration import CalibrationOptions, calibration_posterior
-from .common import apply_g, check_labeled, key_names, prediction_key, unlabeled_loss_sums
+from .common import (
+    apply_g,
+    check_labeled,
+    distinct_labels,
+    key_names,
+    prediction_key,
+    unlabeled_loss_sums,
+)
 
 __all__ = ["CellOptions", "cell_posterior", "contingency_posterior", "contingency_table"]
 
@@ -107,12 +119,16 @@ def contingency_table(
     deterministic: bool = True,
     weighting: str = "design",
     encoded: bool = False,
+    labels_per_cell: float | None = None,
 ) -> dict[str, Any]:
     """The cells, their pool masses, mean losses, covariates and labeled (pseudo-)counts.
 
     A cell is ``stratum × prediction × score bin`` (``n_bins`` equal-count bins of the score inside
     every stratum-prediction *group*). Parameters are those of :func:`contingency_posterior`.
     Returns a dict of NumPy arrays used by both posterior methods.
+
+    With ``labels_per_cell`` the cells are fewer where the labels are few
+    (:func:`_capped_cells`): at most one cell per ``labels_per_cell`` labels.
 
     Parameters
     ----------
@@ -139,6 +155,11 @@ def contingency_table(
         and ``P_unl`` the unlabeled items' masses.
     encoded : bool, optional
         Labels are already class indices (default ``False``).
+    labels_per_cell : float, optional
+        Cut the bins, then the strata (not your own ``strata``), until the non-empty cells hold
+        at least this many labels on average (labeled items for a deterministic oracle, draws
+        for a stochastic one); ``n_strata`` and ``n_bins`` are then the most used (default
+        ``None``: no cut).
 
     Returns
     -------
@@ -146,7 +167,9 @@ def contingency_table(
         ``measure`` (resolved), ``models``; per cell ``cell_group``, ``cell_bin``, ``P_unl``,
         ``N_unl``, ``P_all``, ``Lbar`` (cell, class, component), ``prior``, ``logp``, ``raw`` and
         ``pseudo`` (cell, class); per group ``group_stratum`` and ``group_key``; ``R_known``,
-        ``finite_population``, ``classes``, ``n_classes`` and ``deterministic``.
+        ``finite_population``, ``classes``, ``n_classes``, ``deterministic`` and the
+        ``n_strata`` (requested of the stratification; ``None`` with ``strata``) and ``n_bins``
+        used.
     """
     m, views = pool.resolve(measure, model)
     models = pool.models_of(m, model)
@@ -154,7 +177,6 @@ def contingency_table(
         raise ValueError("the contingency-table model needs a classification pool")
     if weighting not in ("design", "none"):
         raise ValueError(f"weighting must be 'design' or 'none', got {weighting!r}")
-    n_bins = check_count(n_bins, "n_bins")
     M, C = pool.n_items, pool.n_classes
     idx, y = check_labeled(pool, indices, labels, encoded)
     w = np.asarray(weights, dtype=float)
@@ -165,20 +187,29 @@ def contingency_table(
         )
     if np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise ValueError("weights must be positive and finite")
+    if deterministic and idx.size:  # one label per item: refuse two different ones
+        ui, yu = distinct_labels(idx, y)
+    n_labels = ui.size if deterministic and idx.size else idx.size
     key = prediction_key(pool, models)
     score = _cell_scores(pool, models)
-    if strata is None:
-        h, _ = score_strata(score, check_count(n_strata, "n_strata"))
-    else:
+    if strata is not None:
         h = np.asarray(strata)
         if h.shape != (M,):
             raise ValueError(f"strata has shape {h.shape}; expected ({M},)")
         _, h = np.unique(h, return_inverse=True)
+        n_strata = None
     used_keys, key = np.unique(key, return_inverse=True)
     K = used_keys.size
-    groups, group = np.unique(h * K + key, return_inverse=True)
-    b = _within_cell_bins(group, score, n_bins)
-    cells, cell = np.unique(group * n_bins + b, return_inverse=True)
+    n_strata, n_bins, groups, cells, cell = _capped_cells(
+        score,
+        key,
+        K,
+        h if strata is not None else None,
+        n_strata,
+        n_bins,
+        n_labels,
+        labels_per_cell,
+    )
     n_cells = cells.size
     cell_group = cells // n_bins
     cell_bin = cells % n_bins
@@ -218,8 +249,7 @@ def contingency_table(
     if idx.size:
         dc = cell[idx]
         if deterministic:
-            ui, first = np.unique(idx, return_index=True)
-            np.add.at(raw, (cell[ui], y[first]), 1.0)
+            np.add.at(raw, (cell[ui], yu), 1.0)
         else:
             np.add.at(raw, (dc, y), 1.0)
         if weighting == "none":
@@ -254,7 +284,56 @@ def contingency_table(
         "classes": pool.classes,
         "n_classes": C,
         "deterministic": deterministic,
+        "n_strata": n_strata,
+        "n_bins": n_bins,
     }
+
+
+def _capped_cells(score, key, K, h, n_strata, n_bins, n_labels, labels_per_cell):
+    """The cells ``stratum × prediction × score bin``; with ``labels_per_cell``, at most one per
+    ``labels_per_cell`` labels.
+
+    ``n_strata`` strata (cumulative-sqrt-F rule on ``score``; ``h`` given: those strata) and
+    ``n_bins`` equal-count bins per stratum-prediction group. With ``labels_per_cell``, while
+    there are more non-empty cells than ``max(1, n_labels / labels_per_cell)`` the bins and then
+    the score strata (never ``h``) are cut in proportion (by at least one each time). Cells
+    without labels take their rates from the prior ``Dir(s0 π̄)``, i.e. from the model's own
+    probabilities, which is what made the design-weighted cells under-cover with miscalibrated
+    probabilities and a few hundred labels (``benchmarks/results/posterior_cells_coverage.md``).
+
+    Returns
+    -------
+    n_strata, n_bins : int or None, int
+        The strata requested of the stratification (``None`` with ``h``) and the bins used.
+    groups, cells, cell : ndarray
+        The non-empty stratum-prediction groups (``stratum * K + key``), the non-empty cells
+        (``group * n_bins + bin``, ``group`` the index in ``groups``) and every item's cell.
+    """
+    n_strata = None if h is not None else check_count(n_strata, "n_strata")
+    n_bins = check_count(n_bins, "n_bins")
+    cap = np.inf
+    if labels_per_cell is not None:
+        lpc = check_number(labels_per_cell, "labels_per_cell")
+        if not lpc > 0:
+            raise ValueError(f"labels_per_cell must be positive, got {labels_per_cell!r}")
+        cap = max(1.0, n_labels / lpc)
+    hh = h
+    while True:
+        if h is None:
+            hh, _ = score_strata(score, n_strata)
+        groups, group = np.unique(hh * K + key, return_inverse=True)
+        b = _within_cell_bins(group, score, n_bins)
+        cells, cell = np.unique(group * n_bins + b, return_inverse=True)
+        if cells.size <= cap:
+            break
+        shrink = cap / cells.size
+        if n_bins > 1:
+            n_bins = max(1, min(n_bins - 1, int(n_bins * shrink)))
+        elif h is None and n_strata > 1:
+            n_strata = max(1, min(n_strata - 1, int(n_strata * shrink)))
+        else:
+            break
+    return n_strata, n_bins, groups, cells, cell
 
 
 def _derived(table: dict[str, Any], theta: np.ndarray, rng=None) -> dict[str, np.ndarray]:
@@ -298,6 +377,11 @@ class CellOptions:
     weighting : {"design", "none"}, optional
         How the labels enter (default ``None``: ``"design"`` for ``"conjugate"``, ``"none"``
         for ``"pymc"``).
+    labels_per_cell : float, optional
+        Fewer cells when the labels are few (default ``None``: the cells as given): with ``n``
+        labels (distinct labeled items, or draws for a stochastic oracle) the bins and then the
+        score strata are cut until there are at most ``max(1, n / labels_per_cell)`` non-empty
+        cells.
 
     Attributes
     ----------
@@ -314,9 +398,18 @@ class CellOptions:
     weighting : {"design", "none"}, optional
         ``"design"`` (default for ``"conjugate"``): design-weighted pseudo-counts and
         post-stratification over all items. ``"none"`` (default for ``"pymc"``): unweighted counts
-        of the distinct labeled items, the labeled items' losses exactly and the model's prediction
-        for the unlabeled ones (finite-population inference; sound when the selection is ignorable
-        given the cell). See the module notes and ``benchmarks/results/contingency_coverage.md``.
+        of the distinct labeled items, the labeled items' losses exactly and, for the unlabeled
+        items, labels drawn from the cell's posterior rates in every posterior draw,
+        ``n_cell ∼ Multinomial(N^U_cell, θ_cell)`` (finite-population inference; sound when the
+        selection is ignorable given the cell; the model's probabilities enter only through the
+        prior mean ``π̄``). See the module notes and
+        ``benchmarks/results/contingency_coverage.md``.
+    labels_per_cell : float or None
+        The fewest labels per non-empty cell on average (``None``: no cut). Cells with few or no
+        labels take their rates from the prior ``Dir(s0 π̄)``, i.e. from the model's own
+        probabilities: with miscalibrated probabilities, 20 × 4 cells (84 non-empty) and a few
+        hundred labels the design-weighted 95 % interval of F1 under-covers, and fewer cells
+        mend it (``benchmarks/results/posterior_cells_coverage.md`` and ``docs/adaptive.md``).
     """
 
     n_strata: int = 20
@@ -324,15 +417,19 @@ class CellOptions:
     n_bins: int = 4
     prior_strength: float = 0.5
     weighting: str | None = None
+    labels_per_cell: float | None = None
 
     def __post_init__(self) -> None:
-        s0 = float(self.prior_strength)
-        if not np.isfinite(s0) or s0 <= 0:
+        if not check_number(self.prior_strength, "prior_strength") > 0:
             raise ValueError(f"prior_strength must be positive, got {self.prior_strength!r}")
+        if self.labels_per_cell is not None and not (
+            check_number(self.labels_per_cell, "labels_per_cell") > 0
+        ):
+            raise ValueError(f"labels_per_cell must be positive, got {self.labels_per_cell!r}")
 
 
 #: The options each method accepts (the dispatcher's keyword arguments).
-_CELL_KEYS = ("n_strata", "strata", "n_bins", "prior_strength", "weighting")
+_CELL_KEYS = ("n_strata", "strata", "n_bins", "prior_strength", "weighting", "labels_per_cell")
 _CALIBRATION_KEYS = ("fit", "bin_width", "calibration_options")
 
 
@@ -374,7 +471,9 @@ def contingency_posterior(
         Independent conjugate Dirichlet rows (exact, NumPy), the hierarchical PyMC cell model, or
         the item-level calibration posterior (binary pools, deterministic oracle). ``None``
         (default): ``"calibration"`` for a threshold-free measure (its only posterior),
-        ``"conjugate"`` otherwise.
+        ``"conjugate"`` otherwise. (``ActiveEvaluator.posterior()`` chooses for itself:
+        ``"calibration"`` for a measure of one model on a binary pool under a deterministic
+        oracle, ``"conjugate"`` otherwise.)
     deterministic : bool
         Deterministic oracle: labeled items are counted once (and, with ``weighting="none"``,
         enter the pool risk exactly).
@@ -387,7 +486,7 @@ def contingency_posterior(
     rng : None, int or Generator
     **options
         The method's options: ``n_strata``, ``strata``, ``n_bins``, ``prior_strength``,
-        ``weighting`` (cells, :class:`CellOptions`); ``fit``, ``bin_width``,
+        ``weighting``, ``labels_per_cell`` (cells, :class:`CellOptions`); ``fit``, ``bin_width``,
         ``calibration_options`` (calibration, :class:`~bayes_activeeval.posterior.
         CalibrationOptions`). Options of the other method are ignored; unknown names raise.
 
@@ -531,6 +630,7 @@ def cell_posterior(
         deterministic=deterministic,
         weighting=weighting,
         encoded=encoded,
+        labels_per_cell=opts.labels_per_cell,
     )
     m: Measure = table["measure"]
     n_cells, C = table["prior"].shape
@@ -581,7 +681,8 @@ def cell_posterior(
         "method": method,
         "measure": m.name,
         "weighting": weighting,
-        "n_bins": int(opts.n_bins),
+        "n_bins": int(table["n_bins"]),
+        "n_strata": -1 if table["n_strata"] is None else int(table["n_strata"]),
         "finite_population": int(table["finite_population"]),
         "deterministic": int(deterministic),
     }
