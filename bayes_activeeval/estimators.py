@@ -1015,6 +1015,7 @@ def difference_estimate(
     n_labels: int | None = None,
     model_expected: np.ndarray | None = None,
     model_value: np.ndarray | None = None,
+    bias_correction: bool = False,
 ) -> Estimate:
     """The adaptive model-assisted (difference) estimate: a belief per draw as control variate.
 
@@ -1027,10 +1028,20 @@ def difference_estimate(
 
     The terms are combined as ``R̂ = Σ_j a_j φ_j / Σ_j a_j`` with ``a_j = 1/(Dg V_j Dgᵀ)``, the
     inverse of the variance each draw's *own* belief predicts for it
-    (``V_j = Σ_x p²/q_{t(j)} Cov_{π_{t(j)}} ℓ(x, ·)``, fixed before the draw): the inverse-variance
-    weighting of unbiased stage estimates (Cochran (1977), Sec. 5A.13; the stage weights of
-    adaptive multiple importance sampling, Cornuet et al. (2012)). The first stages, drawn under
-    the prior belief whose control variate is far off, would otherwise weigh as much as the last.
+    (``V_j = Σ_x p²/q_{t(j)} Cov_{π_{t(j)}} ℓ(x, ·)``, fixed before the draw), in the spirit of
+    the inverse-variance weighting of unbiased stage estimates (Cochran (1977), Sec. 5A.13; the
+    stage weights of adaptive multiple importance sampling, Cornuet et al. (2012)). The first
+    stages, drawn under the prior belief whose control variate is far off, would otherwise weigh
+    as much as the last. The weights are *not* fixed before their stage is drawn: ``Dg`` is taken
+    at the final estimate (linearized twice, below), so every ``a_j`` depends on all the draws,
+    later stages included (on a 300-label F1 run the ratio of stage 1's weight to stage 0's was
+    1.3015 from two stages, 1.2961 from three, 1.3020 from six). And even weights fixed before
+    each stage would not make ``R̂`` unbiased: with weights that depend on the past,
+    ``R̂ − R = Σ a_j (φ_j − R) / Σ a_j`` is a ratio of a martingale to a random sum, which has
+    mean zero only asymptotically. So ``R̂`` (and ``Ĝ``) is consistent and asymptotically normal
+    (a martingale central limit theorem, Marchant & Rubinstein (2021), Thm. 2), with an ``O(1/n)``
+    bias at finite ``n``. Weights from each stage's own fixed Jacobian were tried (a scratch run)
+    and biased ``R̂`` clearly, where the final-Jacobian combination showed no detectable bias.
     Without ``draw_cov`` every draw weighs the same. ``Ĝ = g(R̂)``, with the martingale variance
     ``Σ_j a_j² r_j r_jᵀ / (Σ a)²``, ``r_j = Dg(R̂)(φ_j − R̂)`` (Marchant & Rubinstein (2021),
     Sec. 3.3.2).
@@ -1117,12 +1128,25 @@ def difference_estimate(
         ``model_value`` the anticipated variance above (affine ``g`` only).
     model_value : ndarray (m,), optional
         ``g(R_b)``, the measure under the models' own probabilities over the pool.
+    bias_correction : bool
+        Subtract the second-order bias of ``g`` (off by default):
+        ``½ Σ_jk ∂²g/∂R_j∂R_k Ŝ_jk`` with ``Ŝ = Σ_j a_j² (φ_j − R̂)(φ_j − R̂)ᵀ / (Σ a)²`` the
+        estimate's own covariance of ``R̂`` — the Taylor-series correction of Cochran (1977),
+        Sec. 6.8 (:func:`delta_method_bias`, the kernel of :func:`ratio_bias`), with no
+        ratio-of-means term: each ``φ_j`` has conditional mean ``R``, so ``R̂`` is a weighted mean
+        of unbiased terms, not a ratio of two estimated means. Zero for an affine ``g``. On the
+        synthetic pool of ``benchmarks/adaptive_synthetic_coverage.py`` (F1, 1% positives, 400
+        runs of the default) the mean error fell from +0.0140 ± 0.0032 to +0.0022 ± 0.0034 at
+        300 labels, and from +0.0062 to +0.0025 at 1,000, at a slightly larger RMSE (off by
+        default). ``details["bias"]`` records the
+        correction and ``details["uncorrected"]`` the clipped plain value.
 
     Returns
     -------
     Estimate
         ``estimator="difference"``; ``G`` clipped to the measure's range, ``details["raw"]`` the
-        unclipped ``g(R̂)``, ``details["stage_weights"]`` the ``a_j`` normalized to mean 1,
+        unclipped ``g(R̂)`` (before any bias correction), ``details["stage_weights"]`` the
+        ``a_j`` normalized to mean 1,
         ``details["at_bound"]`` which outputs the bound rule put on a bound (their value and
         standard error before it in ``details["unsnapped"]``), ``event_weight`` the weight of one
         event for the ``"gamma"`` interval.
@@ -1176,6 +1200,16 @@ def difference_estimate(
         details.update(raw=G, stage_weights=a)
         if parts is not None:
             details["class_parts"] = parts
+        if bias_correction:
+            bias = np.zeros(m_out)  # an affine g has no curvature
+            if not measure.affine:
+                e = phi - R
+                S = (e * (a * a)[:, None]).T @ e / a.sum() ** 2
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    bias = delta_method_bias(_hessian(measure, R), S)
+            if np.all(np.isfinite(bias)):
+                details.update(bias=bias, uncorrected=np.clip(G, *measure.bounds))
+                G = G - bias
         if model_expected is not None and model_value is not None and measure.affine:
             anticipated, model_weight = _anticipated_variance(
                 G,

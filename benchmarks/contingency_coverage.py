@@ -81,7 +81,12 @@ def run(args) -> None:
             ev = bae.ActiveEvaluator(d.pool, "f1", oracle=args.oracle, rng=seed)
             est = ev.run(d.labeler, budget=BUDGET, progress=False)
             r = {"positives_found": int((ev.known & (d.labels == 1)).sum()), "version": 3}
-            for key, e in (("wald_clt", ev.estimate("clt")), ("wald_martingale", est)):
+            # the CLT variance is the AIS estimate's (estimator="ipw"); the model-assisted
+            # default has the martingale one only (asking it for "clt" raises)
+            walds = [("wald_martingale", est)]
+            if ev.estimator == "ipw":
+                walds.insert(0, ("wald_clt", ev.estimate("clt")))
+            for key, e in walds:
                 lo, hi = e.confidence_interval(0.95, "wald")
                 r[key] = (lo, hi, e.value)
             calls = {

@@ -50,8 +50,11 @@ def main() -> None:
             draws = proposal.draw(BUDGET, rng=[r, 0], unique=True)
             est = bae.estimate(pool, "f1", draws, data.labeler(draws.indices))
             results[name].append((est.value, *est.confidence_interval(0.95)))
-        # plug-in oracle, fixed stages: the runs behind session.Design's coverage numbers
-        ev = bae.ActiveEvaluator(pool, "f1", oracle="model", rng=[r, 1], mix=0.05, stage_growth=0)
+        # plug-in oracle, fixed stages: the runs behind session.Design's coverage numbers (the AIS
+        # estimate: the CLT variance exists for estimator="ipw" only)
+        ev = bae.ActiveEvaluator(
+            pool, "f1", oracle="model", rng=[r, 1], mix=0.05, stage_growth=0, estimator="ipw"
+        )
         ev.run(data.labeler, budget=BUDGET, batch_size=50, progress=False)
         est = ev.estimate(variance="clt")
         results["adaptive (CLT se)"].append((est.value, *est.confidence_interval(0.95)))

@@ -268,3 +268,123 @@ def test_the_evaluator_builds_its_proposal_with_the_relative_floor(small):
     np.testing.assert_allclose(ev.proposal.q, want.q, rtol=1e-12)
     plain = model_assisted_proposal(pool, "f1", belief, **kw)
     assert np.abs(plain.q - want.q).sum() > 0.05
+
+
+# -- bias correction and options of the default estimate ----------------------------------------
+
+
+def _f1_draws(n=80, seed=7):
+    rng = np.random.default_rng(seed)
+    L = np.column_stack([rng.random(n) < 0.2, rng.random(n) < 0.6]).astype(float)
+    L[:, 0] *= L[:, 1]  # ℓ = (tp, (f + y)/2)-like: the first column implies the second
+    m = np.clip(L + rng.normal(0, 0.2, L.shape), 0, 1)
+    M = np.tile([0.12, 0.55], (n, 1))
+    w = rng.uniform(0.3, 3.0, n)
+    V = np.repeat(np.array([[[0.02, 0.01], [0.01, 0.05]]]), n, axis=0)
+    V *= rng.uniform(0.5, 2.0, n)[:, None, None]
+    return L, w, m, M, V
+
+
+def test_difference_bias_correction_is_the_ipw_correction_at_its_own_covariance():
+    """``bias_correction=True`` subtracts ``½ Σ H Ŝ`` (Cochran (1977), Sec. 6.8) with ``Ŝ`` the
+    estimate's own covariance of ``R̂``. Equal weights: the terms ``φ_j`` are a plain mean, and the
+    correction equals the IPW path's :func:`ratio_bias` of the ``φ_j`` with unit weights (whose
+    ratio term ``−Σ w² e`` is then 0). Stage weights: F1 is ``g = R₁/R₂``, so it is
+    ``R₁ Ŝ₂₂/R₂³ − Ŝ₁₂/R₂²`` with ``Ŝ = Σ a² e eᵀ/(Σ a)²``."""
+    from bayes_activeeval.estimators import ratio_bias
+
+    f1 = get_measure("f1")
+    L, w, m, M, V = _f1_draws()
+    phi = M + w[:, None] * (L - m)
+    plain = difference_estimate(L, w, m, M, f1)
+    corr = difference_estimate(L, w, m, M, f1, bias_correction=True)
+    ref = ratio_bias(phi, np.ones(len(w)), f1)
+    assert corr.details["bias"][0] == pytest.approx(ref[0], rel=1e-9)
+    assert corr.value == pytest.approx(plain.value - ref[0], rel=1e-12)
+    assert corr.details["uncorrected"][0] == plain.value and corr.stderr == plain.stderr
+    # with the stage weights a_j = 1/(J V_j Jᵀ)
+    plain = difference_estimate(L, w, m, M, f1, draw_cov=V)
+    corr = difference_estimate(L, w, m, M, f1, draw_cov=V, bias_correction=True)
+    a = plain.details["stage_weights"]
+    R = np.asarray(plain.risk)
+    e = phi - R
+    S = (e * (a * a)[:, None]).T @ e / a.sum() ** 2
+    hand = R[0] * S[1, 1] / R[1] ** 3 - S[0, 1] / R[1] ** 2
+    assert corr.details["bias"][0] == pytest.approx(hand, rel=1e-6)
+    assert corr.value == pytest.approx(plain.value - hand, rel=1e-9)
+    # an affine g has no curvature: nothing to correct
+    acc = get_measure("accuracy")
+    La, ma, Ma = L[:, :1], m[:, :1], M[:, :1]
+    e_acc = difference_estimate(La, w, ma, Ma, acc, bias_correction=True)
+    assert e_acc.details["bias"][0] == 0.0
+    assert e_acc.value == difference_estimate(La, w, ma, Ma, acc).value
+
+
+@pytest.fixture(scope="module")
+def default_run(small):
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=3, batch_size=25)
+    ev.run(small.labeler, budget=150, progress=False)
+    return ev
+
+
+def test_default_estimate_applies_bias_correction(default_run):
+    """``ev.estimate(bias_correction=True)`` under the default (model-assisted) estimator was
+    silently the plain estimate; it is the difference estimate's correction of the same draws."""
+    ev = default_run
+    assert ev.estimator == "model_assisted"
+    plain, corr = ev.estimate(), ev.estimate(bias_correction=True)
+    _, w, L, _ = ev._arrays()
+    A = ev._ma_arrays()
+    d = L.shape[1]
+    ref = difference_estimate(
+        L, w, A["m"], A["M"], ev.measure, draw_cov=A["V"].reshape(-1, d, d), bias_correction=True
+    )
+    bias = corr.details["bias"][0]
+    assert bias != 0.0 and bias == ref.details["bias"][0]
+    assert corr.value == pytest.approx(plain.value - bias, rel=1e-12)
+    assert corr.stderr == plain.stderr
+
+
+def test_options_the_default_estimate_cannot_honour_are_refused(default_run, small):
+    """``variance="clt"`` is the AIS estimate's CLT variance: under the model-assisted estimator
+    it was silently the martingale one, now a ValueError naming both; ``bias_correction`` with a
+    threshold-free measure was silently ignored too."""
+    with pytest.raises(ValueError, match=r"variance='clt'.*estimator='model_assisted'"):
+        default_run.estimate(variance="clt")
+    ev = bae.ActiveEvaluator(small.pool, "roc_auc", rng=3, batch_size=25)
+    ev.run(small.labeler, budget=60, progress=False)
+    assert ev.estimate(variance="clt").value == ev.estimate().value  # ipw: allowed
+    with pytest.raises(ValueError, match=r"bias_correction=True.*'roc_auc'"):
+        ev.estimate(bias_correction=True)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"oracle": "dirichlet-tree"}, {"estimator": "ipw"}],
+    ids=["default", "dirichlet-tree", "ipw"],
+)
+def test_save_part_way_through_a_stage_is_exact(small, tmp_path, kw):
+    """Saved after part of an open stage was labeled, a default evaluator rebuilt that stage's
+    control variate with the new labels counted as known (its ``V_t`` changed, and the estimate
+    after the stage differed: 0.13746 for 0.13714 in a review's run); now the restored evaluator
+    finishes the stage and continues exactly as the saved one."""
+    lab = small.labeler
+    ev = bae.ActiveEvaluator(small.pool, "f1", rng=7, batch_size=30, **kw)
+    for _ in range(3):
+        i = ev.query(30)
+        ev.update(i, lab(i))
+    i = ev.query(30)
+    ev.update(i[:12], lab(i[:12]))  # part of the stage labeled, then saved
+    ev2 = bae.ActiveEvaluator.load(ev.save(tmp_path / "mid.npz"), small.pool)
+    np.testing.assert_array_equal(ev.proposal.q, ev2.proposal.q)
+    if ev.estimator == "model_assisted":
+        a, b = ev.proposal.info, ev2.proposal.info
+        np.testing.assert_array_equal(a.draw_cov, b.draw_cov)
+        np.testing.assert_array_equal(a.pool_expected, b.pool_expected)
+        np.testing.assert_array_equal(a.expected_loss, b.expected_loss)
+    for e in (ev, ev2):
+        e.update(i[12:], lab(i[12:]))
+        e.run(lab, budget=200, progress=False)
+    assert ev.draws().equals(ev2.draws())
+    a, b = ev.estimate(), ev2.estimate()
+    assert a.value == b.value and a.stderr == b.stderr

@@ -251,3 +251,45 @@ def test_adaptive_tilt_is_unbiased_small_pool():
     assert abs(vals.mean() - truth) < 4 * mc_se, (vals.mean(), truth, mc_se)
     # 80 reps: the binomial sd of the coverage at 0.95 is 0.024
     assert np.mean(cover) > 0.85, np.mean(cover)
+
+
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        ({"tree_smoothing": 1.0}, "tree_smoothing"),
+        ({"prior_strength": 10.0}, "prior_strength"),
+        ({"method": "quantile"}, "method"),
+    ],
+)
+def test_state_saved_with_other_priors_is_refused(cal_pool, kw, option, json_round_trip):
+    """A state saved with other priors or strata was restored silently into a model that then
+    continued under its own (a ``tree_smoothing=1, prior_strength=10`` state in a default model:
+    equal beliefs at once, different after the next update); now it is refused with the option
+    named. ``within_leaf`` may differ (the saved leaf-level fit is the same for both), an explicit
+    ``prior_strength`` equal to the default ``K`` matches ``None``, and a state saved without the
+    options (before they were checked) still loads."""
+    i = np.arange(0, cal_pool.pool.n_items, 50)
+    a = DirichletTreeOracle(n_strata=64, depth=6, **kw)
+    a.initialize(cal_pool.pool)
+    a.update(i, cal_pool.labels[i])
+    state = json_round_trip(a.get_state())
+    b = DirichletTreeOracle(n_strata=64, depth=6)
+    b.initialize(cal_pool.pool)
+    with pytest.raises(ValueError, match=rf"state has {option}="):
+        b.set_state(state)
+    assert b.cache.n_labeled == 0  # refused before anything was restored
+    for key in ("tree_smoothing", "prior_strength", "method"):
+        state["config"].pop(key)
+    b.set_state(state)  # an old state: nothing to check against
+    assert b.cache.n_labeled == i.size
+
+
+def test_state_of_the_same_priors_is_accepted(cal_pool, json_round_trip):
+    i = np.arange(0, cal_pool.pool.n_items, 50)
+    a = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="flat", prior_strength=64.0)
+    a.initialize(cal_pool.pool)
+    a.update(i, cal_pool.labels[i])
+    b = DirichletTreeOracle(n_strata=64, depth=6)  # prior_strength None: K = 64
+    b.initialize(cal_pool.pool)
+    b.set_state(json_round_trip(a.get_state()))
+    np.testing.assert_array_equal(b.stratum_probs, a.stratum_probs)

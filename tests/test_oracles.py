@@ -440,10 +440,11 @@ def test_stage_speed_large_pool():
     o.initialize(pool)
     o.update(rng.integers(0, n, 50), (rng.random(50) < 0.3).astype(int), np.ones(50))
     # CPU time of this process, not wall time: other jobs on a shared machine do not count. The
-    # first stage timed here runs EM to its iteration cap (em_iterations 10,002 at tol 1e-8;
-    # 1.7-1.9 s of CPU); the next ones converge in 125-150 iterations (0.10-0.15 s). Each gets its
-    # own bound, so a per-item Python loop or a full re-sort (every stage) fails the second and a
-    # slower capped EM the first.
+    # first stages timed here run EM for thousands of iterations, up to its cap (em_iterations
+    # 10,002 at tol 1e-8; 1.7-1.9 s of CPU); which of them reaches the cap depends on the last
+    # bits of the arithmetic (one machine: [10002, 182, ...], another: [8507, 10002, 182, 149]).
+    # The later ones converge in 125-200 iterations (0.10-0.15 s). A slower capped EM fails the
+    # first bound, a per-item Python loop or a full re-sort (every stage) the second.
     times, iterations = [], []
     for _ in range(4):
         idx = rng.integers(0, n, 50)
@@ -453,9 +454,9 @@ def test_stage_speed_large_pool():
         times.append(time.process_time() - t)
         iterations.append(o.em_iterations)
     # what the em_tol docstring says of this setting (update it if EM converges here one day)
-    assert iterations[0] >= o.em_max_iter and max(iterations[1:]) < o.em_max_iter, iterations
-    assert times[0] < 6.0, (times, iterations)
-    assert min(times[1:]) < 1.0, (times, iterations)
+    assert max(iterations) >= o.em_max_iter and iterations[-1] < o.em_max_iter, iterations
+    assert max(times) < 6.0, (times, iterations)
+    assert times[-1] < 1.0, (times, iterations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1032,3 +1033,221 @@ def test_log_normalize_siblings_per_group_shift():
     for st, ln in zip(ops.starts, ops.lengths, strict=True):
         g = slice(st, st + ln)
         np.testing.assert_allclose(out[g], log_b[g] - special.logsumexp(log_b[g], axis=0))
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration on raw scores: the score is standardized before the fit
+
+
+def _score_pool(n, scale, shift=0.0, seed=0, with_probs=False):
+    """Items with a latent ``u``, true ``P(y = 1) = expit(2u − 4)`` and the score ``shift +
+    scale · u`` (the same ranking at every scale); with ``with_probs`` also the probabilities
+    ``expit(u)`` (so that the prior belief does not depend on the score's scale)."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=n)
+    truth = special.expit(2.0 * u - 4.0)
+    y = (rng.random(n) < truth).astype(int)
+    kw = {"probs": special.expit(u)} if with_probs else {}
+    pool = bae.Pool(predictions=(u > 1).astype(int), scores=shift + scale * u, classes=[0, 1], **kw)
+    return pool, u, y, truth
+
+
+def test_calibration_raw_score_fit_does_not_depend_on_the_score_scale():
+    """The map is fitted to the standardized score ``(s − median) / (IQR / 1.349)`` (Gelman et
+    al. 2008), so scores with the same ranking on another scale give the same fit: the reviewer's
+    pool had a mean KL(truth ‖ belief) of 0.0047 at scale 1 and 93.9 at scale 10,000 when the raw
+    score met the identity-map prior directly."""
+    rng = np.random.default_rng(1)
+    idx = rng.choice(20_000, 400, replace=False)
+    fits = {}
+    for scale, shift in ((1.0, 0.0), (1e4, 0.0), (1e4, -3e5)):
+        pool, _u, y, truth = _score_pool(20_000, scale, shift, with_probs=True)
+        o = CalibrationOracle(feature="score")
+        o.initialize(pool)
+        o.update(idx, y[idx])
+        s = pool.scores["model"]
+        q1, med, q3 = np.quantile(s, [0.25, 0.5, 0.75])
+        assert o.x_shift == med and np.isclose(o.x_scale, (q3 - q1) / 1.3489795003921634)
+        fits[(scale, shift)] = (o, s, truth)
+    (o1, _, truth), (o2, s2, _), (o3, s3, _) = fits.values()
+    np.testing.assert_allclose(o2.params, o1.params, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(o3.params, o1.params, rtol=1e-7, atol=1e-9)
+    p1 = special.expit(o2.linear_predictor()[0])
+    kl = np.mean(truth * np.log(truth / p1) + (1 - truth) * np.log((1 - truth) / (1 - p1)))
+    assert kl < 0.01, kl
+    # coef_ is the map on the raw score: a + b s (+ the stratum effect) is the linear predictor
+    for o, s in ((o2, s2), (o3, s3)):
+        c = o.coef_
+        eta = c["a"] + c["b"] * s + c["sigma"] * o.params[3:][o.strata]
+        np.testing.assert_allclose(eta, o.linear_predictor()[0], rtol=1e-9, atol=1e-9)
+    assert np.isclose(o2.coef_["b"] * 1e4, o1.coef_["b"], rtol=1e-7)
+    se1, se2 = o1.coef_stderr(), o2.coef_stderr()
+    assert np.isclose(se2["b"] * 1e4, se1["b"], rtol=1e-6)
+
+
+def test_calibration_raw_score_with_the_pools_own_prior():
+    """A pool with scores only (the prior belief ``expit(s)``): at scale 10,000 the fit is as
+    good as at scale 1 (before the standardization: KL 93.9 against 0.0047)."""
+    rng = np.random.default_rng(0)
+    idx = rng.choice(20_000, 400, replace=False)
+    kls = []
+    for scale in (1.0, 1e4):
+        pool, _u, y, truth = _score_pool(20_000, scale)
+        o = CalibrationOracle()
+        o.initialize(pool)
+        assert o.used_feature == "score"
+        o.update(idx, y[idx])
+        p = special.expit(o.linear_predictor()[0])
+        kls.append(np.mean(truth * np.log(truth / p) + (1 - truth) * np.log((1 - truth) / (1 - p))))
+    assert max(kls) < 0.01, kls
+
+
+def test_calibration_log_odds_feature_is_not_standardized(svm_pool):
+    o = CalibrationOracle()
+    o.initialize(svm_pool.pool)
+    assert o.used_feature == "logit" and (o.x_shift, o.x_scale) == (0.0, 1.0)
+    x = special.logit(np.clip(svm_pool.pool.view().prob[:, 1], 1e-6, 1 - 1e-6))
+    np.testing.assert_array_equal(o.x, x)
+
+
+def test_calibration_badly_scaled_score_with_asymptotes_finds_the_joint_mode():
+    """Scores 50 times the log-odds scale, clipped: on the raw score the trust-region Newton fit
+    of the map and the asymptotes stopped at a local mode (negative log posterior 93.80 against
+    92.41 from restarts, λ_1 = 0.43 instead of 0.15); on the standardized score it is the mode
+    a general optimizer finds from other starts."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    u = rng.normal(size=n)
+    y = (rng.random(n) < special.expit(3 * u - 3)).astype(int)
+    idx = rng.choice(n, 300, replace=False)
+    score = np.clip(50 * u, -50, 50)
+    pool = bae.Pool(predictions=(score > 0).astype(int), scores=score, classes=[0, 1])
+    o = CalibrationOracle(n_strata=0, lower_asymptote=1, upper_asymptote=1)
+    o.initialize(pool)
+    o.update(idx, y[idx])
+    items, yy, w = o._data()
+    comps = np.array([0, 1])
+    alpha = np.array([1.0, 1.0, 1.0])
+
+    def f(x):
+        return o._joint_objective(x, items, yy, w, comps, alpha)[0]
+
+    fitted = f(np.r_[o.params, np.log(o.lam) - np.log1p(-o.lam.sum())])
+    for start in (np.r_[o._prior_mean(), -5.0, -5.0], np.r_[o._prior_mean(), -3.0, -1.0]):
+        r = optimize.minimize(
+            f, start, method="Nelder-Mead", options={"maxfev": 20000, "xatol": 1e-8}
+        )
+        r = optimize.minimize(f, r.x, method="BFGS")
+        assert fitted <= r.fun + 1e-6, (fitted, r.fun)
+
+
+def test_calibration_old_raw_score_state_loads_to_its_belief(json_round_trip):
+    """A state saved before the standardization (no ``feature_scaling``: the map was fitted to
+    the raw score) is restored on the raw score and gives the belief it gave; a state with it
+    round-trips."""
+    pool, _u, y, _truth = _score_pool(5000, 30.0, 5.0)
+    rng = np.random.default_rng(3)
+    idx = rng.choice(5000, 300, replace=False)
+    old = CalibrationOracle()
+    old.initialize(pool)
+    old.initialize_feature(
+        pool.scores["model"], old.prior_belief, 1, feature="score", standardize=False
+    )
+    old.update(idx, y[idx])
+    state = json_round_trip(old.get_state())
+    state.pop("feature_scaling")
+    for key in ("intercept_sd", "log_slope_sd", "stratum_sd", "clip", "predictive"):
+        state["config"].pop(key)  # nor did it store these options
+    new = CalibrationOracle()
+    new.initialize(pool)
+    assert new.x_scale != 1.0
+    new.set_state(state)
+    assert (new.x_shift, new.x_scale) == (0.0, 1.0)
+    np.testing.assert_array_equal(new.belief().probs, old.belief().probs)
+    fresh = CalibrationOracle()
+    fresh.initialize(pool)
+    fresh.update(idx, y[idx])
+    again = CalibrationOracle()
+    again.initialize(pool)
+    again.set_state(json_round_trip(fresh.get_state()))
+    np.testing.assert_array_equal(again.belief().probs, fresh.belief().probs)
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration: saved states and options are checked
+
+
+@pytest.fixture(scope="module")
+def two_models():
+    return make_classification_pool(3000, 0.05, n_models=2, rng=1)
+
+
+@pytest.mark.parametrize(
+    ("kw", "option"),
+    [
+        ({"model": "m1"}, "model"),
+        ({"intercept_sd": 0.1}, "intercept_sd"),
+        ({"log_slope_sd": 2.0}, "log_slope_sd"),
+        ({"stratum_sd": 1.0}, "stratum_sd"),
+        ({"predictive": "mean"}, "predictive"),
+        ({"n_samples": 256}, "n_samples"),
+        ({"seed": 3}, "seed"),
+        ({"grid_size": 64}, "grid_size"),
+        ({"clip": 1e-4}, "clip"),
+        ({"n_strata": 6}, "n_strata"),
+    ],
+)
+def test_calibration_state_of_other_options_is_refused(two_models, kw, option, json_round_trip):
+    """A state saved for another model or with other options that change the belief is refused
+    with the option named (model m0's state restored into an m1 oracle changed its belief by
+    0.90); a state without the stored options (saved before they were) still loads."""
+    d = two_models
+    i = np.random.default_rng(0).integers(0, 3000, 200)
+    a = CalibrationOracle(model="m0")
+    a.initialize(d.pool)
+    a.update(i, d.labels[i])
+    state = json_round_trip(a.get_state())
+    b = CalibrationOracle(**{"model": "m0", **kw})
+    b.initialize(d.pool)
+    with pytest.raises(ValueError, match=rf"state has {option}="):
+        b.set_state(state)
+    if option in ("model", "n_strata"):
+        return
+    for key in ("model", *kw):
+        state["config"].pop(key, None)
+    b.set_state(state)  # an old state: nothing to check against
+
+
+@pytest.mark.parametrize(
+    ("kw", "err", "match"),
+    [
+        ({"deterministic": "no"}, TypeError, "deterministic must be True or False, got 'no'"),
+        ({"deterministic": None}, TypeError, "deterministic must be True or False"),
+        ({"seed": 1.7}, TypeError, "seed must be an integer, got 1.7"),
+        ({"seed": -1}, ValueError, "seed must be >= 0"),
+        ({"intercept_sd": None}, TypeError, "intercept_sd must be a number, got None"),
+        ({"intercept_sd": "2"}, TypeError, "intercept_sd must be a number, got '2'"),
+        ({"log_slope_sd": np.nan}, ValueError, "log_slope_sd must be a finite number"),
+        ({"stratum_sd": True}, TypeError, "stratum_sd must be a number"),
+        ({"clip": None}, TypeError, "clip must be a number, got None"),
+        ({"clip": 0.5}, ValueError, r"clip must be in \(0, 0.5\)"),
+        ({"model": 3}, TypeError, "model must be a model name"),
+    ],
+)
+def test_calibration_options_are_checked(kw, err, match):
+    with pytest.raises(err, match=match):
+        CalibrationOracle(**kw)
+
+
+def test_calibration_nuts_arguments_are_checked(svm_pool):
+    o = CalibrationOracle()
+    o.initialize(svm_pool.pool)
+    o.update([0, 1, 2], [0, 0, 1])
+    for kw, match in (
+        ({"chains": 0}, "chains must be >= 1"),
+        ({"chains": 1.5}, "chains must be an integer"),
+        ({"tune": -1}, "tune must be >= 0"),
+        ({"tune": "10"}, "tune must be an integer"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=match):
+            o.posterior(10, **kw)

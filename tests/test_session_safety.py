@@ -396,3 +396,14 @@ def test_errors_name_the_option_and_the_value(pool, tmp_path):
           "pred", message="--prob-col")  # fmt: skip
     with Session.open(s) as ss, pytest.raises(ValueError, match="lease"):
         ss.next(3, lease=1e13)
+
+
+def test_design_refuses_clt_variance_without_the_ipw_estimator():
+    # the model-assisted estimate (the adaptive default) has only the martingale variance: the
+    # option used to be ignored when the session was made and to fail at every estimate after
+    from bayes_activeeval.session.designs import Design
+
+    with pytest.raises(ValueError, match="variance='clt' needs estimator='ipw'"):
+        Design("f1", kind="adaptive", options={"variance": "clt"})
+    Design("f1", kind="adaptive", options={"variance": "clt", "estimator": "ipw"})
+    Design("f1", kind="adaptive", options={"variance": "martingale"})

@@ -402,20 +402,26 @@ class ActiveEvaluator(EvaluatorState):
         """Boolean mask of items with a cached label (deterministic oracle)."""
         return self._label >= 0
 
-    def _unlabeled_fraction(self) -> float:
+    def _unlabeled_fraction(self, known: np.ndarray | None = None) -> float:
         if not self.deterministic:
             return 1.0
-        return float(np.clip(self.pool.p[self._label < 0].sum(), 0.0, 1.0))
+        unknown = self._label < 0 if known is None else ~known
+        return float(np.clip(self.pool.p[unknown].sum(), 0.0, 1.0))
 
-    def _refresh(self) -> None:
-        """New belief from the oracle model, new ε_t, new proposal (Algorithm 1, 'update q_t')."""
+    def _refresh(self, known: np.ndarray | None = None) -> None:
+        """New belief from the oracle model, new ε_t, new proposal (Algorithm 1, 'update q_t').
+
+        ``known`` (default :attr:`known`) is the mask of labeled items the proposal is built
+        with; a restored evaluator passes the mask at the start of its open stage (``_restore``).
+        """
+        known = self.known if known is None else known
         belief = self.oracle.belief()
         if not isinstance(belief, Belief):
             belief = CategoricalBelief(np.asarray(belief, dtype=float))
         self._epsilon_t = epsilon_schedule(
             self.epsilon0,
             stage=self._stage,
-            unlabeled_fraction=self._unlabeled_fraction(),
+            unlabeled_fraction=self._unlabeled_fraction(known),
             deterministic=self.deterministic,
         )
         self._proposal = adaptive_proposal(
@@ -425,7 +431,7 @@ class ActiveEvaluator(EvaluatorState):
             model=None if self.measure.models is not None else self.model,
             epsilon=self._epsilon_t,
             deterministic=self.deterministic,
-            known=self.known if self.deterministic else None,
+            known=known if self.deterministic else None,
             belief_floor=self.belief_floor,
             mix=self.mix,
             estimator=self.estimator,
@@ -747,6 +753,11 @@ class ActiveEvaluator(EvaluatorState):
         as the reference code does). For scale-invariant measures this equals Marchant's
         ``Dg[(1/N) Σ w w_∞ ℓℓᵀ − RRᵀ]Dgᵀ / N`` exactly.
 
+        With the default model-assisted estimator the estimate is
+        :func:`~bayes_activeeval.estimators.difference_estimate` (each draw's term
+        ``φ_j = M_j + w_j(ℓ_j − m_j)`` weighted by its stage's inverse predicted variance) and its
+        variance is always the martingale one.
+
         Parameters
         ----------
         variance : {"clt", "martingale"}
@@ -757,11 +768,16 @@ class ActiveEvaluator(EvaluatorState):
             converged, which at a few thousand labels it has not: in
             the 114-repetition run of ``benchmarks/results/adaptive_f1.md`` (plug-in and paper's
             Dirichlet tree; git history) its 95% intervals covered 0.33-0.90, the martingale ones
-            0.91-0.96. Kept for comparison with the paper.
+            0.91-0.96. Kept for comparison with the paper. ``estimator="ipw"`` only: the
+            model-assisted estimate has no ``q_∞`` form (its terms are weighted by each
+            stage's own predicted variance), and asking for it raises ``ValueError``.
         bias_correction : bool
-            Subtract the estimated second-order bias of the ratio and of ``g``
-            (:func:`~bayes_activeeval.estimators.ratio_bias`). Default ``False``: Marchant's
-            estimator exactly.
+            Subtract the estimated second-order bias (Cochran (1977), Sec. 6.8). ``"ipw"``: of
+            the ratio and of ``g`` (:func:`~bayes_activeeval.estimators.ratio_bias`);
+            ``"model_assisted"``: of ``g`` at the estimate's own covariance of ``R̂``
+            (``bias_correction`` of :func:`~bayes_activeeval.estimators.difference_estimate`).
+            Default ``False``: Marchant's estimator exactly (``"ipw"``). Not available for a
+            threshold-free measure (``ValueError``).
 
         Returns
         -------
@@ -769,6 +785,17 @@ class ActiveEvaluator(EvaluatorState):
         """
         if variance not in ("clt", "martingale"):
             raise ValueError(f"variance must be 'clt' or 'martingale', got {variance!r}")
+        if variance == "clt" and self.estimator == "model_assisted":
+            raise ValueError(
+                "variance='clt' is the CLT variance of the AIS estimate (estimator='ipw'); "
+                "estimator='model_assisted' has the martingale variance only: build the "
+                "evaluator with estimator='ipw' for the CLT form"
+            )
+        if bias_correction and isinstance(self.measure, RankMeasure):
+            raise ValueError(
+                f"bias_correction=True is not available for the threshold-free measure "
+                f"{self.measure.name!r}"
+            )
         return self._estimate(warn=True, variance=variance, bias_correction=bias_correction)
 
     def _estimate(
@@ -815,6 +842,7 @@ class ActiveEvaluator(EvaluatorState):
                     n_labels=self._n_labels,
                     model_expected=model_mean,
                     model_value=model_value,
+                    bias_correction=bias_correction,
                 )
             est = weighted_estimate(
                 L,

@@ -15,7 +15,16 @@ is scored by each member's belief *before* its label was seen, ``P_{ik} = π_{s(
 
     w_t = argmax_w  Σ_i v_i log Σ_k w_k P_{ik}  +  Σ_k (α − 1) log w_k
 
-(EM; ``α = 1 + prior`` a symmetric Dirichlet that keeps every member in the mixture early on).
+(``α = 1 + prior`` a symmetric Dirichlet that keeps every member in the mixture early on).
+
+What is computed is an approximation of that MAP: after each update, 50 EM iterations
+(:func:`stacking_weights` with ``max_iter=50``; 200 for the per-cell weights of
+``weights_by="prediction"``) started from the previous weights shrunk 1% towards equal
+(``0.99 w + 0.01/K``). The weights move towards the MAP from stage to stage but need not reach it
+where the objective is flat: EM converges linearly, slowly when members predict alike. In
+scratch runs of F1 to 1,000 labels the weights used stayed within about 0.05 of the MAP, and
+further from it on contrived cases of near-identical members. Kept so: more iterations would
+change every committed result of the default on the real pools.
 Prequential scores need no refitting (no leave-one-out loop) and are honest out-of-sample scores:
 under the ignorable selection of the adaptive sampler (each item's selection depends on its score
 and on *other* items' labels, Rubin 1976) the product of a member's prequential predictives is its
@@ -85,9 +94,12 @@ def stacking_weights(
         (2018), Eq. 3 with a prequential score). ``"bma"``: ``w_k ∝ exp(Σ v_i log P_ik)``, the
         posterior model probabilities under equal prior odds.
     max_iter, tol : int, float
-        EM iterations and tolerance on the weights.
+        EM iterations and tolerance on the weights. The result is the MAP only once EM has
+        converged: where members predict alike the objective is flat and EM slow.
+        :class:`EnsembleOracle` runs 50 per update.
     init : ndarray (K,), optional
-        Starting weights (e.g. the previous stage's: the optimum moves little per stage).
+        Starting weights (e.g. the previous stage's: the optimum moves little per stage), shrunk
+        to ``0.99 init + 0.01/K`` to stay inside the simplex.
 
     Returns
     -------
@@ -214,7 +226,8 @@ class EnsembleOracle(OracleModel):
     weights_by : {"pool", "prediction"}
         ``"pool"`` (default): one set of weights for the whole pool. ``"prediction"``: one set
         per cell of the models' predictions (binary, one model: predicted positives and
-        predicted negatives), each the stacking MAP on the labeled items of its cell with the
+        predicted negatives), each (200 warm-started EM iterations towards) the stacking MAP on
+        the labeled items of its cell with the
         Dirichlet prior centred on the pool-wide weights (pseudo-counts ``prior × K × w_k``):
         hierarchical stacking with the prediction as the input (Yao, Pirš, Vehtari & Gelman
         (2022), "some models are (somewhere) useful"). A member that predicts one cell well
@@ -227,7 +240,10 @@ class EnsembleOracle(OracleModel):
     Attributes
     ----------
     weights_ : ndarray (K,)
-        The current pool-wide weights, in the order of :attr:`member_names`.
+        The current pool-wide weights, in the order of :attr:`member_names`: after each update
+        50 EM iterations towards the stacking MAP, warm-started from the previous weights
+        (``0.99 w + 0.01/K``), an approximation of the MAP that moves towards it across updates
+        (module docstring).
     cell_weights_ : ndarray (n_cells, K)
         The weights of each cell (``weights_by="prediction"``; one row, ``weights_``, otherwise).
         Rows follow the distinct tuples of the models' predicted class indices in sorted order:
@@ -433,6 +449,9 @@ class EnsembleOracle(OracleModel):
         )
 
     def _reweigh(self) -> None:
+        # 50 (per cell 200) EM iterations from the previous weights: an approximation of the
+        # stacking MAP (module docstring); not run to convergence, so that the default's committed
+        # results stay reproducible
         v = self._score_weights()
         every = slice(None)
         self.weights_ = self._fit_weights(every, v, self._w0, self.weights_, 50)

@@ -133,7 +133,7 @@ class Design:
         ``1e-6`` for ``"auto"``.
     options : dict
         Extra keyword arguments for the adaptive evaluator, and ``variance`` (``"martingale"``,
-        the default, or ``"clt"``) for its standard error
+        the default, or ``"clt"``, which needs ``estimator="ipw"``) for its standard error
         (:meth:`bayes_activeeval.ActiveEvaluator.estimate`). The martingale form is the default
         because the CLT plug-in under-covered badly in our runs (95% Wald coverage 0.53 against
         0.88 for the martingale form, 40 runs of ``examples/static_vs_adaptive_f1.py``).
@@ -169,6 +169,16 @@ class Design:
                 raise ValueError(
                     "budget (--budget) must be a positive, finite number of labels (or label "
                     f"cost; leave it out for no limit), got {self.budget!r}"
+                )
+        if self.kind == "adaptive" and self.options.get("variance") == "clt":
+            from ..adaptive.evaluator import default_estimator
+
+            est = self.options.get("estimator") or default_estimator(get_measure(self.measure))
+            if est != "ipw":
+                raise ValueError(
+                    f"options variance='clt' needs estimator='ipw' (the CLT plug-in of the AIS "
+                    f"estimate, Marchant & Rubinstein (2021), Thm. 2); the {est!r} estimate has "
+                    "only the martingale variance"
                 )
         object.__setattr__(self, "models", tuple(self.models))
         if self.kind == "static" and self.oracle is None:
