@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_fraction, check_rng, show
+from .._validation import check_count, check_fraction, check_rng, show
 from ..comparison import ComparisonResult, wald_test
 from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
 from ..measures import difference, stack
 from ..proposals import DEFAULT_MIX, Draws, Proposal
 from .measures import RankingMeasure, get, loss_moments, query_losses
-from .pool import RankingPool
+from .pool import RankingPool, _check_relevance
 
 __all__ = ["DESIGNS", "compare", "draw", "estimate", "evaluate", "proposal", "test"]
 
@@ -43,6 +43,11 @@ __all__ = ["DESIGNS", "compare", "draw", "estimate", "evaluate", "proposal", "te
 #: under a uniform relevance model (the thesis's ``active_uniD``), and ``q ∝ λ^(-1/2)``
 #: (``active_λ``). The cost-blind ``active_uniC`` is ``design="optimal", costs=False``.
 DESIGNS = ("optimal", "passive", "uniform-relevance", "cost")
+
+#: Relative size below which the expected squared deviation ``u`` of a query is taken as 0: its
+#: terms cancel to rounding error (about ``1e-16`` of their size) when the relevance model makes
+#: the loss certain.
+_ROUNDING = 1e-12
 
 
 def _models(pool: RankingPool, models: Any, two: bool) -> tuple[str, ...]:
@@ -106,7 +111,8 @@ def proposal(
     costs : bool
         Use the query costs (default). ``False`` gives the cost-blind proposal (``active_uniC``).
     relevance : ndarray (m, D, K), optional
-        Relevance probabilities to use instead of the pool's.
+        Relevance probabilities to use instead of the pool's, checked as the pool's are: its
+        shape, finite, in ``[0, 1]`` and summing to 1 for every document.
     mix : float
         Defensive mixture ``q ← (1 − δ) q + δ/m``: weights at most ``1/δ``, variance at most
         ``1/(1 − δ)`` times the unmixed one (default 0.05).
@@ -120,9 +126,12 @@ def proposal(
         gives ``q*(x) ∝ λ(x)^(-1/2) sqrt(Var[Dg(Ř) ℓ | x; θ])``: the relevance model's variance
         of the linearized per-query loss replaces its second moment around ``Ř``. Queries whose
         loss the relevance model predicts with certainty (e.g. two rankers returning the same
-        list) get only the defensive mixture.
+        list) get only the defensive mixture, and if no query has any variance the proposal is
+        uniform. (With either estimator a ``u`` below ``1e-12`` of the size of the terms it is
+        computed from counts as 0: rounding error, not variance.)
     n_samples, rng
-        Monte Carlo grade vectors for NDCG@k, whose moments have no closed form.
+        Monte Carlo grade vectors for NDCG@k, whose moments have no closed form (``n_samples``
+        a whole number ``>= 1``, default 256).
 
     Returns
     -------
@@ -137,6 +146,7 @@ def proposal(
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
     _check_estimator(estimator)
     mix = check_fraction(mix, "mix", allow_one=True)
+    n_samples = check_count(n_samples, "n_samples")
     m = pool.n_queries
     p = np.full(m, 1.0 / m)
     lam = pool.costs if costs else np.ones(m)
@@ -149,11 +159,7 @@ def proposal(
         if design == "uniform-relevance":
             rel = pool.uniform_relevance()
         else:
-            rel = pool.relevance if relevance is None else np.asarray(relevance, dtype=float)
-            if rel.shape != pool.relevance.shape:
-                raise ValueError(
-                    f"relevance has shape {rel.shape}; expected {pool.relevance.shape}"
-                )
+            rel = _relevance(pool, relevance)
         target = _target(rm, mods)
         mean, sec = loss_moments(pool, rm, mods, rel, n_samples=n_samples, rng=check_rng(rng))
         R = mean.mean(axis=0)
@@ -167,10 +173,16 @@ def proposal(
         # E‖J(ℓ − R)‖² = Σ_o [J E[ℓℓᵀ] Jᵀ]_oo − 2 (J E ℓ)_o o_o + o_o²
         quad = np.einsum("od,mde,oe->m", J, sec, J)
         lin = (mean @ J.T) @ offset
-        u = np.maximum(quad - 2.0 * lin + offset @ offset, 0.0)
+        u = quad - 2.0 * lin + offset @ offset
+        # the terms cancel when the loss is (nearly) certain: what is left below their rounding
+        # error is noise, not variance, and would otherwise set q for those queries
+        scale = np.abs(quad) + 2.0 * np.abs(lin) + offset @ offset
         if estimator == "model_assisted":
             explained = mean @ J.T - offset
-            u = np.maximum(u - np.einsum("mo,mo->m", explained, explained), 0.0)
+            ex2 = np.einsum("mo,mo->m", explained, explained)
+            u = u - ex2
+            scale = scale + ex2
+        u = np.where(u > _ROUNDING * scale, u, 0.0)
         if len(mods) == 2 and not rm.is_ratio:
             # the same list from both rankers: δ = 0 for every grade vector, exactly (the
             # moments' rounding would leave ~1e-17)
@@ -353,7 +365,8 @@ def estimate(
     model : str, optional
         Which ranker of the pool.
     relevance : ndarray (m, D, K), optional
-        The relevance model for ``"model_assisted"`` (default: the pool's).
+        The relevance model for ``"model_assisted"`` (default: the pool's), checked as in
+        :func:`proposal`.
     bias_correction : bool
         Subtract the estimated second-order bias (see :func:`bayes_activeeval.weighted_estimate`).
     """
@@ -414,7 +427,8 @@ def test(
     estimator : {"model_assisted", "ipw"}
         As in :func:`estimate` (default ``"model_assisted"``).
     relevance : ndarray (m, D, K), optional
-        The relevance model for ``"model_assisted"`` (default: the pool's).
+        The relevance model for ``"model_assisted"`` (default: the pool's), checked as in
+        :func:`proposal`.
 
     Returns
     -------
@@ -616,6 +630,24 @@ def _check_estimator(estimator: str) -> None:
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
 
 
+def _relevance(pool: RankingPool, relevance: Any) -> np.ndarray:
+    """The pool's relevance probabilities, or ``relevance`` checked as the pool checks its own:
+    shape (m, D, K) of the pool's, finite, in ``[0, 1]`` and summing to 1 for every document (the
+    padding past a query's documents is not read)."""
+    if relevance is None:
+        return pool.relevance
+    try:
+        rel = np.asarray(relevance, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"relevance must be a numeric array of shape {pool.relevance.shape}"
+        ) from exc
+    if rel.shape != pool.relevance.shape:
+        raise ValueError(f"relevance has shape {rel.shape}; expected {pool.relevance.shape}")
+    _check_relevance(rel, pool.query_ids, pool.doc_ids, pool.n_docs)
+    return rel
+
+
 def _same_lists(pool: RankingPool, rm: RankingMeasure, a: str, b: str) -> np.ndarray:
     """Queries on which rankers ``a`` and ``b`` return the same (cut-off) list."""
     return np.all(pool.truncated_positions(a, rm.k) == pool.truncated_positions(b, rm.k), axis=1)
@@ -643,7 +675,7 @@ def _estimate(
     key = (rm, models) if relevance is None else None
     cached = pool._expected.get(key) if key is not None else None
     if cached is None:
-        rel = pool.relevance if relevance is None else np.asarray(relevance, dtype=float)
+        rel = _relevance(pool, relevance)
         mean, _ = loss_moments(pool, rm, models, rel, n_samples=256, rng=np.random.default_rng(0))
         cached = (mean, mean.mean(axis=0))
         if key is not None:

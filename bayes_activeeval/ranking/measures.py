@@ -42,7 +42,13 @@ class RankingMeasure:
         Cut-off rank, a whole number ``>= 1`` (default ``None``: the whole list; precision
         requires one).
     threshold : int, optional
-        Lowest grade counted as relevant by precision@k (default 1).
+        Lowest grade counted as relevant by precision@k, a whole number ``>= 0`` (default 1).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``, a ``k`` or ``threshold`` that is not a whole number in range (a
+        bool, a string or a fraction), or precision without ``k``.
 
     Attributes
     ----------
@@ -62,10 +68,18 @@ class RankingMeasure:
             raise ValueError(
                 f"measure must be 'dcg', 'err', 'ndcg' or 'precision' (optionally '@k'), got {self.kind!r}"
             )
-        if self.k is not None and (isinstance(self.k, bool) or int(self.k) < 1):
-            raise ValueError(f"the cut-off k must be a whole number >= 1, got {self.k!r}")
+        if self.k is not None:
+            if _whole(self.k) is None or self.k < 1:
+                raise ValueError(f"the cut-off k must be a whole number >= 1, got {self.k!r}")
+            object.__setattr__(self, "k", _whole(self.k))
         if self.kind == "precision" and self.k is None:
             raise ValueError("precision needs a cut-off: 'precision@k'")
+        if _whole(self.threshold) is None or self.threshold < 0:
+            raise ValueError(
+                f"threshold (the lowest grade counted as relevant) must be a whole number >= 0, "
+                f"got {self.threshold!r}"
+            )
+        object.__setattr__(self, "threshold", _whole(self.threshold))
 
     @property
     def name(self) -> str:
@@ -112,6 +126,18 @@ class RankingMeasure:
             scale_invariant=True,
             bounds=(0.0, 1.0),
         )
+
+
+def _whole(value) -> int | None:
+    """``value`` as an ``int`` if it is a whole number (an integer, or a float with no
+    fractional part), else ``None`` (a bool, a string, NaN or a fraction)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        return None
+    if not np.isfinite(value) or value != int(value):
+        return None
+    return int(value)
 
 
 def get(measure: str | RankingMeasure) -> RankingMeasure:
