@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import check_fraction, check_level
+from ._validation import check_count, check_fraction, check_level, check_number, show
 from .comparison.pairwise import (
     comparison_proposal,
     disagreement,
@@ -114,18 +114,36 @@ def power(
     Parameters
     ----------
     n : float or array
-        Number of draws.
+        Number of draws (finite, ``≥ 0``).
     difference : float
-        True ``Δ = G_a − G_b``.
+        True ``Δ = G_a − G_b`` (finite).
     variance : float
         Asymptotic variance per draw ``σ²`` (e.g. :meth:`Proposal.predicted_variance`).
     alpha : float
     alternative : {"two-sided", "less", "greater"}
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is negative or not finite, ``difference`` is not finite or ``variance`` is not
+        positive and finite (they used to give NaN); ``TypeError`` if one is not a number.
     """
     alpha = check_fraction(alpha, "alpha", allow_zero=False)
+    variance = check_number(variance, "variance")
     if not (np.isfinite(variance) and variance > 0):
-        raise ValueError(f"variance must be positive and finite, got {variance!r}")
-    mu = np.sqrt(np.asarray(n, dtype=float)) * float(difference) / np.sqrt(variance)
+        raise ValueError(f"variance must be positive and finite, got {show(variance)}")
+    difference = check_number(difference, "difference")
+    try:
+        n_arr = np.asarray(n, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"n must be a number of draws or an array of them, got {n!r}") from exc
+    bad = np.flatnonzero(~(np.isfinite(n_arr) & (n_arr >= 0)).ravel())
+    if bad.size:
+        where = "" if n_arr.ndim == 0 else f"[{bad[0]}]"
+        raise ValueError(
+            f"n{where} = {show(n_arr.ravel()[bad[0]])} is not a number of draws (finite, >= 0)"
+        )
+    mu = np.sqrt(n_arr) * difference / np.sqrt(variance)
     if alternative == "two-sided":
         z = stats.norm.ppf(1 - alpha / 2)
         out = stats.norm.sf(z - mu) + stats.norm.cdf(-z - mu)
@@ -151,12 +169,13 @@ def expected_labels(q: np.ndarray, n: int) -> float:
     q : array-like (n_items,)
         The proposal (item probabilities of one draw; clipped below ``1``).
     n : int
-        The number of draws.
+        The number of draws (a whole number ``≥ 0``).
 
     Returns
     -------
     float
     """
+    n = check_count(n, "n", minimum=0)
     q = np.asarray(q, dtype=float)
     return float(np.sum(-np.expm1(n * np.log1p(-np.clip(q, 0.0, 1.0 - 1e-15)))))
 
@@ -315,8 +334,8 @@ def labels_for_power(
     """
     pw = check_fraction(power, "power", allow_zero=False)
     alpha = check_fraction(alpha, "alpha", allow_zero=False)
-    difference = float(difference)
-    if not np.isfinite(difference) or difference == 0:
+    difference = check_number(difference, "difference")
+    if difference == 0:
         raise ValueError(f"difference must be a non-zero finite number, got {difference!r}")
     pair = models_arg(pool, models, 2, two=True)
     if len(pair) != 2:
@@ -385,8 +404,8 @@ def labels_for_width(
     Plan
     """
     level = check_level(level)
-    h = float(half_width)
-    if not (np.isfinite(h) and h > 0):
+    h = check_number(half_width, "half_width")
+    if not h > 0:
         raise ValueError(f"half_width must be positive, got {half_width!r}")
     if models is not None:
         if model is not None:

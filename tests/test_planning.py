@@ -137,3 +137,27 @@ def test_planning_a_design_without_full_support():
         match=r"'hole' proposal gives zero mass to item \d+ \(and 0 more\) where the difference",
     ):
         planning.restricted_variance(pool, "error_rate", ("a", "b"), hole, opt, truth)
+
+
+def test_planning_bad_inputs_name_the_argument():
+    """power() returned NaN for a negative or NaN n or difference, expected_labels() counted
+    negative labels for n < 0, and a non-numeric difference or half_width gave float()'s
+    message, which does not name the argument."""
+    pool, _ = binary_pool(m=500, seed=2)
+    with pytest.raises(ValueError, match=r"n = -5\.0 is not a number of draws"):
+        planning.power(-5, 0.05, 0.2)
+    with pytest.raises(ValueError, match=r"n\[1\] = nan is not a number of draws"):
+        planning.power([10, np.nan], 0.05, 0.2)
+    with pytest.raises(ValueError, match=r"difference must be a finite number, got nan"):
+        planning.power(100, np.nan, 0.2)
+    with pytest.raises(TypeError, match=r"variance must be a number, got 'x'"):
+        planning.power(100, 0.05, "x")
+    with pytest.raises(ValueError, match=r"n must be >= 0, got -3"):
+        planning.expected_labels(np.full(10, 0.1), -3)
+    with pytest.raises(TypeError, match=r"n must be an integer, got 2\.5"):
+        planning.expected_labels(np.full(10, 0.1), 2.5)
+    assert planning.expected_labels(np.full(10, 0.1), 0) == 0.0
+    with pytest.raises(TypeError, match=r"difference must be a number, got 'a'"):
+        planning.labels_for_power(pool, "error_rate", "a")
+    with pytest.raises(TypeError, match=r"half_width must be a number, got 'x'"):
+        planning.labels_for_width(pool, "error_rate", "x", model="m0")

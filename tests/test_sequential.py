@@ -124,3 +124,54 @@ def test_design_refuses_bad_looks():
     assert equally(100, 4).looks == (25, 50, 75, 100)
     assert equally(10, 10).looks == tuple(range(1, 11))
     assert equally(20, 1).looks == (20,)
+
+
+def test_a_degenerate_look_never_stops_the_run():
+    """F1 of a perfect model a against a model b with no true positive: every sample holding
+    item 0 gives Δ̂ = 1 with a Wald standard error that is zero — exactly (T = inf, the look was
+    skipped) or up to rounding (T ~ 1e16, the run stopped). The same evidence decided
+    differently by rounding; now neither stops the run."""
+    y = np.array([1, 0, 0])
+    pool = bae.Pool(
+        predictions={"a": np.array([1, 0, 0]), "b": np.array([0, 1, 1])},
+        probs={"a": np.array([0.9, 0.2, 0.2]), "b": np.array([0.3, 0.7, 0.7])},
+        classes=[0, 1],
+    )
+    prop = bae.proposals.Proposal(np.array([0.5, 0.3, 0.2]), pool.p, "uneven")
+    rounded = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in range(10):
+            res = bae.sequential_compare(
+                pool, "f1", lambda i: y[i], proposal=prop, max_draws=40, batch=10, rng=seed
+            )
+            stat = res.history["statistic"].to_numpy()
+            rounded += np.any(np.isfinite(stat) & (np.abs(stat) > 1e12))
+            assert not res.reject and res.n_draws == 40 and len(res.history) == 4
+    assert rounded >= 3  # seeds 1, 2, 5, 6 and 8 have a look with T ~ 1e16
+
+
+def test_sequential_compare_refuses_conflicting_arguments(two):
+    pool, y = two
+
+    def lab(i):
+        return y[i]
+
+    with pytest.raises(
+        ValueError, match=r"batch=50 \(the first look\) is larger than max_draws=30"
+    ):
+        bae.sequential_compare(pool, "error_rate", lab, max_draws=30, rng=0)
+    design = GroupSequentialDesign((50, 100))
+    # a design's level and spending used to win silently over alpha= and spending=
+    with pytest.raises(ValueError, match=r"alpha=0\.01 differs from design\.alpha=0\.05"):
+        bae.sequential_compare(pool, "error_rate", lab, design=design, alpha=0.01, rng=0)
+    with pytest.raises(ValueError, match=r"spending='pocock' differs.*'obrien-fleming'"):
+        bae.sequential_compare(pool, "error_rate", lab, design=design, spending="pocock", rng=0)
+    with pytest.raises(ValueError, match=r"fixes the looks \(50, 100\); max_draws=400 only"):
+        bae.sequential_compare(pool, "error_rate", lab, design=design, max_draws=400, rng=0)
+    res = bae.sequential_compare(
+        pool, "error_rate", lab, design=design, alpha=0.05, spending="obrien-fleming", rng=0
+    )
+    assert res.design == design
+    with pytest.raises(ValueError, match=r"labeler returned a scalar for \d+ items"):
+        bae.sequential_compare(pool, "error_rate", lambda i: 1, max_draws=100, rng=0)
