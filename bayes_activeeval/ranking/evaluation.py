@@ -35,7 +35,7 @@ from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
 from ..measures import difference, stack
 from ..proposals import DEFAULT_MIX, Draws, Proposal
 from .measures import RankingMeasure, get, loss_moments, query_losses
-from .pool import RankingPool, _check_relevance
+from .pool import RankingPool, check_relevance
 
 __all__ = ["DESIGNS", "compare", "draw", "estimate", "evaluate", "proposal", "test"]
 
@@ -644,7 +644,7 @@ def _relevance(pool: RankingPool, relevance: Any) -> np.ndarray:
         ) from exc
     if rel.shape != pool.relevance.shape:
         raise ValueError(f"relevance has shape {rel.shape}; expected {pool.relevance.shape}")
-    _check_relevance(rel, pool.query_ids, pool.doc_ids, pool.n_docs)
+    check_relevance(rel, pool.query_ids, pool.doc_ids, pool.n_docs)
     return rel
 
 

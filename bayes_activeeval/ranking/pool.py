@@ -97,7 +97,7 @@ class RankingPool:
             raise ValueError(
                 f"relevance has shape {relevance.shape}; expected ({m}, {D}, K) with K >= 2 grades"
             )
-        _check_relevance(relevance, self.query_ids, self.doc_ids, self.n_docs)
+        check_relevance(relevance, self.query_ids, self.doc_ids, self.n_docs)
         self.relevance = relevance
         self.max_grade = relevance.shape[2] - 1 if max_grade is None else int(max_grade)
         if self.max_grade != relevance.shape[2] - 1:
@@ -417,7 +417,7 @@ def _first_bad_list(pos: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
-def _check_relevance(relevance, query_ids, doc_ids, n_docs) -> None:
+def check_relevance(relevance, query_ids, doc_ids, n_docs) -> None:
     """Relevance probabilities: finite, in ``[0, 1]``, summing to 1 over the grades of every
     document (the padding is not read)."""
     D = relevance.shape[1]
