@@ -146,8 +146,8 @@ def _read(path: str, read: Mapping[str, Any]) -> pd.DataFrame:
     frame = pd.read_parquet(p)
     for col in ids:
         if col in frame.columns:
-            frame[col] = [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
-                          else str(v) for v in frame[col].tolist()]  # fmt: skip
+            missing = frame[col].isna()
+            frame[col] = frame[col].astype(str).astype(object).where(~missing, None)
     return frame
 
 

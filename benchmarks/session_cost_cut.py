@@ -56,14 +56,15 @@ RULES = ("cut_then_stop", "stop_before_dearest", "cut_then_draw_on", "keep_cross
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def costly_pool(m: int = POOL_SIZE, seed: int = POOL_SEED):
-    """A binary pool whose wrong predictions cost ``DEAR`` to label, the right ones ``CHEAP``."""
+def costly_pool(m: int = POOL_SIZE, seed: int = POOL_SEED, dear: float = DEAR):
+    """A binary pool whose wrong predictions cost ``dear`` to label, the right ones ``CHEAP``
+    (also the pool of ``tests/test_static_cost_cut.py``)."""
     rng = np.random.default_rng(seed)
     pred = (rng.random(m) < 0.5).astype(int)
     probs = rng.uniform(0.1, 0.9, m)
     y = (rng.random(m) < probs).astype(int)
     loss = (y != pred).astype(float)
-    costs = np.where(loss > 0, DEAR, CHEAP)
+    costs = np.where(loss > 0, dear, CHEAP)
     return pred, probs, y, loss, costs
 
 

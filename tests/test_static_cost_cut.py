@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,83 +21,19 @@ import pytest
 
 import bayes_activeeval as bae
 from bayes_activeeval.io import PoolSpec
-from bayes_activeeval.session import Design, Session, SessionError, stage_rng
+from bayes_activeeval.session import Design, Session, SessionError
 from bayes_activeeval.session.designs import StaticDesign
-from bayes_activeeval.session.store import first_new
 
-CHEAP, DEAR = 1.0, 6.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import session_cost_cut
+
+DEAR = 6.0  # the benchmark uses 4
 SEED = 8  # a seed whose session is cut (the rule before drew a stage after the cut)
 
 
 def costly_pool(m: int = 300, seed: int = 5):
-    """A binary pool whose wrong predictions cost ``DEAR`` to label, the right ones ``CHEAP``."""
-    rng = np.random.default_rng(seed)
-    pred = (rng.random(m) < 0.5).astype(int)
-    probs = rng.uniform(0.1, 0.9, m)
-    y = (rng.random(m) < probs).astype(int)
-    loss = (y != pred).astype(float)
-    costs = np.where(loss > 0, DEAR, CHEAP)
-    return pred, probs, y, loss, costs
-
-
-class FakeSession:
-    """What ``StaticDesign.propose`` reads from a session: labels, pending items and stored
-    stages (every stage is labeled at once here, so nothing is pending)."""
-
-    def __init__(self) -> None:
-        self.labels: dict[int, int] = {}
-        self.stages: list[tuple[int, np.ndarray, dict]] = []
-
-    def label_map(self) -> dict[int, int]:
-        return self.labels
-
-    def stage_rows(self):
-        return self.stages
-
-    def pending_items(self) -> np.ndarray:
-        return np.empty(0, dtype=np.int64)
-
-
-def run_session(design: StaticDesign, budget: float, stage_size: int, costs) -> np.ndarray:
-    """The draws of one session labeled to the end, as ``Session._draw_stage`` drives
-    ``propose`` (every stage labeled at once)."""
-    s, spent, out = FakeSession(), 0.0, []
-    while True:
-        left = budget - spent
-        if left < costs.min():
-            break
-        try:
-            draws, info, _ = design.propose(s, len(s.stages), stage_size, left)
-        except SessionError:
-            break
-        idx = draws.indices
-        new = first_new(idx, set(s.labels))
-        spent += float(costs[idx[new]].sum())
-        s.labels.update(dict.fromkeys(idx.tolist(), 0))
-        s.stages.append((int(info["n"]), idx, info))
-        out.append(idx)
-    return np.concatenate(out)
-
-
-def run_drawing_on(design: StaticDesign, budget: float, stage_size: int, costs) -> np.ndarray:
-    """The rule before: the same cut, but the session drew a new stage after a cut one."""
-    labels: set[int] = set()
-    spent, out, stage = 0.0, [], 0
-    while budget - spent >= costs.min():
-        rng = stage_rng(design.design.seed, stage)
-        idx = design.proposal.draw(stage_size, rng=rng, unique=True).indices
-        new = first_new(idx, labels)
-        keep = int(
-            np.searchsorted(np.cumsum(np.where(new, costs[idx], 0.0)), budget - spent, "right")
-        )
-        if keep == 0:
-            break
-        idx = idx[:keep]
-        spent += float(costs[idx[new[:keep]]].sum())
-        labels.update(idx.tolist())
-        out.append(idx)
-        stage += 1
-    return np.concatenate(out)
+    """The benchmark's pool (wrong predictions cost ``DEAR`` to label, the right ones 1)."""
+    return session_cost_cut.costly_pool(m, seed, dear=DEAR)
 
 
 def test_budget_cut_adds_no_first_order_bias():
@@ -108,10 +46,12 @@ def test_budget_cut_adds_no_first_order_bias():
         design = StaticDesign(pool, Design("error_rate", seed=r, budget=budget, mix=1.0))
         q = design.proposal.q
         assert np.allclose(q, 1 / pool.n_items)  # q = p: the estimate is a plain mean
-        idx = run_session(design, budget, stage_size, costs)
+        idx = session_cost_cut.cut_then_stop(design, budget, stage_size, costs)
         assert float(costs[np.unique(idx)].sum()) <= budget
         new_rule.append(loss[idx].mean())
-        old_rule.append(loss[run_drawing_on(design, budget, stage_size, costs)].mean())
+        old_rule.append(
+            loss[session_cost_cut.cut_then_draw_on(design, budget, stage_size, costs)].mean()
+        )
     first_order = float(np.mean(costs * (loss - truth))) / budget  # Cov_p(c, ℓ)/B
     new_rule, old_rule = np.asarray(new_rule), np.asarray(old_rule)
     bias_new = new_rule.mean() - truth

@@ -16,6 +16,7 @@ from ..measures import get as get_measure
 from ..proposals import Draws, Proposal
 from ..threshold_free import RankMeasure, stacked_estimate
 from .pairwise import (
+    check_belief_arg,
     check_inputs,
     check_proposal,
     models_arg,
@@ -165,13 +166,7 @@ def multiple_comparison(
         raise ValueError(f"measure {base.name!r} is already bound to models {base.models}")
     if base.n_outputs != 1:
         raise ValueError(f"multiple_comparison needs a scalar measure; {base.name!r} is not")
-    if belief is not None and not isinstance(base, RankMeasure):
-        raise ValueError(
-            f"belief= applies to threshold-free measures (ROC AUC, average precision, "
-            f"recall@FPR), whose guarded covariance uses it; got a {type(belief).__name__} "
-            f"belief for measure={base.name!r}, whose tests use the sample covariance alone "
-            "(pass the belief to comparison_proposal instead)"
-        )
+    check_belief_arg(base, belief)
     if isinstance(base, RankMeasure):  # ROC AUC, AP, recall@FPR: the k × k DeLong covariance
         if variance == "score":
             raise ValueError(

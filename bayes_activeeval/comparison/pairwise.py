@@ -190,6 +190,18 @@ def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
     return out
 
 
+def check_belief_arg(base: Measure, belief: Any) -> None:
+    """``belief=`` is for threshold-free measures only, whose guarded variance reads it (DeLong
+    et al. (1988) with importance weights); any other measure's test uses the sample variance."""
+    if belief is not None and not isinstance(base, RankMeasure):
+        raise ValueError(
+            f"belief= applies to threshold-free measures (ROC AUC, average precision, "
+            f"recall@FPR), whose guarded variance uses it; got a {type(belief).__name__} "
+            f"belief for measure={base.name!r}, whose test uses the sample variance alone "
+            "(pass the belief to comparison_proposal instead)"
+        )
+
+
 def check_proposal(proposal: Any, pool: Any) -> None:
     """Refuse a ``proposal`` that is not a :class:`~bayes_activeeval.proposals.Proposal` over
     ``pool``'s items.
@@ -326,13 +338,7 @@ def compare(
             f"measure {base.name!r} is already bound to models {base.models}; pass the plain "
             "measure and models=(a, b)"
         )
-    if belief is not None and not isinstance(base, RankMeasure):
-        raise ValueError(
-            f"belief= applies to threshold-free measures (ROC AUC, average precision, "
-            f"recall@FPR), whose guarded variance uses it; got a {type(belief).__name__} "
-            f"belief for measure={base.name!r}, whose test uses the sample variance alone "
-            "(pass the belief to comparison_proposal instead)"
-        )
+    check_belief_arg(base, belief)
     scale = 1.0
     if proposal is not None:
         check_proposal(proposal, pool)

@@ -260,9 +260,7 @@ def _calibration_posterior(pool, m, views, model, fitted, *, chains, draws, bin_
     info = {
         "n_pos": n_pos,
         "keys": np.arange(K),
-        "labeled": np.array(
-            [[np.sum((key[ui] == k) & (yu == c)) for c in range(C)] for k in range(K)]
-        ),
+        "labeled": np.bincount(key[ui] * C + yu, minlength=K * C).reshape(K, C),
     }
     return R.reshape(chains, draws, d), G.reshape(chains, draws, m.n_outputs), m, info
 
