@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import ok, run
 
 import bayes_activeeval as bae
-from bayes_activeeval.cli import main
 from bayes_activeeval.datasets import load_demo, make_classification_pool
 from bayes_activeeval.demo import export_demo
 from bayes_activeeval.session import Session, stage_rng
@@ -41,16 +40,6 @@ def demo_csv(tmp_path_factory):
     t = pd.read_csv(truth_csv, dtype={"id": str})
     truth = dict(zip(t["id"], t["label"].tolist(), strict=True))
     return Path(pool_csv), load_demo(), truth
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input)
-
-
-def ok(*args, input=None):
-    res = run(*args, input=input)
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
 
 
 def label_batch(batch_csv: Path, truth, out: Path) -> Path:

@@ -11,32 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import fails, ok
 
-from bayes_activeeval.cli import main
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.session import Session
 
 POOL_OPTS = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p"]
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input)
-
-
-def ok(*args, input=None):
-    res = run(*args, input=input)
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
-
-
-def fails(*args, message: str, input=None):
-    res = run(*args, input=input)
-    assert res.exit_code == 2, (res.output, res.stderr)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    assert message in lines[0], lines[0]
-    return res
 
 
 def sha(path: Path) -> str:

@@ -5,20 +5,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import ok, run
 
 from bayes_activeeval import ranking
-from bayes_activeeval.cli import main
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input)
-
-
-def ok(*args):
-    res = run(*args)
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
 
 
 @pytest.fixture

@@ -9,24 +9,13 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import ok, run
 
 from bayes_activeeval import ranking
-from bayes_activeeval.cli import main
 from bayes_activeeval.proposals import Draws
 from bayes_activeeval.ranking_session import RankingSession
 
 READ = {"query": "qid", "item": "doc", "ranks": {"a": "rank_a", "b": "rank_b"}}
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    res = run(*args)
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
 
 
 @pytest.fixture

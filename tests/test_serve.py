@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import ok
 
-from bayes_activeeval.cli import main
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.session import Session
 
@@ -42,12 +41,6 @@ def _browser() -> tuple[str, str] | None:
 pytestmark = pytest.mark.skipif(
     _browser() is None, reason="no chromium (and chromium-driver) installed"
 )
-
-
-def ok(*args):
-    res = CliRunner().invoke(main, [str(a) for a in args])
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
 
 
 def free_port() -> int:

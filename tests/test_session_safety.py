@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import fails, ok
 
-from bayes_activeeval.cli import main
 from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.io import PoolSpec
 from bayes_activeeval.session import Design, Session, SessionError
@@ -23,25 +22,6 @@ from bayes_activeeval.session import Design, Session, SessionError
 ROOT = Path(__file__).resolve().parents[1]
 POOL_OPTS = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p"]
 SPEC = PoolSpec(pred="pred", prob="p", id_col="id", text_cols=("text",))
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input)
-
-
-def ok(*args):
-    res = run(*args)
-    assert res.exit_code == 0, (res.output, res.stderr)
-    return res
-
-
-def fails(*args, message: str):
-    res = run(*args)
-    assert res.exit_code == 2, (res.output, res.stderr, res.exception)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    assert message in lines[0], lines[0]
-    return lines[0]
 
 
 def files(d: Path) -> list[str]:

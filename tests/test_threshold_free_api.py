@@ -104,19 +104,13 @@ def test_cli_session_with_roc_auc(design, tmp_path):
     import json
 
     import pandas as pd
-    from click.testing import CliRunner
+    from cli_helpers import ok
 
-    from bayes_activeeval.cli import main
     from bayes_activeeval.demo import export_demo
 
     pool_csv, truth_csv = export_demo(tmp_path / "demo.csv")
     t = pd.read_csv(truth_csv, dtype={"id": str})
     truth = dict(zip(t["id"], t["label"].tolist(), strict=True))
-
-    def ok(*args):
-        res = CliRunner().invoke(main, [str(a) for a in args])
-        assert res.exit_code == 0, (res.output, res.stderr)
-        return res
 
     session = tmp_path / "s.bae"
     opts = ["--id-col", "id", "--pred-col", "pred", "--prob-col", "p", "--score-col", "score"]
@@ -237,9 +231,7 @@ def test_cli_session_of_two_models_has_no_calibration_posterior(tmp_path):
     import json
 
     import pandas as pd
-    from click.testing import CliRunner
-
-    from bayes_activeeval.cli import main
+    from cli_helpers import ok
 
     data = bae.datasets.make_classification_pool(3000, 0.05, n_models=2, rng=3)
     probs = {m: data.pool.view(m).prob[:, 1] for m in ("m0", "m1")}
@@ -250,11 +242,6 @@ def test_cli_session_of_two_models_has_no_calibration_posterior(tmp_path):
     pool_csv = tmp_path / "pool.csv"
     frame.to_csv(pool_csv, index=False)
     truth = dict(zip(ids, data.labels.tolist(), strict=True))
-
-    def ok(*args):
-        res = CliRunner().invoke(main, [str(a) for a in args])
-        assert res.exit_code == 0, (res.output, res.stderr)
-        return res
 
     session = tmp_path / "s.bae"
     ok("init", pool_csv, "--measure", "roc_auc", "--session", session, "--id-col", "id",

@@ -1,0 +1,33 @@
+"""Helpers shared by the tests that drive the ``bae`` command line in-process (click's CliRunner).
+
+Imported as ``from cli_helpers import ok, run, fails`` (like ``pools``: ``tests`` is no package,
+so pytest puts this folder on ``sys.path``)."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner, Result
+
+from bayes_activeeval.cli import main
+
+
+def run(*args, input=None) -> Result:
+    """Invoke ``bae`` with ``args`` (each passed through ``str``); ``input`` feeds stdin."""
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+
+
+def ok(*args, input=None) -> Result:
+    """``run`` that must exit 0; on failure the assertion shows the command's output."""
+    res = run(*args, input=input)
+    assert res.exit_code == 0, (res.output, res.stderr, res.exception)
+    return res
+
+
+def fails(*args, message: str, input=None) -> str:
+    """``run`` that must exit 2 with one ``error: ...`` line on stderr holding ``message``;
+    returns that line."""
+    res = run(*args, input=input)
+    assert res.exit_code == 2, (res.output, res.stderr, res.exception)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert message in lines[0], lines[0]
+    return lines[0]
