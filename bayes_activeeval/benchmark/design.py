@@ -75,10 +75,10 @@ class BenchmarkSample:
         )
 
     def __repr__(self) -> str:
-        return (
-            f"BenchmarkSample({len(self)} items to label, scheme={self.design.scheme!r}, "
-            f"weights {self.weights.min():.3g}..{self.weights.max():.3g})"
-        )
+        head = f"BenchmarkSample({len(self)} items to label, scheme={self.design.scheme!r}"
+        if len(self) == 0:  # a Poisson sample may be empty: no weights to show
+            return head + ")"
+        return head + f", weights {self.weights.min():.3g}..{self.weights.max():.3g})"
 
 
 @dataclass(frozen=True, repr=False)
@@ -266,6 +266,26 @@ class BenchmarkDesign:
         return "\n".join(lines)
 
 
+def check_min_per_stratum(min_per_stratum: Any, scheme: str) -> int:
+    """``min_per_stratum`` checked: at least 1 under stratified sampling, at least 0 under Poisson.
+
+    A stratified design that gives a (non-empty) stratum no label gives its items inclusion
+    probability 0: no estimator can see them, and :func:`evaluate` would report confident
+    intervals that miss the positives they hold. Poisson sampling keeps every inclusion
+    probability above 0 whatever the floor.
+    """
+    if scheme == "stratified":
+        mps = check_count(min_per_stratum, "min_per_stratum", minimum=0)
+        if mps < 1:
+            raise ValueError(
+                f"min_per_stratum must be >= 1 under stratified sampling, got "
+                f"{min_per_stratum!r}: a stratum without labels gives its items inclusion "
+                "probability 0, so no estimate can account for the positives they hold"
+            )
+        return mps
+    return check_count(min_per_stratum, "min_per_stratum", minimum=0)
+
+
 def allocate(sizes: np.ndarray, target: np.ndarray, budget: int, minimum: int) -> np.ndarray:
     """Integer allocation ``n_h`` proportional to ``target`` with ``min(N_h, minimum) <= n_h <= N_h``."""
     sizes = sizes.astype(np.int64)
@@ -389,6 +409,15 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
         g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
         n_p = s.sum()
         n_q = s.size - n_p
+        # the guessed positives hold g n_p positives; the pool holds pi N: a guess whose implied
+        # recall g n_p / (pi N) exceeds 1 is impossible (as in guidelines._guess_strata)
+        if g * n_p > pi * s.size * (1 + 1e-9):
+            raise ValueError(
+                f"guess_precision={guess_precision!r} and prevalence={prevalence!r} are "
+                f"inconsistent with this guess: its {int(n_p)} guessed positives at precision "
+                f"{g:.4g} hold {g * n_p:.4g} positives, more than the {pi * s.size:.4g} of the "
+                f"pool (implied recall {g * n_p / (pi * s.size):.4g} > 1)"
+            )
         u_q = max(pi * s.size - g * n_p, 0.0) / n_q if n_q > 0 else 0.0
         if u_q >= 1:
             raise ValueError(f"prevalence={prevalence!r} is impossible with this guess")
@@ -691,14 +720,17 @@ def design(
         ``rbar``, the positive rate of the rules planned for (default ``pi``, the paper's
         "uninformative-rate" case, Eq. 3.29).
     guess_precision : float
-        Precision of a hard 0/1 guess (ignored otherwise).
+        Precision of a hard 0/1 guess (ignored otherwise). Its guessed positives then hold
+        ``guess_precision x n_guessed`` positives, which must not exceed ``prevalence x N``
+        (an implied recall above 1 is refused, as in :func:`~bayes_activeeval.benchmark.variance_ratio`).
     model : str, optional
         Which model of a multi-model pool holds the guess.
     defensive : float
         Mixing weight ``λ`` with proportional allocation, in [0, 1).
     min_per_stratum : int
-        Minimum labels per stratum (stratified scheme); also the Poisson floor per stratum in
-        expectation.
+        Minimum labels per stratum (stratified scheme: at least 1, since a stratum without
+        labels would give its items inclusion probability 0); also the Poisson floor per stratum
+        in expectation (0 allowed: Poisson inclusion probabilities stay above 0).
 
     Returns
     -------
@@ -736,7 +768,7 @@ def design(
         raise ValueError(f"budget must be <= the pool size {N}, got {budget!r}")
     tw = parse_targets(targets)
     lam = check_fraction(defensive, "defensive")
-    mps = check_count(min_per_stratum, "min_per_stratum", minimum=0)
+    mps = check_min_per_stratum(min_per_stratum, scheme)
     rbar = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
 
     # strata
@@ -798,6 +830,12 @@ def design(
             item_a = (target / sizes)[h]
         incl = _poisson_floored(item_a, h, sizes, budget, mps)
         alloc = np.bincount(h, incl, H)
+    # the design owns its arrays: a copy of the caller's guess (as_1d may return the caller's
+    # own float array), and every stored array read-only, so that nothing can change the design
+    # after it was made
+    s = np.array(s, dtype=float)
+    for arr in (h, incl, alloc, sizes, s, influence):
+        arr.flags.writeable = False
     return BenchmarkDesign(
         strata=h,
         inclusion=incl,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -415,7 +416,10 @@ def evaluate(
     targets, Eqs. 3.1-3.3); otherwise ``N_hr theta_hr``. Without pool margins the model is a
     Dirichlet over the four cells per stratum, weighted by ``N_h``, with prior ``(b0, a0, b0,
     a0)`` on ``(r0y0, r0y1, r1y0, r1y1)`` (so the positive rate given either rule output is
-    ``Beta(a0, b0)`` a priori, as in the Beta model). ``posterior="pymc"``: the hierarchical logit model (``logit theta_hr = o_h + b0 + s_h +
+    ``Beta(a0, b0)`` a priori, as in the Beta model). That labeled-only posterior
+    **under-covers** (its credible intervals are too narrow, notably for random rules) and
+    :func:`evaluate` warns when it is used: pass ``pool_margins`` (or the predictions on the
+    whole pool) for calibrated posterior intervals. ``posterior="pymc"``: the hierarchical logit model (``logit theta_hr = o_h + b0 + s_h +
     (gamma + d_h)[r=+]``, ``o_h`` = logit of the stratum's mean guess; partial pooling across
     strata through ``sigma_s``, ``sigma_d``) sampled by NUTS, for a handful of rules;
     ``hierarchical=False`` gives the conjugate model in PyMC (a cross-check). Under Poisson
@@ -440,7 +444,10 @@ def evaluate(
         Labeled items, when ``design`` is a design rather than a sample.
     pool_margins : array-like (K, H), optional
         Number of pool items per stratum each rule calls positive; lets post-stratification
-        work with predictions on the labeled items only.
+        work with predictions on the labeled items only. Whole counts in ``[0, N_h]``, at
+        least the labeled items the rule calls positive in the stratum and at most ``N_h``
+        minus those it calls negative; with predictions on the whole pool they must equal
+        the counts of those predictions (they are redundant then).
     level : float
         Confidence level of the intervals in the table.
     posterior : {"conjugate", "pymc", None}
@@ -451,7 +458,8 @@ def evaluate(
     finite_population : bool
         Posterior of the pool's own counts (True) or of the superpopulation rates.
     draws, chains, tune : int
-        Posterior draws (per chain); chains default 1 (conjugate) or 2 (PyMC); NUTS tuning.
+        Posterior draws (per chain); chains (at least 1) default 1 (conjugate) or 2 (PyMC);
+        NUTS tuning.
     hierarchical : bool
         PyMC only: hierarchical (default) or the conjugate Beta model.
     bias_correction : bool
@@ -465,6 +473,14 @@ def evaluate(
     Returns
     -------
     BenchmarkEvaluation
+
+    Raises
+    ------
+    ValueError
+        If a stratified design gives a non-empty stratum no labels (inclusion probability 0;
+        see :func:`design`'s ``min_per_stratum``), or ``pool_margins`` is malformed or
+        impossible. A non-empty stratum that holds no label in this sample (Poisson, or a
+        partial labeling) gives a ``UserWarning``, as does the labeled-only posterior.
     """
     lv = check_level(level)
     rng = check_rng(rng)
@@ -473,8 +489,11 @@ def evaluate(
     lam = float(smoothing)
     if not (np.isfinite(lam) and lam >= 0):
         raise ValueError(f"smoothing must be a number >= 0, got {smoothing!r}")
+    if chains is not None:
+        chains = check_count(chains, "chains")
     sample, y = _labeled_sample(design, indices, benchmark_labels)
     cs = weighted_cells(sample, y, rule_predictions, pool_margins)
+    _check_unlabeled_strata(sample.design, cs.n_h)
     est = design_estimate(cs, sample.design, lam, bias_correction)
     table = interval_table(est, cs, lv)
     table.attrs.update(
@@ -550,6 +569,39 @@ def _labeled_sample(design, indices, benchmark_labels) -> tuple[BenchmarkSample,
     return sample, y
 
 
+def _check_unlabeled_strata(dsg, n_h: np.ndarray) -> None:
+    """Refuse a stratified design that never samples a non-empty stratum; warn when a non-empty
+    stratum has no label in this sample.
+
+    A stratified design with ``allocation[h] = 0`` gives the items of stratum ``h`` inclusion
+    probability 0: no design-based estimate can account for the positives they hold, and the
+    synthetic (guess-based) rates that fill the stratum in would be reported with intervals
+    that ignore it (and under-cover). A stratum that
+    could have been sampled but holds no label here (a Poisson sample by chance, or labels
+    given for only part of a stratified sample) is filled in the same way, so it is warned.
+    """
+    sizes = np.asarray(dsg.stratum_sizes)
+    alloc = np.asarray(dsg.allocation)
+    never = np.flatnonzero((sizes > 0) & (alloc <= 0))
+    if dsg.scheme == "stratified" and never.size:
+        h = never[0]
+        raise ValueError(
+            f"the design gives stratum {h} ({int(sizes[h])} pool items) no labels "
+            f"(allocation[{h}] = 0), so its items have inclusion probability 0 and no estimate "
+            "can account for them; make the design with min_per_stratum >= 1"
+        )
+    empty = np.flatnonzero((sizes > 0) & (np.asarray(n_h) == 0))
+    if empty.size:
+        warnings.warn(
+            f"strata {empty.tolist()} ({int(sizes[empty].sum())} pool items) have no labeled "
+            "item in this sample: their counts are filled in without a label of their own "
+            "(from the guess, the other strata, or as no positives) and the intervals do not "
+            "include that uncertainty",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 @dataclass(frozen=True)
 class WeightedCells:
     """Labeled counts and weight sums per rule x stratum x rule output x label.
@@ -593,21 +645,25 @@ def weighted_cells(
     N, H, m = dsg.n_items, dsg.n_strata, len(sample)
     names, P = rules_matrix(rule_predictions, N, m)
     Kr = P.shape[0]
+    sizes = np.asarray(dsg.stratum_sizes)
+    pm_ = None if pool_margins is None else _check_pool_margins(pool_margins, Kr, sizes)
     if P.shape[1] == N:
         margins = pool_output_counts(P, dsg.strata, H)
         Ps = P[:, sample.indices]
+        if pm_ is not None:
+            # the pool-wide predictions fix the margins: pool_margins may only repeat them
+            bad = np.argwhere(pm_ != margins[..., 1])
+            if bad.size:
+                k, h = bad[0]
+                raise ValueError(
+                    f"pool_margins[{k}, {h}] = {_show(pm_[k, h])} contradicts rule_predictions, "
+                    f"given on the whole pool, which call {int(margins[k, h, 1])} items of "
+                    f"stratum {h} positive; pass pool_margins only with predictions on the "
+                    "labeled items"
+                )
     else:
         Ps = P
-        margins = None
-        if pool_margins is not None:
-            pm_ = np.asarray(pool_margins, dtype=float)
-            if pm_.shape != (Kr, H):
-                raise ValueError(
-                    f"pool_margins must have shape (rules, strata) = {(Kr, H)}, got {pm_.shape}"
-                )
-            if np.any((pm_ < 0) | (pm_ > dsg.stratum_sizes[None, :])):
-                raise ValueError("pool_margins must be between 0 and the stratum sizes")
-            margins = np.stack([dsg.stratum_sizes[None, :] - pm_, pm_], axis=-1)
+        margins = None if pm_ is None else np.stack([sizes[None, :] - pm_, pm_], axis=-1)
     hs = sample.strata
     w = sample.weights
     n_h = np.bincount(hs, minlength=H)
@@ -616,8 +672,53 @@ def weighted_cells(
     C = cell_sums(Ps, y, hs, H, np.stack([np.ones(m), w, w**2, v]))
     cnt = np.rint(C[:, 0])  # (K, H, r, y); the r = 0 sums are totals minus r = 1 sums,
     nz = cnt > 0  # so clean the rounding residue of empty cells
+    if pm_ is not None and P.shape[1] != N:
+        # a margin below the labeled items of that output is impossible: the labeled items
+        # are pool items
+        n_r = cnt.sum(-1)  # (K, H, r) labeled items per stratum and rule output
+        for r, what in ((1, "positive"), (0, "negative")):
+            bad = np.argwhere(margins[..., r] < n_r[..., r])
+            if bad.size:
+                k, h = bad[0]
+                raise ValueError(
+                    f"pool_margins[{k}, {h}] = {_show(pm_[k, h])} is impossible: rule {k} calls "
+                    f"{int(n_r[k, h, r])} labeled items of stratum {h} {what}, so its pool "
+                    f"margin must be between {int(n_r[k, h, 1])} and "
+                    f"{int(sizes[h] - n_r[k, h, 0])}"
+                )
     W, W2, V = (np.where(nz, np.maximum(C[:, i], 0.0), 0.0) for i in (1, 2, 3))
     return WeightedCells(names, cnt, W, W2, V, margins, n_h)
+
+
+def _show(v) -> str:
+    v = float(v)
+    return repr(int(v)) if v.is_integer() else repr(v)
+
+
+def _check_pool_margins(pool_margins, Kr: int, sizes: np.ndarray) -> np.ndarray:
+    """``pool_margins`` as a float (K, H) array of whole counts in ``[0, N_h]``; the error
+    names the first bad position and its value."""
+    try:
+        pm_ = np.asarray(pool_margins, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"pool_margins must hold counts, got {pool_margins!r}") from exc
+    H = sizes.size
+    if pm_.shape != (Kr, H):
+        raise ValueError(
+            f"pool_margins must have shape (rules, strata) = {(Kr, H)}, got {pm_.shape}"
+        )
+    checks = (
+        (~np.isfinite(pm_), "expected a finite count"),
+        ((pm_ < 0) | (pm_ > sizes[None, :]), None),
+        (pm_ != np.round(pm_), "expected a whole number of pool items"),
+    )
+    for bad_mask, why in checks:
+        bad = np.argwhere(bad_mask)
+        if bad.size:
+            k, h = bad[0]
+            why = why or f"expected a count between 0 and the stratum size {int(sizes[h])}"
+            raise ValueError(f"pool_margins[{k}, {h}] = {_show(pm_[k, h])}; {why}")
+    return pm_
 
 
 @dataclass(frozen=True)

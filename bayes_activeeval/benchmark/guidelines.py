@@ -207,6 +207,8 @@ def saturation_budget(prevalence: Any, pool_size: int, unlabeled_rate: Any) -> A
     pi = check_rate(prevalence, "prevalence")
     N = check_count(pool_size, "pool_size")
     p = np.asarray(unlabeled_rate, dtype=float)
+    if np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError(f"unlabeled_rate must be in [0, 1], got {unlabeled_rate!r}")
     a = p / pi
     return _out(np.maximum(N * pi * (1 - a) / (1 - a * pi), 0.0))
 

@@ -28,6 +28,7 @@ from .design import (
     BenchmarkSample,
     allocate,
     allocation_target,
+    check_min_per_stratum,
     influence_coefficient,
     stratum_influence,
 )
@@ -324,7 +325,7 @@ def lazy_design(
     defensive : float, optional
         Mixing weight ``λ`` with proportional allocation, in [0, 1) (default 0.1).
     min_per_stratum : int, optional
-        Minimum labels per stratum (default 2).
+        Minimum labels per stratum (default 2; at least 1, as for the in-memory design).
 
     Returns
     -------
@@ -355,7 +356,7 @@ def lazy_design(
         raise ValueError(f"budget must be <= the pool size {N}, got {budget!r}")
     tw = parse_targets(targets)
     lam = check_fraction(defensive, "defensive")
-    mps = check_count(min_per_stratum, "min_per_stratum", minimum=0)
+    mps = check_min_per_stratum(min_per_stratum, scheme)
     sums = pool.map_chunks(_guess_sums, model)
     if all(h for _, h in sums):
         raise NotImplementedError("a hard (0/1) guess needs an in-memory pool")

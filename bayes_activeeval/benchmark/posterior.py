@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import xarray as xr
 from scipy import special
 
+from .._validation import check_count
 from .cells import MEASURES, measures_and_grad
 from .design import stratum_guess
 
@@ -106,6 +109,44 @@ def cell_posterior(
     hierarchical,
     rng,
 ):
+    """Posterior draws of the five measures per rule (the Bayesian side of :func:`evaluate`).
+
+    With the rules' pool margins ``N_hr`` (``margins`` (K, H, 2)), every stratum x rule-output
+    cell has a positive rate ``theta_hr ~ Beta(a_h + k_hr, b_h + n_hr - k_hr)`` and the measures
+    follow from the post-stratified totals (the finite-pool targets of Valizadegan et al.,
+    Eqs. 3.1-3.3); these intervals are calibrated (95% coverage about 0.90-0.98 in
+    ``benchmarks/results/unknown_predictors.md``).
+
+    Without margins (``margins=None``: the rules known on the labeled items only) the
+    conjugate model is a Dirichlet over the four cells ``(TP, FP, FN, TN)`` of each stratum,
+    weighted by ``N_h``. It treats the rule's share of each stratum as unknown too, but its
+    credible intervals **under-cover** — markedly so for random rules, whose posterior is
+    narrower than the spread of its mean over repeated samples — so a ``UserWarning`` says to
+    pass ``pool_margins`` (or the predictions on the whole pool) for calibrated intervals; the
+    frequentist intervals of :func:`evaluate` are not affected.
+
+    Parameters
+    ----------
+    cnt, W, W2 : ndarray (K, H, 2, 2)
+        Labeled counts, weight sums and squared-weight sums per rule, stratum, output, label.
+    margins : ndarray (K, H, 2) or None
+        Pool counts of each rule output per stratum.
+    dsg : BenchmarkDesign
+    names : list of str
+        Rule names.
+    method : {"conjugate", "pymc"}
+    prior, prior_strength, finite_population, draws, tune, hierarchical, rng
+        As for :func:`evaluate`.
+    chains : int or None
+        Chains (default 1 for the conjugate model, 2 for PyMC); at least 1.
+
+    Returns
+    -------
+    xarray.DataTree
+        Group ``posterior`` with one variable per measure, dims ``chain, draw, rule``.
+    """
+    if chains is not None:
+        chains = check_count(chains, "chains")
     Kr, H = cnt.shape[0], cnt.shape[1]
     a0, b0 = _prior_ab(prior, prior_strength, dsg)
     k, n = _likelihood_counts(cnt, W, W2, dsg)
@@ -139,6 +180,15 @@ def cell_posterior(
             out[:, sl] = _cells_to_measures(theta, cnt[sl], margins[sl], finite_population, rng)
     else:
         attrs["model"] = "Dirichlet over (TP, FP, FN, TN) per stratum"
+        warnings.warn(
+            "the Bayesian posterior without pool margins (rules known on the labeled items "
+            "only) under-covers: its credible intervals are too narrow, notably for rules "
+            "unrelated to the label. Pass pool_margins (or the rule predictions on the whole "
+            "pool) for calibrated posterior intervals, or use the frequentist intervals of "
+            "the table.",
+            UserWarning,
+            stacklevel=3,
+        )
         sg = np.clip(stratum_guess(dsg), 1e-6, 1 - 1e-6) if prior == "guess" else None
         # the cells' (pseudo-)counts of label 0 and 1, the same as the Beta model's
         obs = np.stack([n - k, k], axis=-1).reshape(Kr, H, 4)  # (r0y0, r0y1, r1y0, r1y1)
