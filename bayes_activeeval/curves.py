@@ -100,7 +100,9 @@ class CurveBand:
     low, high : ndarray (g,)
         The lower and upper edges of the band, in [0, 1].
     level : float
-        The simultaneous coverage of the band.
+        The band's nominal simultaneous level: conservative, a lower bound on the coverage of
+        the whole curve rather than the coverage itself (the band usually covers more; see
+        :func:`curve_band`).
     critical_value : float
         ``c``, the sup-t critical value (at least ``z_{(1+level)/2}``) of the deviations
         studentized by ``max(SD_boot, SD_Agresti-Coull)``: the band holds
@@ -123,6 +125,7 @@ class CurveBand:
     low, high : ndarray (g,)
         The band.
     level : float
+        The nominal level, a conservative lower bound on the coverage.
     critical_value : float
         ``c`` of the sup-t band.
     n_boot : int
@@ -226,7 +229,8 @@ def weighted_roc_curve(y_true, y_score, sample_weight=None):
     y_score : array-like (n,)
         Scores, higher meaning more likely positive.
     sample_weight : array-like (n,), optional
-        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1).
+        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1). Samples of
+        weight 0 are dropped, as scikit-learn does: their scores are not thresholds.
 
     Returns
     -------
@@ -239,8 +243,8 @@ def weighted_roc_curve(y_true, y_score, sample_weight=None):
     Raises
     ------
     ValueError
-        For labels other than 0/1, non-finite scores, negative or non-finite weights, or arrays
-        of different lengths.
+        For labels other than 0/1, non-finite scores, negative or non-finite weights, weights
+        that are all 0, or arrays of different lengths.
     """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     tp, fp, thr = _cumulative(y, s, v)
@@ -264,7 +268,8 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
     y_score : array-like (n,)
         Scores, higher meaning more likely positive.
     sample_weight : array-like (n,), optional
-        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1).
+        Weights of the draws, e.g. the importance weights ``p/q`` (default: all 1). Samples of
+        weight 0 are dropped, as scikit-learn does: their scores are not thresholds.
 
     Returns
     -------
@@ -277,8 +282,8 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
     Raises
     ------
     ValueError
-        For labels other than 0/1, non-finite scores, negative or non-finite weights, or arrays
-        of different lengths.
+        For labels other than 0/1, non-finite scores, negative or non-finite weights, weights
+        that are all 0, or arrays of different lengths.
     """
     y, s, v = _arrays(y_true, y_score, sample_weight)
     tp, fp, thr = _cumulative(y, s, v)
@@ -291,7 +296,9 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
 
 
 def _arrays(y_true, y_score, sample_weight):
-    """Labels (0/1), finite scores and finite non-negative weights of one length."""
+    """Labels (0/1), finite scores and finite non-negative weights of one length, without the
+    samples of weight zero (scikit-learn's ``roc_curve``/``precision_recall_curve`` drop them:
+    their scores are no thresholds of the weighted curve)."""
     y = check_binary_labels(y_true).astype(int)
     s = np.asarray(y_score, dtype=float)
     if s.shape != y.shape:
@@ -299,8 +306,13 @@ def _arrays(y_true, y_score, sample_weight):
             f"y_true and y_score must be 1-d arrays of one length, got {y.shape} and {s.shape}"
         )
     check_finite(s, "y_score")
-    v = np.ones_like(s) if sample_weight is None else check_weights(sample_weight, n=s.size)
-    return y, s, v
+    if sample_weight is None:
+        return y, s, np.ones_like(s)
+    v = check_weights(sample_weight, n=s.size)
+    keep = v != 0
+    if not keep.any():
+        raise ValueError("sample_weight is 0 for every sample; the curve needs a positive weight")
+    return y[keep], s[keep], v[keep]
 
 
 def _on_grid(curve, tp, fp, grid):
@@ -352,6 +364,34 @@ def _ac_sd(est, n_eff, z):
         return centre, np.sqrt(centre * (1 - centre) / (n_eff + z**2))
 
 
+def _check_grid(grid: Any, curve: str) -> np.ndarray:
+    """The grid of :func:`curve_band`: ``grid`` equally spaced points (a whole number >= 2) or
+    the given one-dimensional, non-empty array of rates in ``[0, 1]``."""
+    if np.ndim(grid) == 0:
+        if isinstance(grid, (float, np.floating)) or not isinstance(grid, (int, np.integer)):
+            raise ValueError(
+                f"grid must be a whole number of points (>= 2) or an array of "
+                f"{'false-positive rates' if curve == 'roc' else 'recalls'} in [0, 1], "
+                f"got {grid!r}"
+            )
+        g = check_count(grid, "grid", minimum=2)
+        return np.linspace(0.0, 1.0, g) if curve == "roc" else np.linspace(0.01, PR_MAX_RECALL, g)
+    try:
+        xs = np.asarray(grid, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"grid must be numbers in [0, 1], got {grid!r}") from None
+    if xs.ndim != 1 or xs.size == 0:
+        raise ValueError(f"grid must be a non-empty one-dimensional array, got shape {xs.shape}")
+    bad = np.flatnonzero(~(np.isfinite(xs) & (xs >= 0.0) & (xs <= 1.0)))
+    if bad.size:
+        what = "false-positive rates" if curve == "roc" else "recalls"
+        raise ValueError(
+            f"grid[{bad[0]}] = {float(xs[bad[0]])!r}; the grid holds {what}, which must be "
+            "in [0, 1]"
+        )
+    return xs
+
+
 def curve_band(
     pool,
     draws: Draws,
@@ -378,16 +418,23 @@ def curve_band(
         ROC (true-positive rate against false-positive rate) or precision against recall.
     model : str, optional
     level : float
-        Simultaneous coverage of the band.
+        The band's nominal simultaneous level, in ``(0, 1)`` (default ``0.95``): a conservative
+        level, a lower bound rather than the coverage. The band is built to cover the whole
+        curve at least this often, and its Agresti-Coull parts (module docstring) make it
+        wider than the bootstrap's ``level`` quantile alone: in the measured cells it covers
+        more (0.95-1.00 at ``level=0.95``, ``docs/threshold-free.md``), except with too few
+        positives, where it warns.
     n_boot : int
         Bootstrap resamples (``B``).
     grid : int or array-like
-        Number of equally spaced grid points — false-positive rates on ``[0, 1]``, recalls on
-        ``[0.01, 0.95]`` — or the grid itself. The PR grid stops short of full recall: precision
-        at recall 1 is set by the pool's single lowest-scored positive, which a sample of a few
-        thousand labels rarely contains (in a 60-run check at 1:100 and 2,000 labels the band
-        missed it there in 8 runs, and nowhere else).
+        Number of equally spaced grid points (a whole number >= 2) — false-positive rates on
+        ``[0, 1]``, recalls on ``[0.01, 0.95]`` — or the grid itself, a non-empty
+        one-dimensional array of rates in ``[0, 1]``. The PR grid stops short of full recall:
+        precision at recall 1 is set by the pool's single lowest-scored positive, which a
+        sample of a few thousand labels rarely contains (in a 60-run check at 1:100 and 2,000
+        labels the band missed it there in 8 runs, and nowhere else).
     oracle : {"deterministic", "stochastic"}
+        As in :func:`~bayes_activeeval.estimate` (default ``"deterministic"``).
     rng : None, int or Generator
 
     Returns
@@ -403,6 +450,16 @@ def curve_band(
         the band then rests on where those few positives sit (1:1,000 passive, 1,000 labels,
         about one positive: it covered 0.634 before and 0.832 now, 161 runs).
 
+    Raises
+    ------
+    ValueError
+        For an unknown ``curve`` or ``oracle``; a ``grid`` that is not a whole number >= 2 or a
+        non-empty one-dimensional array of rates in ``[0, 1]``; a ``level`` outside ``(0, 1)``;
+        labels outside the classes, or draws without both classes.
+    NotImplementedError
+        On a lazy pool: curves rank every item of the pool and are not lazy yet
+        (:func:`~bayes_activeeval.threshold_free.estimates.check_not_lazy`).
+
     Examples
     --------
     >>> import bayes_activeeval as bae
@@ -412,20 +469,20 @@ def curve_band(
     >>> band = curves.curve_band(sp.pool, d, sp.labeler(d.indices), curve="pr", rng=2)
     """
     from .threshold_free import measure_models, model_scores, rank_measure
+    from .threshold_free.estimates import check_not_lazy
 
     if curve not in ("roc", "pr"):
         raise ValueError(f"curve must be 'roc' or 'pr', got {curve!r}")
+    check_not_lazy(pool, "the ROC curve" if curve == "roc" else "the PR curve", "curve_band")
     if not isinstance(draws, Draws):
         raise TypeError(f"draws must be a Draws object, got {type(draws).__name__}")
+    if oracle not in ("deterministic", "stochastic"):
+        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
     level = check_level(level)
     n_boot = check_count(n_boot, "n_boot", minimum=20)
     rng = check_rng(rng)
     (name,) = measure_models(pool, rank_measure("roc_auc"), model)
-    if np.ndim(grid) == 0:
-        g = check_count(int(grid), "grid", minimum=2)
-        xs = np.linspace(0.0, 1.0, g) if curve == "roc" else np.linspace(0.01, PR_MAX_RECALL, g)
-    else:
-        xs = np.asarray(grid, dtype=float)
+    xs = _check_grid(grid, curve)
     y = (draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos).astype(int)
     if y.min() == y.max():
         raise ValueError("the draws need at least one positive and one negative label")

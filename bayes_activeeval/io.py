@@ -882,13 +882,15 @@ class LazyIds:
     """The item ids of a lazy pool file, read when asked for: ``ids[i]`` or ``ids[array]``.
 
     Without an id column the ids are the row numbers. With one, the id column of a row group is
-    read (and a few row groups kept) when one of its items is asked for.
+    read (and a few row groups kept) when one of its items is asked for; the first
+    :meth:`index_of` also checks that no id is held by two rows, as :func:`read_pool` does.
     """
 
     def __init__(self, path: Path, id_col: str | None, n: int) -> None:
         self.path, self.id_col, self.n = path, id_col, n
         self._groups: np.ndarray | None = None
         self._cache: dict[int, np.ndarray] = {}
+        self._unique = id_col is None  # the id column checked for repeated ids (index_of)
 
     def __len__(self) -> int:
         return self.n
@@ -928,22 +930,56 @@ class LazyIds:
         return out[0] if scalar else out
 
     def index_of(self, ids: Sequence[str], name: str = "id") -> np.ndarray:
-        """Pool indices of the given ids (one pass over the id column)."""
+        """Pool indices of the given ids, from one pass over the id column.
+
+        The first pass also checks that the column's ids are unique, as :func:`read_pool` does
+        in memory (an id held by two rows would take a label to the wrong item): the ids of each
+        row group are hashed (8 bytes per item, the only thing of the pool's size kept) and the
+        rows of repeated hashes compared by their text. The check is remembered, so later calls
+        stop once every id is found.
+
+        Parameters
+        ----------
+        ids : sequence of str
+            The item ids (stripped of surrounding whitespace); repeats are allowed.
+        name : str, optional
+            What an id is called in the error message (default ``"id"``).
+
+        Returns
+        -------
+        ndarray of int64
+            The pool index of each id, in the order given.
+
+        Raises
+        ------
+        ValueError
+            For an id not in the file (naming the first), or, on the first call, for an id
+            held by two rows of the file (naming the id and both rows, as :func:`read_pool`).
+        """
         ids = np.asarray([str(i).strip() for i in ids], dtype=object)
         pos = np.full(ids.size, -1, dtype=np.int64)
-        if self.id_col is None:
+        if self.id_col is None:  # the ids are the row numbers, written as str(i) does
             for k, i in enumerate(ids.tolist()):
-                if i.isdigit() and int(i) < self.n:
+                if i.isascii() and i.isdigit() and str(int(i)) == i and int(i) < self.n:
                     pos[k] = int(i)
         else:
-            want = pd.Index(ids)
+            want = pd.Index(pd.unique(ids))  # a repeated id is looked up once
+            found = np.full(len(want), -1, dtype=np.int64)
             starts = self._row_groups()
+            check = not self._unique
+            hashes = []
             for g in range(starts.size - 1):
-                hit = want.get_indexer(self._group(g))
+                col = self._group(g)
+                hit = want.get_indexer(col)
                 rows = np.flatnonzero(hit >= 0)
-                pos[hit[rows]] = rows + starts[g]
-                if np.all(pos >= 0):
+                found[hit[rows]] = rows + starts[g]
+                if check:
+                    hashes.append(pd.util.hash_array(col, categorize=False))
+                elif np.all(found >= 0):
                     break
+            if check:
+                self._check_unique(np.concatenate(hashes))
+            pos = found[want.get_indexer(ids)]
         bad = np.flatnonzero(pos < 0)
         if bad.size:
             raise ValueError(
@@ -951,6 +987,25 @@ class LazyIds:
                 + (f" ({bad.size} unknown ids in all)" if bad.size > 1 else "")
             )
         return pos
+
+    def _check_unique(self, hashes: np.ndarray) -> None:
+        """Raise the :func:`read_pool` error for the first id held by two rows; ``hashes`` are
+        the hashes of every row's id, in row order."""
+        srt = np.sort(hashes)
+        repeated = srt[1:][srt[1:] == srt[:-1]]
+        if repeated.size:  # rows whose hash repeats: compare their ids' text
+            cand = np.flatnonzero(np.isin(hashes, repeated))
+            text = self[cand]
+            dup = pd.Index(text).duplicated(keep=False)
+            if dup.any():
+                first = text[np.flatnonzero(dup)[0]]
+                where = cand[text == first][:2] + 1
+                name = Path(self.path).name
+                raise ValueError(
+                    f"duplicate item id {first!r} in column {self.id_col!r} of {name} "
+                    f"(rows {where[0]} and {where[1]}); ids must be unique"
+                )
+        self._unique = True
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ from ..kernel import (
     risk_jacobian,
 )
 from ..lazy import LazyPool, LazyProposal
+from ..threshold_free.estimates import check_not_lazy
+from ..threshold_free.kernels import rank_measure
 from .evaluator import (
     DEFAULT_STAGE_GROWTH,
     MAX_DRAWS_PER_QUERY,
@@ -239,6 +241,8 @@ class LazyActiveEvaluator(ActiveEvaluator):
         estimator: str | None = None,
         relative_floor: float | None = None,
     ) -> None:
+        if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR: not lazy yet
+            check_not_lazy(pool, rank_measure(measure), "ActiveEvaluator")
         if estimator not in (None, "ipw"):
             raise NotImplementedError(
                 "on a lazy pool ActiveEvaluator uses the AIS estimate (estimator='ipw'); got "

@@ -65,6 +65,29 @@ def import_dask():
     return dask
 
 
+def dataset_block(pool: Pool, offset: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """One chunk's rows of the variables ``names`` of :meth:`Pool.to_dataset`, from the chunk as
+    an in-memory pool (a task of :meth:`LazyPool.to_dataset`).
+
+    Parameters
+    ----------
+    pool : Pool
+        The chunk (its ``p`` the chunk's slice of the global ``p``).
+    offset : int
+        Index of the chunk's first item (unused: the rows are the chunk's own).
+    names : tuple of str
+        Variables of :meth:`Pool.to_dataset`: ``"prediction"``, ``"prob"``,
+        ``"predictive_std"``, ``"score"``, ``"cost"``, ``"p"``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        The chunk's rows of each variable, laid out as in memory.
+    """
+    ds = pool.to_dataset()
+    return {name: np.asarray(ds[name].values) for name in names}
+
+
 class LazyPool(Pool):
     """A pool on dask: the same public calls as :class:`Pool`, with nothing of size ``n`` in memory.
 
@@ -526,27 +549,55 @@ class LazyPool(Pool):
         return self.take(idx).view(model)
 
     def to_dataset(self):
-        """The pool as an :class:`xarray.Dataset` backed by dask arrays (nothing is loaded)."""
+        """The pool as an :class:`xarray.Dataset` backed by dask arrays (nothing is loaded).
+
+        The variables, coordinates and dimensions of the in-memory :meth:`Pool.to_dataset`:
+        ``prediction`` (item, model), ``prob`` (item, model, class) with a pool's
+        probabilities, ``predictive_std`` and ``score`` (item, model) and ``cost`` (item) when
+        the pool has them, and ``p`` (item); coordinates ``item`` (the item indices), ``model``
+        and ``class``. Each chunk is one task (:func:`dataset_block`, the chunk as an in-memory
+        pool), so computing the dataset reads every chunk once. The ``item`` coordinate is a
+        dask array without an index (an index would load it): select items with ``isel``, or
+        ``set_xindex("item")`` to build one. ``attrs`` also holds ``lazy=1``.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        import dask.array as da
         import xarray as xr
 
-        data: dict[str, Any] = {}
-        for r in ("pred", "std", "score"):
-            if r == "pred" or self._has[r]:
-                cols = [self.column(f"{r}/{m}", dtype=self._column_dtype(r)) for m in self.models]
-                name = {"pred": "prediction", "std": "predictive_std", "score": "score"}[r]
-                import dask.array as da
-
-                data[name] = (("item", "model"), da.stack(cols, axis=1))
+        dims: dict[str, tuple[str, ...]] = {"prediction": ("item", "model")}
+        if self._has["prob"]:
+            dims["prob"] = ("item", "model", "class")
+        if self._has["std"]:
+            dims["predictive_std"] = ("item", "model")
+        if self._has["score"]:
+            dims["score"] = ("item", "model")
         if self._has["cost"]:
-            data["cost"] = (("item",), self.column("cost"))
-        data["p"] = (("item",), self.p)
+            dims["cost"] = ("item",)
+        dims["p"] = ("item",)
+        n_models = len(self.models)
+        n_classes = 0 if self.classes is None else len(self.classes)
+        blocks: dict[str, list[Any]] = {name: [] for name in dims}
+        for k in range(self.n_chunks):
+            task = self.chunk_task(k, dataset_block, tuple(dims))  # one read of the chunk
+            size = int(self.chunk_sizes[k])
+            for name, d in dims.items():
+                shape = (size, n_models, n_classes)[: len(d)]
+                dtype = self._column_dtype("pred") if name == "prediction" else float
+                blocks[name].append(da.from_delayed(task[name], shape=shape, dtype=dtype))
+        data = {name: (d, da.concatenate(blocks[name])) for name, d in dims.items()}
         coords: dict[str, Any] = {"model": list(self.models)}
         if self.classes is not None:
             coords["class"] = self.classes
         attrs = {"task": self.task, "lazy": 1}
         if self.pos_label is not None:
             attrs["pos_label"] = str(self.pos_label)
-        return xr.Dataset(data, coords=coords, attrs=attrs)
+        ds = xr.Dataset(data, coords=coords, attrs=attrs)
+        item = da.arange(self.n_items, chunks=(tuple(int(c) for c in self.chunk_sizes),))
+        # no index on ``item``: building one would load it
+        return ds.assign_coords(xr.Coordinates({"item": ("item", item)}, indexes={}))
 
     def _column_dtype(self, role: str):
         if role == "pred" and self.classes is not None:

@@ -402,7 +402,18 @@ def optimal_proposal(
     LazyProposal
         ``kind="optimal"``; ``info`` holds ``risk``, ``jacobian``, ``mix``, ``belief_floor``,
         ``measure`` and ``estimator``, and ``normalizer`` is ``S = Σ_x s(x)``.
+
+    Raises
+    ------
+    NotImplementedError
+        For a threshold-free measure (ROC AUC, average precision, recall at a false-positive
+        rate): not lazy yet (:func:`~bayes_activeeval.threshold_free.estimates.check_not_lazy`).
     """
+    from ..threshold_free.estimates import check_not_lazy
+    from ..threshold_free.kernels import rank_measure
+
+    if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR: not lazy yet
+        check_not_lazy(pool, rank_measure(measure), "optimal_proposal")
     m0 = pool.resolve(measure, model)[0]  # the measure, from the pool's metadata only
     auto = isinstance(belief_floor, str)
     if auto and belief_floor != "auto":

@@ -105,6 +105,50 @@ class RankEstimate(Estimate):
         return super().confidence_interval(level, method)
 
 
+class LazyPoolNotSupported(NotImplementedError, ValueError):
+    """A call that does not run on a lazy pool yet (:func:`check_not_lazy`).
+
+    A :class:`NotImplementedError`, and a :class:`ValueError` so that the ``bae`` command
+    reports it in one line, as it does bad input.
+    """
+
+
+def check_not_lazy(pool, measure: Any, what: str) -> None:
+    """Refuse a threshold-free measure (or a whole curve) on a lazy pool, up front.
+
+    ROC AUC, average precision, recall at a false-positive rate and the curves of
+    :mod:`bayes_activeeval.curves` read every item's score and belief (the rank proposal's
+    influence terms, the estimate's guarded variance, the curve's ranking), which a
+    :class:`~bayes_activeeval.lazy.LazyPool` does not hold; they are not lazy yet
+    (``docs/scale.md``).
+
+    Parameters
+    ----------
+    pool : Pool
+        Any pool; nothing happens unless it is lazy.
+    measure : str or RankMeasure
+        The measure (or a description such as ``"the ROC curve"``), named in the message.
+    what : str
+        The call that refuses, named first in the message (e.g. ``"optimal_proposal"``).
+
+    Raises
+    ------
+    LazyPoolNotSupported
+        A :class:`NotImplementedError` (and :class:`ValueError`) for a lazy pool, naming the
+        call and the measure and pointing to an in-memory pool.
+    """
+    if not getattr(pool, "is_lazy", False):
+        return
+    name = measure.name if isinstance(measure, RankMeasure) else str(measure)
+    raise LazyPoolNotSupported(
+        f"{what}: the threshold-free measure {name!r} is not available on a lazy pool yet (it "
+        "ranks every item of the pool by score); use an in-memory pool for it "
+        "(pool.take(np.arange(pool.n_items)) when the pool fits in memory, or a Pool of its "
+        "columns; on the command line: without --lazy), or a thresholded measure (precision, "
+        "recall, F1, ...) on the lazy pool"
+    )
+
+
 def model_scores(pool, model: str) -> np.ndarray:
     """The ranking score of a model: the pool's ``scores`` if given, else ``P(y = pos | x)``.
 
@@ -560,6 +604,11 @@ def rank_estimate(
         Intervals from :meth:`Estimate.confidence_interval` (the package's one interval
         function).
 
+    Raises
+    ------
+    NotImplementedError
+        On a lazy pool (:func:`check_not_lazy`): threshold-free measures are not lazy yet.
+
     Examples
     --------
     >>> import bayes_activeeval as bae
@@ -572,6 +621,7 @@ def rank_estimate(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
+    check_not_lazy(pool, m, "estimate (rank_estimate)")
     if not isinstance(draws, Draws):
         raise TypeError(
             f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
@@ -640,10 +690,16 @@ def stacked_estimate(
     -------
     RankEstimate
         One output per model, with their joint covariance.
+
+    Raises
+    ------
+    NotImplementedError
+        On a lazy pool (:func:`check_not_lazy`): threshold-free measures are not lazy yet.
     """
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
+    check_not_lazy(pool, m, "compare (stacked_estimate)")
     return rank_estimate(
         pool, m.bind(models), draws, labels, oracle=oracle, belief=belief, variance=variance
     )
