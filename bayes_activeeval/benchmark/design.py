@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +232,19 @@ class BenchmarkDesign:
             out[t] = float(var / srs) if srs > 0 else float("nan")
         return out
 
+    def positives_cv(self) -> float:
+        """Predicted coefficient of variation of the estimated positive total (guess taken as
+        calibrated); it bounds the ratio bias of sensitivity and F1 in standard errors
+        (:func:`~bayes_activeeval.benchmark.design.positives_cv`)."""
+        H = self.n_strata
+        exp_pos = np.bincount(self.strata, self.guess, H)
+        if self.scheme == "poisson":
+            sb = (exp_pos / np.maximum(self.stratum_sizes, 1))[self.strata]
+            s, p = self.guess, self.inclusion
+            terms = (1 - p) / p * (s * (1 - s) + (s - sb) ** 2)
+            return positives_cv(self.stratum_sizes, self.allocation, exp_pos, terms)
+        return positives_cv(self.stratum_sizes, self.allocation, exp_pos)
+
     def summary(self) -> pd.DataFrame:
         """Per-stratum table: size, labels, inclusion probability, mean guess, expected positives."""
         H = self.n_strata
@@ -264,6 +278,84 @@ class BenchmarkDesign:
             s.to_string(float_format=lambda v: f"{v:.4g}"),
         ]
         return "\n".join(lines)
+
+
+#: Predicted coefficient of variation of the estimated positive total above which
+#: :func:`design` warns (:func:`positives_cv`): sensitivity and F1 can then be biased by more
+#: than half a standard error.
+POSITIVES_CV_WARN = 0.5
+
+
+def positives_cv(
+    sizes: np.ndarray,
+    allocation: np.ndarray,
+    expected_positives: np.ndarray,
+    item_terms: np.ndarray | None = None,
+) -> float:
+    """Predicted coefficient of variation of the design's estimate of the pool's positives.
+
+    Sensitivity ``TP/(TP + FN)`` and F1 ``2TP/(TP + K + FN)`` are ratios whose denominator
+    holds the estimated positive total ``D = TP + FN``. With ``TP`` and ``D`` (about) unbiased
+    the ratio's bias is ``−Cov(Se, D)/D``, so ``|bias| <= SE(Se) x CV(D)`` (Hartley & Ross
+    (1954); Cochran (1977), Sec. 6.8): harmless when ``CV(D)`` is small, up to a standard
+    error and more when it is not. ``CV(D)`` is large when strata that hold many of the
+    positives get one or two labels (``method="paper"`` with ``defensive=0``): ``D`` is then
+    unbiased but very skewed (zero from those strata in most samples, ``N_h/n_h`` per labeled
+    positive in the others), and the second-order correction of :func:`evaluate` is skipped
+    (it needs a CV below 0.3). Predicted with the guess taken as calibrated, stratified::
+
+        CV(D)^2 = sum_h N_h^2 (1 - n_h/N_h) sbar_h (1 - sbar_h) / n_h / (sum_h N_h sbar_h)^2
+
+    Parameters
+    ----------
+    sizes : ndarray (H,)
+        ``N_h``.
+    allocation : ndarray (H,)
+        ``n_h`` (stratified) or the expected labels per stratum (ignored with ``item_terms``).
+    expected_positives : ndarray (H,)
+        ``sum_{i in h} s_i``.
+    item_terms : ndarray (N,), optional
+        Poisson sampling: the per-item variance terms ``(1 - pi_i)/pi_i [s_i(1 - s_i) +
+        (s_i - sbar_h)^2]`` (Horvitz-Thompson variance of the difference estimator's residuals),
+        summed in place of the stratified formula.
+
+    Returns
+    -------
+    float
+        ``inf`` when a non-empty stratum with guessed positives gets no label.
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    total = float(np.sum(expected_positives))
+    if not total > 0:
+        return 0.0
+    if item_terms is not None:
+        var = float(np.sum(item_terms))
+    else:
+        n = np.asarray(allocation, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sb = np.where(sizes > 0, np.asarray(expected_positives) / np.maximum(sizes, 1), 0.0)
+            s2 = sb * (1 - sb)
+            terms = np.where(
+                s2 > 0, sizes**2 * np.maximum(1 - n / np.maximum(sizes, 1), 0) * s2 / n, 0.0
+            )
+        var = float(np.sum(terms))
+    return float(np.sqrt(var) / total)
+
+
+def warn_positives_cv(cv: float, method: str, defensive: float, min_per_stratum: int) -> None:
+    """Warn when :func:`positives_cv` exceeds :data:`POSITIVES_CV_WARN` (see there)."""
+    if cv > POSITIVES_CV_WARN:
+        warnings.warn(
+            f"this design estimates the pool's positive total with a predicted coefficient of "
+            f"variation of {cv:.2f} (method={method!r}, defensive={defensive:g}, "
+            f"min_per_stratum={min_per_stratum}; calibrated guess): strata that hold many "
+            "positives get very few labels, so sensitivity and F1, whose denominator is that "
+            f"total, can be biased by up to {cv:.2f} standard errors (mostly upwards; see "
+            "BenchmarkDesign.positives_cv). Raise the budget, min_per_stratum or defensive"
+            + (", or use method='sqrt'" if method != "sqrt" else ""),
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def check_min_per_stratum(min_per_stratum: Any, scheme: str) -> int:
@@ -692,6 +784,13 @@ def design(
     (a defensive mixture, as Marchant & Rubinstein (2021), Sec. 3.3.1: keeps weights bounded when the guess is wrong). Every non-empty stratum
     gets at least ``min(N_h, min_per_stratum)`` labels so its variance can be estimated.
 
+    A design whose strata holding many positives get only one or two labels (``"paper"`` with
+    ``defensive=0``) estimates the pool's positive total with a skewed, high-variance estimate,
+    and sensitivity and F1 of every rule inherit a ratio bias of up to ``CV`` standard errors
+    (:func:`positives_cv`; random-rule sensitivity +0.024, about half its value, at 20,000 items,
+    2% positives, 300 labels, ``min_per_stratum=1``): :func:`design` warns when the predicted
+    ``CV`` exceeds :data:`POSITIVES_CV_WARN` (0.5).
+
     Parameters
     ----------
     pool_or_guess : Pool or array-like (N,)
@@ -735,6 +834,11 @@ def design(
     Returns
     -------
     BenchmarkDesign
+
+    Warns
+    -----
+    UserWarning
+        When :meth:`BenchmarkDesign.positives_cv` exceeds :data:`POSITIVES_CV_WARN`.
     """
     if getattr(pool_or_guess, "is_lazy", False):  # a pool on dask: stratum-level sums
         from .lazy import lazy_design
@@ -836,7 +940,7 @@ def design(
     s = np.array(s, dtype=float)
     for arr in (h, incl, alloc, sizes, s, influence):
         arr.flags.writeable = False
-    return BenchmarkDesign(
+    dsg = BenchmarkDesign(
         strata=h,
         inclusion=incl,
         allocation=alloc,
@@ -851,6 +955,8 @@ def design(
         defensive=lam,
         _influence=influence,
     )
+    warn_positives_cv(dsg.positives_cv(), method, lam, mps)
+    return dsg
 
 
 def stratum_guess(dsg: BenchmarkDesign) -> np.ndarray:

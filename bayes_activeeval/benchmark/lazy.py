@@ -30,7 +30,9 @@ from .design import (
     allocation_target,
     check_min_per_stratum,
     influence_coefficient,
+    positives_cv,
     stratum_influence,
+    warn_positives_cv,
 )
 from .guidelines import check_rate, parse_targets
 
@@ -396,6 +398,7 @@ def lazy_design(
         defensive=lam,
     )
     alloc = allocate(sizes, target, budget, mps)
+    warn_positives_cv(positives_cv(sizes, alloc, exp_pos), method, lam, mps)
     return LazyBenchmarkDesign(
         pool=pool,
         model=model,
