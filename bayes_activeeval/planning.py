@@ -16,11 +16,13 @@ For a comparison with true difference ``Δ``, the Wald test from ``n`` draws has
 
 and a Wald interval has half-width ``z σ_q / √n``. The predictions are only as good as the belief.
 
-A comparison design that is zero where the two models agree (``active_neq``, ``active_0``,
-``active_inf`` with ``mix=0``; Sawade (2012), Sec. 5.2.2) estimates ``Δ = s Δ_S`` with
-``s = Σ_{q>0} p`` the support mass and ``Δ_S`` the self-normalized difference on the support;
-for a plain risk, whose paired difference ``δ`` is identically 0 off the support, its variance
-per draw is ``σ_q² = Σ_{q>0} p² E_π(δ − Δ̌/s)² / q`` (:func:`restricted_variance`).
+For a plain risk under any design but passive sampling, :func:`~bayes_activeeval.compare`
+post-stratifies the difference on the set ``D`` where the two models' losses can differ:
+``Δ = s Δ_D`` with ``s = Σ_D p`` and ``Δ_D`` the self-normalized difference of the draws in
+``D`` (for a design that is zero where the models agree, ``active_neq``, ``active_0``,
+``active_inf`` with ``mix=0``, this is Sawade (2012), Sec. 5.2.2); the paired difference ``δ`` is
+identically 0 off ``D``, and the variance per draw is ``σ_q² = Σ_D p² E_π(δ − Δ̌/s)² / q``
+(:func:`restricted_variance`).
 """
 
 from __future__ import annotations
@@ -198,19 +200,21 @@ def _design_proposal(pool, measure, models, design, mix, belief) -> tuple[Propos
 def restricted_variance(
     pool, measure, models, proposal: Proposal, optimal: Proposal, belief: Any = None
 ) -> float:
-    """Predicted variance per draw of a comparison under a proposal that is zero somewhere.
+    """Predicted variance per draw of the post-stratified difference of a plain risk.
 
-    With ``S = {q > 0}``, ``s = Σ_S p`` and ``v = p/q``, :func:`~bayes_activeeval.compare`
-    estimates ``Δ̂ = s Σ v δ / Σ v`` (Sawade (2012), Sec. 5.2.2). For a plain risk whose paired
-    difference ``δ`` is identically 0 off ``S``, ``Σ v δ / Σ v`` tends to ``Δ/s`` and, by the delta
-    method for the ratio (Sawade (2012), Lemma 3.4), ``n Var(Σ v δ / Σ v) → E_q[v² (δ − Δ/s)²] / s²
-    = Σ_S p² (δ − Δ/s)² / (q s²)``; multiplying by ``s`` gives::
+    With ``D`` the items where the two models' losses can differ, ``s = Σ_D p`` and
+    ``v = p/q``, :func:`~bayes_activeeval.compare` estimates ``Δ̂ = s Σ_D v δ / Σ_D v`` under any
+    proposal other than passive sampling (post-stratification on ``D``, where ``δ ≡ 0`` off it;
+    Sawade (2012), Sec. 5.2.2 for a proposal that is zero off ``D``). ``Σ_D v δ / Σ_D v`` tends to
+    ``Δ/s`` and, by the delta method for the ratio (Sawade (2012), Lemma 3.4),
+    ``n Var(Σ_D v δ / Σ_D v) → E_q[1_D v² (δ − Δ/s)²] / s² = Σ_D p² (δ − Δ/s)² / (q s²)``;
+    multiplying by ``s`` gives::
 
-        σ_q² = Σ_{q>0} p² E_π(δ − Δ̌/s)² / q
+        σ_q² = Σ_D p² E_π(δ − Δ̌/s)² / q
 
     with the belief ``π`` and intrinsic difference ``Δ̌`` of the comparison (Eqs. 5.11-5.12).
-    (``Σ p² u/q`` with ``u = E_π(δ − Δ̌)²`` is infinite here: ``u = Δ̌² > 0`` where the models
-    agree and ``q = 0``, although ``δ ≡ 0`` there.)
+    (``Σ p² u/q`` with ``u = E_π(δ − Δ̌)²`` counts the terms ``Δ̌²`` of the items off ``D``,
+    where ``δ ≡ 0``; it is infinite where ``q = 0`` there.)
 
     Parameters
     ----------
@@ -219,7 +223,7 @@ def restricted_variance(
         A plain risk (error rate, accuracy, MSE, …).
     models : (str, str)
     proposal : Proposal
-        The design's proposal, zero somewhere.
+        The design's proposal.
     optimal : Proposal
         The two models' optimal comparison proposal, built with ``belief`` (its ``info`` holds
         ``Δ̌``'s risks ``R`` and the belief floor).
@@ -233,25 +237,29 @@ def restricted_variance(
     Raises
     ------
     ValueError
-        If the measure is not a plain risk, or ``q = 0`` on an item where the two models' losses
-        can differ (the difference is then not identified).
+        If the measure is not a plain risk and the proposal is zero somewhere, or ``q = 0`` on
+        an item where the two models' losses can differ (the difference is then not identified).
     """
     base = get_measure(measure)
     a, b = models
     off = (proposal.q <= 0) & (proposal.p > 0)
     if not is_linear(base):
-        raise ValueError(
-            f"the {proposal.kind!r} proposal gives zero mass to {int(off.sum())} items; for the "
-            f"non-linear measure {base.name!r} every item moves the estimate: use mix > 0"
-        )
-    bad = np.flatnonzero(off & disagreement(pool, base, a, b))
+        if off.any():
+            raise ValueError(
+                f"the {proposal.kind!r} proposal gives zero mass to {int(off.sum())} items; for "
+                f"the non-linear measure {base.name!r} every item moves the estimate: use mix > 0"
+            )
+        return proposal.predicted_variance(optimal.info.u)
+    in_d = disagreement(pool, base, a, b)
+    bad = np.flatnonzero(off & in_d)
     if bad.size:
         raise ValueError(
             f"the {proposal.kind!r} proposal gives zero mass to item {bad[0]} (and "
             f"{bad.size - 1} more) where the difference can vary; use mix > 0"
         )
-    s = support_mass_of(proposal)
-    on = proposal.q > 0
+    s = float(proposal.p[in_d].sum())
+    if s <= 0:
+        return 0.0
     u_s = deviation_integrand(
         pool,
         difference_measure(base, a, b),
@@ -259,13 +267,16 @@ def restricted_variance(
         risk=np.asarray(optimal.info.risk, dtype=float) / s,
         belief_floor=optimal.info.belief_floor,
     ).u
-    return _predicted_variance(proposal.p[on], u_s[on], proposal.q[on])
+    return _predicted_variance(proposal.p[in_d], u_s[in_d], proposal.q[in_d])
 
 
 def _design_variance(pool, measure, models, design, mix, belief) -> tuple[Proposal, float]:
     """The design's proposal and its predicted variance per draw ``σ_q²``."""
     prop, opt = _design_proposal(pool, measure, models, design, mix, belief)
-    if support_mass_of(prop) < 1.0 - 1e-12:
+    # compare() post-stratifies a plain risk's difference on D under every design but passive
+    if support_mass_of(prop) < 1.0 - 1e-12 or (
+        design != "passive" and is_linear(get_measure(measure))
+    ):
         return prop, restricted_variance(pool, measure, models, prop, opt, belief)
     return prop, prop.predicted_variance(opt.info.u)
 

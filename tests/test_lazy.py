@@ -132,7 +132,8 @@ def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model)
             np.testing.assert_array_equal(le.cov, me.cov)
     lc = bae.compare(lazy, "error_rate", draws, labels, models=("a", "b"))
     mc = bae.compare(mem, "error_rate", draws, labels, models=("a", "b"))
-    assert lc.estimate == mc.estimate and lc.pvalue == mc.pvalue
+    assert lc.estimate == pytest.approx(mc.estimate, rel=1e-12)  # P(D): a sum per chunk
+    assert lc.pvalue == mc.pvalue
 
 
 def test_unique_draws_and_passive(parquet_path, frame):
@@ -543,3 +544,37 @@ def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path, design):
     tol = 1e-12 if design == "static" else 1e-10  # the adaptive oracle's fit adds rounding
     assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=tol)
     assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=100 * tol)
+
+
+def test_compare_is_post_stratified_on_a_large_lazy_pool(tmp_path):
+    """The post-stratified difference needs P(D) over the whole pool: on a lazy pool it is a
+    sum per chunk (a pool-wide slice is refused above 65,536 items) and only the drawn items
+    are read for their membership of D; results equal the in-memory pool's."""
+    n = 70_000
+    sp = make_classification_pool(n, 0.05, separation=3.0, n_models=2, rng=11)
+    pool = sp.pool
+    ds = pool.to_dataset()
+    frame = pd.DataFrame(
+        {
+            "pred_a": ds["prediction"].sel(model="m0").values,
+            "pred_b": ds["prediction"].sel(model="m1").values,
+            "p_a": pool.view("m0").prob[:, 1],
+            "p_b": pool.view("m1").prob[:, 1],
+        }
+    )
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=16_384)
+    lazy, mem = lazy_pair(path, frame)
+    draws = bae.comparison_proposal(mem, "error_rate", models=("a", "b")).draw(400, rng=2)
+    y = sp.labels[draws.indices]
+    for measure in ("error_rate", "accuracy"):
+        lc = bae.compare(lazy, measure, draws, y, models=("a", "b"))
+        mc = bae.compare(mem, measure, draws, y, models=("a", "b"))
+        assert mc.support_mass < 1 and lc.support_mass == pytest.approx(mc.support_mass, rel=1e-12)
+        assert lc.estimate == pytest.approx(mc.estimate, rel=1e-12)
+        assert lc.pvalue == pytest.approx(mc.pvalue, rel=1e-9)
+        assert tuple(lc.confidence_interval()) == pytest.approx(tuple(mc.confidence_interval()))
+    lm = bae.multiple_comparison(lazy, "error_rate", draws, y, models=("a", "b"), rng=0)
+    mm = bae.multiple_comparison(mem, "error_rate", draws, y, models=("a", "b"), rng=0)
+    np.testing.assert_allclose(lm.difference, mm.difference, rtol=1e-12)
+    np.testing.assert_allclose(lm.pvalue, mm.pvalue, rtol=1e-9)

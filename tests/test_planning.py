@@ -39,7 +39,12 @@ def test_planning_predictions_hold_when_belief_is_true():
     pas = planning.labels_for_power(pool, "error_rate", -0.02, power=0.8, design="passive")
     assert opt.n_draws < pas.n_draws
     assert opt.expected_labels <= opt.n_draws
-    assert opt.variance == pytest.approx(opt.proposal.predicted_variance(), rel=1e-12)
+    # compare() post-stratifies the difference on D (where the models' losses can differ)
+    opt_u = bae.comparison_proposal(pool, "error_rate")
+    assert opt.variance == pytest.approx(
+        planning.restricted_variance(pool, "error_rate", ("m0", "m1"), opt.proposal, opt_u),
+        rel=1e-12,
+    )
     # predicted variance per draw vs Monte Carlo (labels ~ belief, stochastic oracle)
     rng = np.random.default_rng(9)
     prop = opt.proposal
@@ -121,9 +126,19 @@ def test_planning_a_design_without_full_support():
     assert np.isfinite(
         planning.labels_for_power(pool, "error_rate", -0.08, design="active_neq", mix=0.0).variance
     )
-    full = planning.labels_for_power(pool, "error_rate", -0.08, design="active_neq", mix=0.1)
-    opt = bae.comparison_proposal(pool, "error_rate", mix=0.1)
-    assert full.variance == pytest.approx(full.proposal.predicted_variance(opt.info.u), rel=1e-12)
+    # with full support (mix=0.1) compare() post-stratifies on D too: the same variance per
+    # draw, Σ_D p² E(δ − Δ̌/s)²/q, and the realized n Var(Δ̂) agrees with it
+    full = planning.labels_for_power(
+        pool, "error_rate", -0.08, design="active_neq", mix=0.1, belief=truth
+    )
+    assert full.variance == pytest.approx(
+        expected / (0.9 + 0.1 * s), rel=1e-4
+    )  # q = p(0.9/s + 0.1) on D
+    est = []
+    for _ in range(reps):
+        d = full.proposal.draw(n, rng)
+        est.append(bae.compare(pool, "error_rate", d, y[d.indices]).estimate)
+    assert n * np.var(est) == pytest.approx(full.variance, rel=4 * np.sqrt(2 / reps))
     # still refused where the difference is not identified: a ratio measure, or q = 0 on an
     # item where the two models disagree
     with pytest.raises(ValueError, match=r"zero mass to 1800 items.*non-linear measure 'f1'"):

@@ -19,9 +19,12 @@ from .pairwise import (
     check_belief_arg,
     check_inputs,
     check_proposal,
+    disagreement_mass,
+    is_linear,
     models_arg,
     resolve_variance,
     support_mass_of,
+    unit_weights,
 )
 from .results import (
     FamilyCritical,
@@ -190,16 +193,43 @@ def multiple_comparison(
             f"the labeled sample does not define {base.name!r} for every model yet; "
             "label more items"
         )
-    diff = G[:, None] - G[None, :]
-    wald_var = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
-    test_cov, score = cov, None
+    equal = has_equal_weights(draws.weights, proposal) and unit_weights(draws, proposal)
+    # the differences: post-stratified on the set D where some two models' losses can differ
+    # (as compare() does for two), for plain risks under an active proposal
+    Gt, covt, mass, stratum_size = G, cov, 1.0, None
+    v = np.asarray(draws.weights, dtype=float)
+    keep = slice(None)
+    if not isinstance(base, RankMeasure) and is_linear(base) and not equal:
+        mass, in_d = disagreement_mass(pool, base, models, draws.indices)
+        if mass < 1.0 - 1e-12:
+            keep = in_d
+            vk = v[keep]
+            stratum_size = float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0
+            if vk.size:
+                st_d = weighted_estimate(L[keep], vk, st, n_labels=n_labels)
+                Gt, covt = mass * st_d.values, mass * mass * st_d.cov
+            else:  # no draw where two models can differ: no evidence either way
+                Gt, covt = np.zeros(k), np.zeros((k, k))
+        else:
+            mass = 1.0
+    diff = Gt[:, None] - Gt[None, :]
+    wald_var = np.diag(covt)[:, None] + np.diag(covt)[None, :] - 2 * covt
+    test_cov, score = covt, None
     if variance == "score":
-        v = np.asarray(draws.weights, dtype=float)
-        W, v2 = float(v.sum()), v * v
-        c0 = L - G.mean()
-        test_cov = (c0 * v2[:, None]).T @ c0 / W**2
-        m1 = v2 @ L
-        score = {"A": diff * W, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()), "W": W}
+        Lk, vk = L[keep], v[keep]
+        W, v2 = float(vk.sum()), vk * vk
+        if W > 0:
+            c0 = Lk - Lk.mean()
+            test_cov = mass * mass * ((c0 * v2[:, None]).T @ c0) / W**2
+        else:
+            test_cov = np.zeros((k, k))
+        m1 = v2 @ Lk
+        score = {
+            "A": diff / mass * W,
+            "C": m1[:, None] - m1[None, :],
+            "D": float(v2.sum()),
+            "W": W,
+        }
     var = np.diag(test_cov)[:, None] + np.diag(test_cov)[None, :] - 2 * test_cov
     se = np.sqrt(np.clip(var, 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -296,9 +326,13 @@ def multiple_comparison(
         n_labels=n_labels,
         variance=variance,
         critical=crit,
-        sums=None if score is None else ScoreSums(**score, B=W**2 * np.clip(var, 0.0, None)),
+        sums=None
+        if score is None
+        else ScoreSums(**score, B=score["W"] ** 2 * np.clip(var, 0.0, None) / mass**2),
         bounds=base.bounds,
         per_model=None if isinstance(base, RankMeasure) else est,
         interval_critical=interval_crit,
-        equal_weights=has_equal_weights(draws.weights, proposal),
+        equal_weights=equal,
+        support_mass=mass,
+        stratum_size=stratum_size,
     )

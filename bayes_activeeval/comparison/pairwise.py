@@ -190,6 +190,57 @@ def disagreement(pool, measure: str | Measure, a: str, b: str) -> np.ndarray:
     return out
 
 
+def _disagreement_any(pool, measure, models) -> np.ndarray:
+    """Items where the losses of some two of ``models`` can differ: the union of ``D_≠`` of
+    ``models[0]`` with each other model (models that differ from each other differ from it)."""
+    out = np.zeros(pool.n_items, dtype=bool)
+    for m in models[1:]:
+        out |= disagreement(pool, measure, models[0], m)
+    return out
+
+
+def _chunk_disagreement_mass(chunk_pool, offset, measure, models) -> float:
+    return float(
+        np.asarray(chunk_pool.p, dtype=float)[_disagreement_any(chunk_pool, measure, models)].sum()
+    )
+
+
+def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray]:
+    """``P(D)`` and membership of ``indices`` in ``D``, the items where the losses of some two
+    of ``models`` can differ — what the post-stratified difference of :func:`compare` and
+    :func:`~bayes_activeeval.multiple_comparison` needs. On a lazy pool ``P(D)`` is a sum per
+    chunk and only the drawn items are read for the membership.
+
+    Parameters
+    ----------
+    pool : Pool or LazyPool
+    measure : Measure
+        A plain risk.
+    models : sequence of str
+        At least two models.
+    indices : ndarray of int
+        Pool indices (the draws).
+
+    Returns
+    -------
+    mass : float
+        ``Σ_{x ∈ D} p(x)``.
+    in_d : ndarray of bool
+        Whether each of ``indices`` lies in ``D``.
+    """
+    idx = np.asarray(indices, dtype=np.int64)
+    if getattr(pool, "is_lazy", False):
+        mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
+        in_d = (
+            _disagreement_any(pool.take(idx), measure, models)
+            if idx.size
+            else np.zeros(0, dtype=bool)
+        )
+        return mass, in_d
+    d = _disagreement_any(pool, measure, models)
+    return float(np.asarray(pool.p, dtype=float)[d].sum()), d[idx]
+
+
 def check_belief_arg(base: Measure, belief: Any) -> None:
     """``belief=`` is for threshold-free measures only, whose guarded variance reads it (DeLong
     et al. (1988) with importance weights); any other measure's test uses the sample variance."""
@@ -225,6 +276,15 @@ def support_mass_of(proposal: Proposal) -> float:
     return float(proposal.p[proposal.q > 0].sum())
 
 
+def unit_weights(draws: Draws, proposal: Proposal | None) -> bool:
+    """Passive draws have ``v = p/q = 1``; equal weights other than 1 come from an active
+    proposal whose draws all fell on one level of ``q/p`` (e.g. all where two models disagree)."""
+    if proposal is not None:
+        return True  # has_equal_weights decided from the proposal itself
+    w = np.asarray(draws.weights, dtype=float)
+    return bool(w.size == 0 or np.all(np.abs(w - 1.0) <= 1e-9))
+
+
 def compare(
     pool,
     measure: str | Measure,
@@ -245,6 +305,18 @@ def compare(
     with the delta-method variance, Marchant & Rubinstein (2021), Thm. 2), ``T = Δ̂/SE``
     (Eq. 3.23) and the p-value of Eq. 3.24. The variance is the calibrated thesis form (Eq. 3.22).
 
+    For a plain risk (error rate, accuracy, MSE, MAE, Brier) under any proposal but passive
+    sampling the difference is post-stratified on the set ``D`` where the two models' losses
+    can differ (:func:`disagreement`; ``δ ≡ 0`` off it and the pool knows ``P(D)``):
+    ``Δ̂ = P(D) Σ_D v δ / Σ_D v`` over the draws in ``D``, with that ratio's variance times
+    ``P(D)²`` (Sawade (2012), Sec. 5.2.2 for a proposal that is zero off ``D``). The score
+    statistic is unchanged (the draws off ``D`` add nothing to its sums); the estimate no longer
+    depends on how many of the few heavy draws where the models agree a sample holds (20 draws
+    of a comparison proposal that all fell in ``D`` gave the difference on ``D``, 1.0, for a true
+    0.103). ``support_mass`` and ``stratum_size`` of the result hold ``P(D)`` and the Kish size
+    of ``D``'s draws; the per-model estimates use every draw. Passive draws (every weight 1)
+    keep ``Ĝ_a − Ĝ_b``.
+
     Parameters
     ----------
     pool : Pool
@@ -262,23 +334,23 @@ def compare(
     oracle : {"deterministic", "stochastic"}
         As in :func:`~bayes_activeeval.estimate`.
     proposal : Proposal, optional
-        The proposal the draws came from. Needed only when it is zero on items where the two
-        models agree (``active_≠``, ``active_0``, ``active_inf`` with ``mix=0``): the
-        self-normalized estimate then targets the difference *on the support*, and is multiplied
-        by the support mass ``Σ_{q>0} p`` to give ``Δ`` (Sawade (2012), Sec. 5.2.2). The test
-        statistic and p-value do not change. It must cover the pool's items; threshold-free
-        measures (ROC AUC, average precision, recall@FPR) rank every item and refuse a proposal
-        without full support.
+        The proposal the draws came from: it decides whether the design is passive (``q ∝ p``
+        on every item; without it, every draw's weight 1). A proposal that is zero on items
+        where the models agree (``active_≠``, ``active_0``, ``active_inf`` with ``mix=0``) is
+        checked to cover ``D``, and the per-model estimates are then NaN (not identified). It
+        must cover the pool's items; threshold-free measures (ROC AUC, average precision,
+        recall@FPR) rank every item and refuse a proposal without full support.
     variance : {"auto", "wald", "score"}
         The variance in the test statistic. ``"wald"``: the thesis form centred at the estimate,
         ``S² = n Σ v² (δ − Δ̂)²/(Σ v)²`` (Eq. 3.22). ``"score"``: the same form centred at the
         null value, ``Σ v² (δ − 0)²/(Σ v)²`` — the variance of ``Δ̂`` *under H0*; only for plain
         risks (``g`` the identity: error rate, accuracy, MSE, MAE, Brier), where ``δ`` is the
-        paired loss difference. Under active proposals a few draws with large weights where the
-        models agree (``δ = 0``) add ``v² Δ̂²`` to the Wald variance, which makes the Wald test
-        very conservative at small ``n`` (type-I error 0.01 instead of 0.05 at ``n = 100`` in
-        ``benchmarks/comparison_type1_power.py``) and costs power; the score form is exact in
-        the swap protocol and asymptotically equivalent. ``"auto"`` (default): ``"score"`` for
+        paired loss difference; both use the draws in ``D`` only for a post-stratified
+        difference (above). The score form is exact in the swap protocol and asymptotically
+        equivalent to the Wald form; before the post-stratification the heavy draws where the
+        models agree added ``v² Δ̂²`` to the Wald variance, which made the Wald test very
+        conservative at small ``n`` (type-I error 0.01 instead of 0.05 at ``n = 100`` in
+        ``benchmarks/comparison_type1_power.py``; now 0.058). ``"auto"`` (default): ``"score"`` for
         plain risks, ``"wald"`` otherwise (ratio measures such as F1). :attr:`stderr` is always
         the Wald standard error of the estimate; ``confidence_interval(method="test")`` is
         dual to the test. The default interval is that one unless the draws are passive (equal
@@ -364,29 +436,44 @@ def compare(
     y = draw_labels(pool, draws.indices, labels, oracle=oracle)
     L = diff_m.loss(y, views(draws.indices))
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
-    est = weighted_estimate(L, draws.weights, diff_m, n_labels=n_labels)
     per = weighted_estimate(L, draws.weights, st_m, n_labels=n_labels)
 
     if scale < 1.0 - 1e-12:
         _check_restricted(pool, base, a, b, proposal, draws)
     variance = resolve_variance(base, variance)
-    value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
+    equal = has_equal_weights(draws.weights, proposal) and unit_weights(draws, proposal)
+    keep, stratum_size = slice(None), None
+    if is_linear(base) and not equal:
+        # post-stratified on the disagreement set D: δ ≡ 0 where the models agree and the pool
+        # knows P(D), so Δ = P(D)·E[δ | D] is estimated from the draws in D alone
+        scale, in_d = disagreement_mass(pool, base, (a, b), draws.indices)
+        if scale < 1.0 - 1e-12:
+            keep = in_d
+            vk = np.asarray(draws.weights, dtype=float)[keep]
+            stratum_size = float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0
+        else:
+            scale = 1.0
+    Lk, vk = L[keep], np.asarray(draws.weights, dtype=float)[keep]
+    if Lk.shape[0]:
+        est = weighted_estimate(Lk, vk, diff_m, n_labels=n_labels)
+        value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
+    else:  # no draw where the two models can differ: no evidence either way
+        value, se = 0.0, np.nan
     sums = None
     if variance == "score":
-        delta = L[:, 0] - L[:, 1]
-        v = np.asarray(draws.weights, dtype=float)
-        v2 = v * v
+        delta = Lk[:, 0] - Lk[:, 1]
+        v2 = vk * vk
         sums = ScoreSums(
-            A=float(v @ delta),
-            W=float(v.sum()),
+            A=float(vk @ delta),
+            W=float(vk.sum()),
             B=float(v2 @ (delta * delta)),
             C=float(v2 @ delta),
             D=float(v2.sum()),
         )
-        z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else np.nan
+        z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0
     else:
-        z = _z(value, se)
-    if scale < 1.0 - 1e-12:
+        z = _z(value, se) if Lk.shape[0] else 0.0
+    if proposal is not None and support_mass_of(proposal) < 1.0 - 1e-12:
         estimates = {a: np.nan, b: np.nan}
         stderrs = {a: np.nan, b: np.nan}
     else:
@@ -408,9 +495,10 @@ def compare(
         support_mass=scale,
         variance=variance,
         sums=sums,
-        per_model=per if scale >= 1.0 - 1e-12 else None,
+        per_model=None if np.isnan(estimates[a]) else per,
         bounds=base.bounds,
-        equal_weights=has_equal_weights(draws.weights, proposal),
+        equal_weights=equal,
+        stratum_size=stratum_size,
     )
 
 

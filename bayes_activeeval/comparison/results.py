@@ -178,7 +178,8 @@ class ComparisonResult:
     greater_is_better : bool, optional
         Whether larger values of the measure are better (default ``False``).
     support_mass : float, optional
-        ``Σ_{q>0} p`` of the proposal (default 1: full support).
+        ``P(D)``, the mass of the items where the two models' losses can differ, when the
+        difference is post-stratified on them (default 1: not post-stratified).
     variance : {"wald", "score"}, optional
         The test's variance (default ``"wald"``): centred at ``Δ̂`` (Wald) or under the null
         (score-type, whose interval inverts the test with ``sums``).
@@ -192,6 +193,10 @@ class ComparisonResult:
     equal_weights : bool, optional
         Whether the draws had equal importance weights (passive sampling; default ``False``:
         not known), which makes Newcombe's interval the default.
+    stratum_size : float, optional
+        For a post-stratified difference (a plain risk under an active proposal, see
+        :func:`~bayes_activeeval.compare`): the Kish size ``(Σ_D v)²/Σ_D v²`` of the draws in the
+        disagreement set ``D`` (default ``None``: not post-stratified).
 
     Attributes
     ----------
@@ -218,8 +223,11 @@ class ComparisonResult:
     greater_is_better : bool
         Whether larger values of the measure are better (decides :attr:`better`).
     support_mass : float
-        ``Σ_{q>0} p``: 1 unless the proposal is zero where the models agree, in which case the
-        conditional estimate was multiplied by it (Sawade (2012), Sec. 5.2.2, ``active_≠``).
+        ``P(D)``: for a plain risk under any proposal but passive sampling, the difference is
+        the self-normalized estimate on the draws in ``D`` (the items where the two models'
+        losses can differ; ``δ ≡ 0`` elsewhere) multiplied by it — post-stratification, and
+        for a proposal that is zero off ``D`` Sawade (2012), Sec. 5.2.2 (``active_≠``); 1 when
+        not post-stratified.
     per_model : Estimate or None
         The two models' estimates on the shared draws (the stacked measure; their joint
         delta-method covariance), ``None`` when only the difference is identified.
@@ -228,6 +236,8 @@ class ComparisonResult:
         ``[lo − hi, hi − lo]``.
     equal_weights : bool
         Whether every draw had the same importance weight (passive sampling).
+    stratum_size : float or None
+        The Kish size of the draws in ``D`` when the difference is post-stratified.
     """
 
     statistic: float
@@ -248,6 +258,7 @@ class ComparisonResult:
     per_model: Estimate | None = field(default=None, repr=False)
     bounds: tuple[float, float] = (-np.inf, np.inf)
     equal_weights: bool = False
+    stratum_size: float | None = None
 
     @property
     def difference_bounds(self) -> tuple[float, float]:
@@ -333,11 +344,30 @@ class ComparisonResult:
             ci = ConfidenceInterval(
                 float(np.clip(ci.low, lo_d, hi_d)), float(np.clip(ci.high, lo_d, hi_d))
             )
-            if method is None and newcombe_ok and not ci.high - ci.low > 0:
+            if method is None and (self.stratum_size == 0.0 or not ci.high - ci.low > 0):
                 # every draw's paired difference is the same (all agree, or all discordant one
-                # way): the test's interval is the point Δ̂, Newcombe's keeps the models' widths
-                return self._newcombe_interval(level)
+                # way): the test's interval is the point Δ̂
+                if self.stratum_size is not None and np.isfinite(hi_d - lo_d):
+                    return self._stratum_wilson(level)
+                if newcombe_ok:  # Newcombe's keeps the models' widths
+                    return self._newcombe_interval(level)
         return ci
+
+    def _stratum_wilson(self, level: float) -> ConfidenceInterval:
+        """Wilson's interval for the post-stratified difference when every draw in ``D`` had
+        the same paired difference: the mean difference on ``D``, rescaled to ``[0, 1]`` over
+        the difference's range, on the Kish size of those draws (Wilson's interval never has
+        zero width), times ``P(D)``; the whole range ``P(D)·[lo − hi, hi − lo]`` without draws
+        in ``D``."""
+        lo_d, hi_d = self.difference_bounds
+        m = self.support_mass
+        if not self.stratum_size or not np.isfinite(self.estimate) or m <= 0:
+            return ConfidenceInterval(float(m * lo_d), float(m * hi_d))
+        x = (self.estimate / m - lo_d) / (hi_d - lo_d)
+        lo, hi = intervals.wilson(x, self.stratum_size, level)
+        lo, hi = m * (lo_d + lo * (hi_d - lo_d)), m * (lo_d + hi * (hi_d - lo_d))
+        # the ends are exact at a bound; rounding of Δ̂/P(D) must not leave Δ̂ outside
+        return ConfidenceInterval(float(min(lo, self.estimate)), float(max(hi, self.estimate)))
 
     def _newcombe_interval(self, level: float) -> ConfidenceInterval:
         a, b = self.models
@@ -494,6 +524,11 @@ class MultipleComparisonResult:
     equal_weights : bool, optional
         Whether the draws had equal importance weights (passive sampling; default ``False``:
         not known), which makes Newcombe's intervals the default.
+    support_mass : float, optional
+        ``P(D)`` when the differences are post-stratified on the set ``D`` where some two
+        models' losses can differ (default 1: not post-stratified).
+    stratum_size : float, optional
+        The Kish size of the draws in ``D`` (default ``None``: not post-stratified).
 
     Attributes
     ----------
@@ -532,6 +567,14 @@ class MultipleComparisonResult:
         used another covariance (``variance="score"``).
     equal_weights : bool
         Whether every draw had the same importance weight (passive sampling).
+    support_mass : float
+        ``P(D)``, the mass of the items where some two models' losses can differ, when the
+        differences are post-stratified on them (plain risks under an active proposal, as in
+        :func:`~bayes_activeeval.compare`); 1 otherwise. :attr:`difference` and its tests are
+        then ``P(D)`` times the self-normalized estimates on the draws in ``D``, while
+        :attr:`estimates` and :attr:`cov` are the models' own estimates from every draw.
+    stratum_size : float or None
+        The Kish size of the draws in ``D`` when the differences are post-stratified.
     """
 
     models: tuple[str, ...]
@@ -557,6 +600,8 @@ class MultipleComparisonResult:
     per_model: Estimate | None = field(default=None, repr=False)
     interval_critical: FamilyCritical | None = field(default=None, repr=False)
     equal_weights: bool = False
+    support_mass: float = 1.0
+    stratum_size: float | None = None
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -638,6 +683,7 @@ class MultipleComparisonResult:
         if self.sums is not None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
+            lo, hi = lo * self.support_mass, hi * self.support_mass
             nan = np.isnan(self.difference)
             return ConfidenceInterval(
                 np.where(nan, np.nan, np.clip(lo, d_lo, d_hi)),
