@@ -218,10 +218,11 @@ def credible_summary(truth, post_lo, post_hi, post_mean, ci, est) -> dict:
     }
 
 
-def credible(pool, idx, v, y, truth, reps, rng, ci, est):
-    """The 95% equal-tailed interval of Session.posterior's model (the conjugate contingency
-    table, design-weighted counts, ``prior_strength=0.5`` per cell) on the first ``reps``
-    repetitions, summarized by :func:`credible_summary`."""
+def credible_intervals(pool, idx, v, y, reps, rng, **cells):
+    """The 95% equal-tailed intervals and means of Session.posterior's model (the conjugate
+    contingency table, design-weighted counts, ``prior_strength=0.5`` per cell) on the first
+    ``reps`` repetitions; ``cells``: cell options of ``contingency_posterior`` (``n_strata``,
+    ``n_bins``, ``labels_per_cell``; default: the package's)."""
     from bayes_activeeval.oracles.contingency import contingency_posterior
 
     lo, hi, mean = [], [], []
@@ -237,12 +238,19 @@ def credible(pool, idx, v, y, truth, reps, rng, ci, est):
                 draws=500,
                 chains=1,
                 rng=rng,
+                **cells,
             )
         g = np.asarray(dt["posterior"]["measure"]).ravel()
         a, b = np.quantile(g, [0.025, 0.975])
         lo.append(a)
         hi.append(b)
         mean.append(float(g.mean()))
+    return lo, hi, mean
+
+
+def credible(pool, idx, v, y, truth, reps, rng, ci, est, **cells):
+    """:func:`credible_intervals` summarized by :func:`credible_summary`."""
+    lo, hi, mean = credible_intervals(pool, idx, v, y, reps, rng, **cells)
     return credible_summary(truth, lo, hi, mean, ci, est)
 
 
