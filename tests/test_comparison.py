@@ -785,10 +785,10 @@ def test_default_interval_agrees_with_the_test_under_an_active_proposal():
         assert not res.equal_weights and res.pvalue < 0.01
         lo, hi = res.confidence_interval(0.95)
         tlo, thi = res.confidence_interval(0.95, method="test")
-        if thi > tlo:
+        if thi - tlo > 1e-6 * 2 * res.support_mass:
             assert (lo, hi) == (tlo, thi)
         else:  # m0 loses on every drawn item of D: Wilson on D's draws, never a point
-            assert tlo == pytest.approx(res.estimate) and hi > lo
+            assert tlo == pytest.approx(res.estimate) and hi - lo > 1e-3
         assert -1.0 <= lo <= res.estimate < hi < 0.0
         nlo, nhi = res.confidence_interval(0.95, method="newcombe")
         newcombe_has_0 += bool(nlo <= 0.0 <= nhi)
@@ -956,3 +956,64 @@ def test_default_interval_is_never_a_point_when_every_draw_is_discordant_one_way
     res = bae.compare(pool, "accuracy", d0, y[agree], models=("a", "b"))
     assert res.estimate == 0.0 and res.pvalue == 1.0 and res.stratum_size == 0.0
     assert tuple(res.confidence_interval()) == pytest.approx((-truth, truth))
+
+
+def _one_sided_pool():
+    """m0 right everywhere, m1 wrong on a random 10 % (δ = −1 on all of D for the error rate)."""
+    rng = np.random.default_rng(3)
+    y = (rng.random(5_000) < 0.3).astype(int)
+    fb = np.where(rng.random(5_000) < 0.1, 1 - y, y)
+    pool = bae.Pool(
+        predictions={"m0": y, "m1": fb},
+        probs={"m0": np.where(y == 1, 0.9, 0.1), "m1": np.where(fb == 1, 0.8, 0.2)},
+        classes=[0, 1],
+    )
+    return pool, y, fb
+
+
+def test_post_stratified_degenerate_draws_keep_test_and_interval_consistent():
+    """Every draw in D with the same δ: the Wald SE is 0 and rejected with p = 0 from two draws
+    (its interval contained 0); the score statistic measures them instead. The interval of a
+    post-stratified difference stays inside P(D)·[−1, 1], and multiple_comparison's k = 2
+    default interval is compare()'s in these cases too."""
+    pool, y, fb = _one_sided_pool()
+    prop = bae.comparison_proposal(pool, "error_rate", models=("m0", "m1"), mix=0.9)
+    in_d, off_d = np.flatnonzero(fb != y), np.flatnonzero(fb == y)
+    mass = in_d.size / y.size
+    for idx in (np.r_[in_d[:2], off_d[:3]], in_d[:20], off_d[:5]):
+        d = Draws(indices=idx, weights=prop.p[idx] / prop.q[idx], q=prop.q[idx])
+        for variance in ("wald", "score"):
+            r = bae.compare(pool, "error_rate", d, y[idx], ("m0", "m1"), variance=variance)
+            lo, hi = r.confidence_interval()
+            assert -mass - 1e-12 <= lo <= r.estimate <= hi <= mass + 1e-12
+            assert hi - lo > 1e-3  # never a point
+            n_d = int(np.isin(idx, in_d).sum())
+            if n_d <= 2:  # two draws or none: no evidence at the 5 % level
+                assert r.pvalue > 0.05 and lo <= 0.0 <= hi
+            else:
+                assert r.pvalue < 0.05 and not lo <= 0.0 <= hi
+            m = bae.multiple_comparison(
+                pool, "error_rate", d, y[idx], ("m0", "m1"), method="none", variance=variance
+            )
+            ci = m.confidence_interval()
+            assert (ci.low[0, 1], ci.high[0, 1]) == pytest.approx((lo, hi), abs=1e-12)
+            assert m.pvalue[0, 1] == pytest.approx(r.pvalue, abs=1e-12)
+
+
+def test_post_stratified_mass_is_computed_once_per_measure(monkeypatch):
+    """sequential_compare calls compare() at every look: P(D) is one pool-wide pass per measure
+    object and models, not one per look."""
+    from bayes_activeeval.comparison import pairwise
+
+    sp = bae.datasets.make_classification_pool(5_000, 0.3, n_models=2, rng=0)
+    pool, y = sp.pool, np.asarray(sp.labels)
+    calls = []
+    real = pairwise._disagreement_any
+    monkeypatch.setattr(
+        pairwise, "_disagreement_any", lambda p, *a: calls.append(p.n_items) or real(p, *a)
+    )
+    res = bae.sequential_compare(
+        pool, "error_rate", lambda i: y[i], ("m0", "m1"), max_draws=400, batch=50, rng=0
+    )
+    assert len(res.history) >= 2  # several looks, each a compare() call
+    assert calls.count(pool.n_items) == 1

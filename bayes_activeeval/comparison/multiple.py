@@ -234,6 +234,19 @@ def multiple_comparison(
     se = np.sqrt(np.clip(var, 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+    flat = ~(se > 1e-12 * np.maximum(np.abs(diff), 1e-300))  # SE 0 up to rounding
+    np.fill_diagonal(flat, False)
+    if stratum_size is not None and np.any(flat):
+        # a pair whose draws in D all have the same δ has Wald SE 0 (it would reject at any n);
+        # as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them instead
+        Lk, vk = L[keep], v[keep]
+        v2 = vk * vk
+        A = (vk @ Lk)[:, None] - (vk @ Lk)[None, :]
+        B = np.einsum("n,ni,nj->ij", v2, Lk, Lk)
+        Bd = np.diag(B)[:, None] + np.diag(B)[None, :] - 2 * B
+        with np.errstate(invalid="ignore", divide="ignore"):
+            zs = np.where(Bd > 0, A / np.sqrt(np.clip(Bd, 0.0, None)), 0.0)
+        z = np.where(flat, zs, z)
     np.fill_diagonal(z, np.nan)
     raw = np.full((k, k), np.nan)
     off = ~np.eye(k, dtype=bool)

@@ -229,16 +229,30 @@ def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray
         Whether each of ``indices`` lies in ``D``.
     """
     idx = np.asarray(indices, dtype=np.int64)
-    if getattr(pool, "is_lazy", False):
-        mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
-        in_d = (
-            _disagreement_any(pool.take(idx), measure, models)
-            if idx.size
-            else np.zeros(0, dtype=bool)
-        )
-        return mass, in_d
-    d = _disagreement_any(pool, measure, models)
-    return float(np.asarray(pool.p, dtype=float)[d].sum()), d[idx]
+    lazy = getattr(pool, "is_lazy", False)
+    # one pool-wide pass per (measure object, models): sequential_compare calls compare() at
+    # every look with the same measure; the cache holds the measure itself, so an id is never
+    # matched to another object
+    cache = pool.__dict__.setdefault("_disagreement_mass", {})
+    key = (id(measure), tuple(models))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not measure:
+        if lazy:
+            mask = None
+            mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
+        else:
+            mask = _disagreement_any(pool, measure, models)
+            mass = float(np.asarray(pool.p, dtype=float)[mask].sum())
+        if len(cache) >= 8:
+            cache.clear()
+        hit = cache[key] = (measure, mass, mask)
+    _, mass, mask = hit
+    if mask is not None:
+        return mass, mask[idx]
+    in_d = (
+        _disagreement_any(pool.take(idx), measure, models) if idx.size else np.zeros(0, dtype=bool)
+    )
+    return mass, in_d
 
 
 def check_belief_arg(base: Measure, belief: Any) -> None:
@@ -473,6 +487,11 @@ def compare(
         z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0
     else:
         z = _z(value, se) if Lk.shape[0] else 0.0
+        if stratum_size is not None and Lk.shape[0] and not se > 1e-12 * max(abs(value), 1e-300):
+            # every draw in D has the same δ: the Wald SE is 0 and would reject at any n (two
+            # draws gave p = 0); the score statistic Σ v δ / sqrt(Σ v² δ²) still measures them
+            delta = Lk[:, 0] - Lk[:, 1]
+            z = _z(float(vk @ delta), float(np.sqrt((vk * vk) @ (delta * delta))))
     if proposal is not None and support_mass_of(proposal) < 1.0 - 1e-12:
         estimates = {a: np.nan, b: np.nan}
         stderrs = {a: np.nan, b: np.nan}

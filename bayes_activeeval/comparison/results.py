@@ -313,11 +313,13 @@ class ComparisonResult:
             not the default: the models' own intervals are then wide and skewed (modified Wilson
             on a small effective sample size), and their skew does not cancel in the difference
             even when the two estimates are 0.997 correlated — the interval then contained 0 in
-            runs where the test gave ``p = 3e-43``. It is the default there too when every
-            draw's paired difference is the same — all draws agree, or all are discordant the
-            same way, as when a comparison proposal's first few draws all fall where the models
-            disagree — so that the test's interval would be the point ``Δ̂``.
-            ``"test"`` (default otherwise): the interval dual to the test.
+            runs where the test gave ``p = 3e-43``. When every draw's paired difference is the
+            same, so that the test's interval would be the point ``Δ̂``, the default is, for a
+            post-stratified difference (:attr:`stratum_size` set), Wilson's interval for the
+            mean difference on ``D`` on the Kish size of ``D``'s draws times ``P(D)``
+            (``P(D)·[lo − hi, hi − lo]`` without a draw in ``D``), and Newcombe's otherwise.
+            ``"test"`` (default otherwise): the interval dual to the test, clipped to
+            ``P(D)·[lo − hi, hi − lo]`` when post-stratified.
             ``variance="wald"``: ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012), Sec. 3.2.2,
             Eq. 3.16 with ``δ``). ``variance="score"``: the set of ``Δ0`` that the score-type
             test does not reject, ``|Σ v (δ − Δ0)| ≤ z sqrt(Σ v² (δ − Δ0)²)`` — a quadratic
@@ -329,6 +331,8 @@ class ComparisonResult:
         """
         level = check_level(level)
         lo_d, hi_d = self.difference_bounds
+        if self.stratum_size is not None:  # post-stratified: Δ = P(D)·E[δ | D]
+            lo_d, hi_d = self.support_mass * lo_d, self.support_mass * hi_d
         newcombe_ok = (
             self.alternative == "two-sided"
             and self.per_model is not None
@@ -344,7 +348,8 @@ class ComparisonResult:
             ci = ConfidenceInterval(
                 float(np.clip(ci.low, lo_d, hi_d)), float(np.clip(ci.high, lo_d, hi_d))
             )
-            if method is None and (self.stratum_size == 0.0 or not ci.high - ci.low > 0):
+            tiny = 1e-6 * (hi_d - lo_d) if np.isfinite(hi_d - lo_d) else 0.0
+            if method is None and (self.stratum_size == 0.0 or not ci.high - ci.low > tiny):
                 # every draw's paired difference is the same (all agree, or all discordant one
                 # way): the test's interval is the point Δ̂
                 if self.stratum_size is not None and np.isfinite(hi_d - lo_d):
@@ -665,7 +670,10 @@ class MultipleComparisonResult:
             pooled SE; Holm and Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``;
             Holm has no matching simultaneous intervals); ``"none"``: per-pair Wald intervals —
             clipped to the range of a difference, which never changes whether an interval
-            contains 0.
+            contains 0. Post-stratified differences (:attr:`support_mass` below 1) are clipped
+            to ``P(D)`` times that range, and a pair whose interval would be a point (every draw
+            in ``D`` with the same difference, or none) gets Wilson's interval on ``D``'s Kish
+            size at the family's critical value, as :meth:`ComparisonResult.confidence_interval`.
         """
         level = self.level if level is None else check_level(level)
         lo_b, hi_b = self.bounds
@@ -680,19 +688,41 @@ class MultipleComparisonResult:
         if chosen == "newcombe":
             return self._newcombe_interval(level)
         c = self.critical_value if level == self.level else self.critical.quantile(level)
+        if self.stratum_size is not None:  # post-stratified: Δ = P(D)·E[δ | D]
+            d_lo, d_hi = self.support_mass * d_lo, self.support_mass * d_hi
+        nan = np.isnan(self.difference)
         if self.sums is not None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
             lo, hi = lo * self.support_mass, hi * self.support_mass
-            nan = np.isnan(self.difference)
-            return ConfidenceInterval(
-                np.where(nan, np.nan, np.clip(lo, d_lo, d_hi)),
-                np.where(nan, np.nan, np.clip(hi, d_lo, d_hi)),
-            )
-        half = c * self.stderr
-        return ConfidenceInterval(
-            np.clip(self.difference - half, d_lo, d_hi), np.clip(self.difference + half, d_lo, d_hi)
-        )
+        else:
+            lo, hi = self.difference - c * self.stderr, self.difference + c * self.stderr
+        lo = np.where(nan, np.nan, np.clip(lo, d_lo, d_hi))
+        hi = np.where(nan, np.nan, np.clip(hi, d_lo, d_hi))
+        if method is None and self.stratum_size is not None and np.isfinite(d_hi - d_lo):
+            # a pair whose draws in D all have the same δ (or no draw in D): the test's interval
+            # is a point; Wilson's on D's Kish size at the family's critical value, as compare()
+            point = ~nan & ~(hi - lo > 1e-6 * (d_hi - d_lo))
+            if np.any(point):
+                wl, wh = self._stratum_wilson(c)
+                lo, hi = np.where(point, wl, lo), np.where(point, wh, hi)
+        return ConfidenceInterval(lo, hi)
+
+    def _stratum_wilson(self, c: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair, Wilson's interval at critical value ``c`` for the mean difference on ``D``
+        (rescaled to ``[0, 1]`` over the difference's range) on the Kish size of ``D``'s draws,
+        times ``P(D)``; the whole range ``P(D)·[lo − hi, hi − lo]`` without draws in ``D``."""
+        lo_b, hi_b = self.bounds
+        r_lo, r_hi = lo_b - hi_b, hi_b - lo_b
+        m = self.support_mass
+        d = np.where(np.isnan(self.difference), 0.0, self.difference)
+        if not self.stratum_size or m <= 0:
+            return np.full_like(d, m * r_lo), np.full_like(d, m * r_hi)
+        x = (d / m - r_lo) / (r_hi - r_lo)
+        level = float(np.clip(2.0 * stats.norm.cdf(c) - 1.0, 1e-12, 1.0 - 1e-15))
+        wl, wh = intervals.wilson(x, self.stratum_size, level)
+        wl, wh = m * (r_lo + wl * (r_hi - r_lo)), m * (r_lo + wh * (r_hi - r_lo))
+        return np.minimum(wl, d), np.maximum(wh, d)
 
     def interval_critical_value(self, level: float | None = None) -> float:
         """The simultaneous critical value ``c`` of the Newcombe intervals: the
