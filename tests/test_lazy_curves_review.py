@@ -118,6 +118,13 @@ def test_threshold_free_measures_refuse_a_lazy_pool_up_front(pools, measure):
         bae.compare(lazy, measure, draws, y, models=("m0", "m1"))
     with _refused(name):
         bae.ActiveEvaluator(lazy, measure, model="m0", rng=0)
+    # the threshold-free proposals called directly (they were not guarded)
+    with _refused(name):
+        tf.rank_proposal(lazy, measure, model="m0")
+    with _refused(name):
+        tf.comparison_rank_proposal(lazy, measure, ("m0", "m1"))
+    with _refused(name):
+        tf.adaptive_rank_proposal(lazy, measure, np.full(lazy.n_items, 0.5), model="m0")
     # the in-memory pool is unaffected, and the message's advice gives the same answer
     est = bae.estimate(mem, measure, draws, y, model="m0")
     inmem = lazy.take(np.arange(lazy.n_items))

@@ -16,7 +16,7 @@ from ..kernel import (
     proposal_from_scores,
 )
 from ..proposals import Proposal, ProposalInfo
-from .estimates import belief_influence, measure_models, positive_probs
+from .estimates import belief_influence, check_not_lazy, measure_models, positive_probs
 from .kernels import RankMeasure, rank_measure
 
 __all__ = [
@@ -242,6 +242,7 @@ def rank_proposal(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
+    check_not_lazy(pool, m, "rank_proposal")
     models = measure_models(pool, m, model)
     mix = check_fraction(mix, "mix", allow_one=True)
     if isinstance(belief_floor, str):
@@ -324,6 +325,7 @@ def comparison_rank_proposal(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
+    check_not_lazy(pool, m, "comparison_rank_proposal")
     models = check_model_names(pool.models if models is None else models, 2)
     for name in models:
         pool.check_model(name)
@@ -390,6 +392,7 @@ def adaptive_rank_proposal(
     m = rank_measure(measure)
     if m is None:
         raise ValueError(f"{measure!r} is not a threshold-free measure")
+    check_not_lazy(pool, m, "adaptive_rank_proposal")
     measure_models(pool, m, model)  # an unknown model fails before any work
     pi = np.asarray(probs, dtype=float)
     if pi.ndim == 2:
