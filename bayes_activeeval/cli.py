@@ -251,8 +251,8 @@ _pool_option = click.option(
     "--estimator",
     type=click.Choice(["model_assisted", "ipw"]),
     default=None,
-    help="Adaptive: the difference estimate with the belief as control variate (default) or "
-    "the AIS estimate.",
+    help="Adaptive (or --task ranking): the difference estimate with the belief as control "
+    "variate (default) or the AIS estimate.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
@@ -271,9 +271,10 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
     from .session import Design, Session
 
     if task == "ranking":
+        _refuse_given(_NOT_RANKING, "not for --task ranking (labeling sessions only)")
         _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
                       cost_col, models, budget, seed, mix, overwrite, text_cols,
-                      max_grade)  # fmt: skip
+                      max_grade, estimator)  # fmt: skip
         return
     if max_grade is not None:
         raise ValueError(f"--max-grade {max_grade} is for ranking pools; add --task ranking")
@@ -316,9 +317,72 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         )
 
 
+#: ``bae init`` options a ranking session has no use for (parameter name, option).
+_NOT_RANKING = (
+    ("design", "--design"), ("oracle", "--oracle"), ("id_col", "--id-col"),
+    ("pred_col", "--pred-col"), ("preds", "--pred"), ("prob_col", "--prob-col"),
+    ("probs", "--prob"), ("score_col", "--score-col"), ("scores", "--score"),
+    ("std_col", "--std-col"), ("stds", "--std"), ("weight_col", "--weight-col"),
+    ("classes", "--classes"), ("pos_label", "--pos-label"), ("lazy", "--lazy"),
+)  # fmt: skip
+
+
+def _refuse_given(options, why: str) -> None:
+    """Refuse the ``options`` the user gave (on the command line or in the environment; a
+    default value is not given): one error naming them."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [opt for name, opt in options if ctx.get_parameter_source(name)
+             not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]  # fmt: skip
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: {why}")
+
+
+#: Messages of RankingSession.create in the words of ``bae init`` (pattern, replacement).
+_RANKING_INIT_WORDS = (
+    (r"^budget must be", "--budget must be"),
+    (r"^mix must be", "--mix must be"),
+    (r"^measure=(.*?) is not a ranking measure", r"--measure \1 is not a ranking measure"),
+    (r"^model=(.*?) is not a ranker", r"--model \1 is not a ranker"),
+    (r"^query=(.*?) is not a column of the frame", r"column \1 (--query-col) is not in the pool file"),
+    (r"^item=(.*?) is not a column of the frame", r"column \1 (--item-col) is not in the pool file"),
+    (r"^cost=(.*?) is not a column of the frame", r"column \1 (--cost-col) is not in the pool file"),
+    (r"^relevance\[\d+\]=(.*?) is not a column of the frame",
+     r"column \1 (--relevance-cols) is not in the pool file"),
+    (r"^ranks\['((?:[^'\\]|\\.)*)'\]=(.*?) is not a column of the frame",
+     r"column \2 (--rank \1=…) is not in the pool file"),
+)  # fmt: skip
+
+
+def _ranking_init_words(text: str) -> str:
+    import re
+
+    for pattern, cli in _RANKING_INIT_WORDS:
+        new = re.sub(pattern, cli, text, count=1)
+        if new != text:
+            return new
+    return text
+
+
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
                   cost_col, models, budget, seed, mix, overwrite, text_cols=(),
-                  max_grade=None):  # fmt: skip
+                  max_grade=None, estimator=None):  # fmt: skip
+    try:
+        _create_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
+                        cost_col, models, budget, seed, mix, overwrite, text_cols, max_grade,
+                        estimator)  # fmt: skip
+    except ValueError as exc:  # the library names its arguments; say the options instead
+        text = str(exc)
+        cli = _ranking_init_words(text)
+        if cli == text:
+            raise
+        raise ValueError(cli) from exc
+
+
+def _create_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
+                    cost_col, models, budget, seed, mix, overwrite, text_cols, max_grade,
+                    estimator):  # fmt: skip
     from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
@@ -340,9 +404,10 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         read["max_grade"] = int(max_grade)
     if cost_col:
         read["cost"] = cost_col
+    opts = {} if estimator is None else {"estimator": estimator}
     with RankingSession.create(
         session_path, pool, read, measure=measure, models=tuple(models), budget=budget,
-        seed=seed, mix=mix, text_cols=tuple(text_cols), overwrite=overwrite,
+        seed=seed, mix=mix, text_cols=tuple(text_cols), overwrite=overwrite, **opts,
     ) as s:  # fmt: skip
         st = s.status()
         click.echo(
@@ -362,14 +427,34 @@ def _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_pat
         frame = rs.next(n, annotator=annotator, lease=_lease_seconds(lease_minutes)).map(
             escape_cell
         )
+    csv_text = _batch_csv(frame)
     if out:
-        frame.to_csv(out, index=False)
+        with open(out, "w", encoding="utf-8", newline="") as fh:
+            fh.write(csv_text)
         click.echo(
             f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade written to {out}",
             err=True,
         )
     else:
-        click.echo(frame.to_csv(index=False), nl=False)
+        click.echo(csv_text, nl=False)
+
+
+def _batch_csv(frame) -> str:
+    """``frame.to_csv(index=False)``, with every cell that starts or ends with whitespace
+    quoted: ``bae record`` reads the file with ``skipinitialspace``, which drops the leading
+    spaces of an unquoted cell but keeps those inside quotes, so a ranking pool's id such as
+    ``' lead'`` (a Parquet pool keeps it) comes back as it was written."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(frame.to_csv(index=False))))  # the cells pandas wrote
+
+    def cell(text: str) -> str:
+        if text != text.strip() or any(c in text for c in ',"\r\n'):
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    return "".join(",".join(cell(c) for c in row) + "\n" for row in rows)
 
 
 def _ranking(session: str) -> bool:
@@ -849,8 +934,10 @@ def _ranking_text(
 ) -> str:
     """The ranking session's summary as text or JSON; ``check(rs)`` runs first (e.g. the output
     file check of ``bae report``, which needs the session's paths)."""
+    from ._validation import check_level
     from .ranking_session import RankingSession
 
+    level = check_level(level, "--level")  # before the session is opened
     with RankingSession.open(session, readonly=True, pool_path=pool_path) as rs:
         if check is not None:
             check(rs)
@@ -909,12 +996,17 @@ def relabel(session, item, label, reason, annotator, pool_path):
 def _relabel_ranking(session, qid, label, reason, annotator, pool_path) -> None:
     from .ranking_session import RankingSession
 
+    # ids are passed on as given (the pool keeps their spaces: 'd1 ' and 'd1' are two documents);
+    # RankingSession.relabel matches them exactly, and ignores the spaces only where no id
+    # matches exactly and one does without them ("d1=2, d2=1" finds d2)
     grades = {}
-    for part in (x.strip() for x in label.split(",") if x.strip()):
-        doc, sep, grade = (x.strip() for x in part.partition("="))
-        if not (sep and doc and grade):
-            raise ValueError(f"a ranking session's LABEL is DOC=GRADE[,DOC=GRADE…], got {part!r}")
-        grades[doc] = grade
+    for part in (x for x in label.split(",") if x.strip()):
+        doc, sep, grade = part.partition("=")
+        if not (sep and doc.strip() and grade.strip()):
+            raise ValueError(
+                f"a ranking session's LABEL is DOC=GRADE[,DOC=GRADE…], got {part.strip()!r}"
+            )
+        grades[doc] = grade.strip()
     with RankingSession.open(session, pool_path=pool_path) as rs:
         changed = rs.relabel(qid, grades, reason=reason, annotator=annotator, source="cli")
     if changed:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from ._validation import check_fraction, check_rng
+from ._validation import check_count, check_fraction, check_rng, show
 from .pool import Pool
 
 __all__ = ["SyntheticPool", "load_demo", "make_classification_pool", "make_regression_pool"]
@@ -66,6 +66,19 @@ class SyntheticPool:
         return self.labels[np.asarray(indices)]
 
 
+def _check_noise(noise) -> float:
+    """``noise`` as a finite number >= 0 (0: a model without error), else an error naming it."""
+    if isinstance(noise, (bool, str, bytes)):
+        raise TypeError(f"noise must be a number, got {noise!r}")
+    try:
+        value = float(noise)
+    except (TypeError, ValueError):
+        raise TypeError(f"noise must be a number, got {noise!r}") from None
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {show(noise)}")
+    return value
+
+
 def _solve_intercept(u: np.ndarray, b: float, prevalence: float) -> float:
     def gap(a):
         return special.expit(a + b * u).mean() - prevalence
@@ -95,7 +108,7 @@ def make_classification_pool(
     separation : float
         Slope ``b`` of the true log-odds in the latent feature (larger = easier problem).
     noise : float
-        Standard deviation of the model's error in the latent feature.
+        Standard deviation of the model's error in the latent feature (finite, ``>= 0``).
     calibration : {"calibrated", "overconfident", "svm", "stale"}
         How the reported probabilities are distorted (the ordering is kept).
     threshold : float
@@ -112,6 +125,8 @@ def make_classification_pool(
     check_fraction(prevalence, "prevalence", allow_zero=False)
     if n < 1:
         raise ValueError(f"n must be positive, got {n!r}")
+    noise = _check_noise(noise)
+    n_models = check_count(n_models, "n_models")
     u = rng.standard_normal(n)
     a = _solve_intercept(u, separation, prevalence)
     eta = special.expit(a + separation * u)
@@ -162,8 +177,8 @@ def make_regression_pool(
     n : int, optional
         Number of items (default 50,000).
     noise : float, optional
-        Scale of the label noise ``σ(x)`` (default 1.0); the model's error ``δ`` has standard
-        deviation ``0.3 · noise``.
+        Scale of the label noise ``σ(x)`` (default 1.0; finite, ``>= 0``); the model's error
+        ``δ`` has standard deviation ``0.3 · noise``.
     heteroscedastic : float, optional
         How much ``σ(x)`` varies between items through the item's ``z ∼ N(0, 1)`` (default 1.0;
         0 gives constant noise).
@@ -182,6 +197,8 @@ def make_regression_pool(
         With the real-valued labels and ``truth = μ(x)``.
     """
     rng = check_rng(rng)
+    noise = _check_noise(noise)
+    n_models = check_count(n_models, "n_models")
     x = rng.standard_normal(n)
     z = rng.standard_normal(n)
     mu = 2.0 * np.sin(x) + x

@@ -187,6 +187,26 @@ class RankingRecordResult:
     pending: int
 
 
+def _as_given(key: str, keys: Mapping[str, Any], missing: str) -> str:
+    """The id ``key`` of :meth:`RankingSession.relabel` as the pool has it: exactly as given
+    (as :meth:`RankingSession.record` matches), so ``'q1 '`` and ``'q1'`` stay two queries. Only
+    when nothing matches exactly is surrounding whitespace ignored, and only if that leaves one
+    id (``"d1=2, d2=1"`` on the command line still finds ``d2``): it never picks another item
+    than the one named exactly, and never guesses between two."""
+    if key in keys:
+        return key
+    near = [k for k in keys if k.strip() == key.strip()]
+    if len(near) == 1 and key.strip():
+        return near[0]
+    if len(near) > 1:
+        raise ValueError(
+            f"{missing}; without its surrounding spaces it could be any of "
+            + ", ".join(map(repr, near))
+            + ": give the id exactly"
+        )
+    raise ValueError(missing)
+
+
 def _corrected(
     con: Any, qi: int, iid: str, fixed: dict[str, int], annotator: str, own: bool
 ) -> dict[str, int]:
@@ -819,10 +839,12 @@ class RankingSession:
         Parameters
         ----------
         qid : Any
-            The query (its id as in the pool file).
+            The query (its id as in the pool file, matched exactly as :meth:`record` matches;
+            surrounding spaces are ignored only when no id matches exactly and one does without
+            them).
         grades : mapping
             ``{doc: grade}``: some documents of the query (``own=True``: may be all of them,
-            as the labeling page sends).
+            as the labeling page sends); document ids are matched as ``qid`` is.
         reason : str
             Why (kept with the correction, for audits).
         annotator : str, optional
@@ -852,11 +874,16 @@ class RankingSession:
         if not grades:
             raise ValueError("name the documents to correct: DOC=GRADE")
         keys = {str(q): i for i, q in enumerate(self.pool.query_ids.tolist())}
-        if str(qid).strip() not in keys:
-            raise ValueError(f"query {qid!r} is not in the pool")
-        qi = keys[str(qid).strip()]
+        qi = keys[_as_given(str(qid), keys, f"query {qid!r} is not in the pool")]
         iid = str(self.pool.query_ids[qi])
-        fixed = self._checked(qi, grades)
+        docs = {str(d): d for d in self.pool.doc_ids[qi]}
+        fixed = self._checked(
+            qi,
+            {
+                _as_given(str(d), docs, f"document {d!r} is not a document of query {iid!r}"): g
+                for d, g in grades.items()
+            },
+        )
         done: list[bool] = []
 
         def tx(con) -> None:

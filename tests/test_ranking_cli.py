@@ -74,7 +74,7 @@ def test_ranking_session_errors_are_one_line(pool_csv, tmp_path):
     sess = tmp_path / "r.bae"
     res = run("init", path, "--task", "ranking", "--measure", "dcg", "--session", sess,
               "--rank", "a=nope", "--budget", 5)  # fmt: skip
-    assert res.exit_code == 2 and "ranks['a']='nope' is not a column" in res.stderr
+    assert res.exit_code == 2 and "column 'nope' (--rank a=…)" in res.stderr
     ok("init", path, "--task", "ranking", "--measure", "dcg", "--session", sess,
        "--rank", "a=rank_a", "--budget", 5)  # fmt: skip
     batch = tmp_path / "b.csv"
