@@ -439,6 +439,9 @@ def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray
     kish, weight_df : ndarray (m,)
     """
     v = np.asarray(weights, dtype=float)
+    top = float(v.max()) if v.size else 0.0
+    if top > 1e50:  # (Σ v)² and Σ v⁴ would overflow; both sizes are scale-invariant
+        v = v / top
     L = np.asarray(losses, dtype=float)
     J = np.atleast_2d(np.asarray(jacobian, dtype=float))
     kish = np.empty(J.shape[0])

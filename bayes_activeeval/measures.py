@@ -509,6 +509,20 @@ def _loss_brier(y, view):
     return ((view.prob - onehot) ** 2).sum(axis=1)
 
 
+class _Brier(Measure):
+    """The Brier score, whose range depends on the number of classes: ``(p̂₁ − y)² ≤ 1`` on a
+    binary pool, ``Σ_c (p̂_c − 1[y=c])² ≤ 2`` on a multiclass one. Unresolved it has the
+    multiclass range ``(0, 2)``; :meth:`resolve` gives ``(0, 1)`` for two classes (with
+    ``(0, 2)`` a one-draw interval reached 1.99 for a binary loss that cannot exceed 1)."""
+
+    def resolve(self, n_classes: int) -> Measure:
+        if n_classes != 2 or self.bounds == (0.0, 1.0):
+            return super().resolve(n_classes)
+        out = copy.copy(super().resolve(n_classes))
+        out.bounds = (0.0, 1.0)
+        return out
+
+
 def _loss_mse(y, view):
     return (y - view.pred) ** 2
 
@@ -784,7 +798,7 @@ def _registry() -> dict[str, Callable[[], Measure]]:
             bounds=UNIT,
             tabular=True,
         ),
-        "brier": lambda: Measure(
+        "brier": lambda: _Brier(
             "brier", _loss_brier, components=("brier",), task="classification", bounds=(0.0, 2.0)
         ),
         "mse": lambda: Measure(
