@@ -580,3 +580,14 @@ def test_labels_per_cell_caps_the_cells():
     assert capped.posterior.sizes["cell"] <= 300 / 15 and capped.attrs["n_bins"] == 1
     assert capped.attrs["n_strata"] < 20
     assert capped.constant_data["raw_counts"].sum() == 300
+
+
+def test_posterior_measure_draws_stay_in_the_measure_range():
+    """Risks summed over cells can leave the range by rounding (accuracy draws of 1 + 1e-14 were
+    reported near the boundary); the measure's draws are clipped to ``Measure.bounds``."""
+    from bayes_activeeval.measures import get
+    from bayes_activeeval.posterior.common import apply_g
+
+    acc = get("accuracy").resolve(2)
+    G = apply_g(acc, np.array([[1 + 1e-14], [0.5], [-1e-14], [np.nan]]))
+    assert G[0, 0] == 1.0 and G[1, 0] == 0.5 and G[2, 0] == 0.0 and np.isnan(G[3, 0])

@@ -206,7 +206,9 @@ def apply_g(m: Measure, R: np.ndarray) -> np.ndarray:
     """``G = g(R)`` for every risk vector of a stack of them (e.g. posterior draws).
 
     Floating-point warnings are silenced: where ``g`` is undefined the value is whatever ``g``
-    returns there (e.g. ``nan`` for a ratio with a zero denominator).
+    returns there (e.g. ``nan`` for a ratio with a zero denominator). Values are clipped to the
+    measure's range (``Measure.bounds``): risks summed over cells can leave it by rounding
+    (accuracy draws of ``1 + 1e-14``).
 
     Parameters
     ----------
@@ -222,4 +224,6 @@ def apply_g(m: Measure, R: np.ndarray) -> np.ndarray:
     flat = R.reshape(-1, R.shape[-1])
     with np.errstate(all="ignore"):
         G = np.stack([m.g(r) for r in flat])
+    lo, hi = m.bounds
+    G = np.clip(G, lo, hi)  # NaN stays NaN
     return G.reshape((*R.shape[:-1], m.n_outputs))
