@@ -475,7 +475,7 @@ def ratio_bias(
         The estimated bias of each output (NaN where ``g`` is undefined at ``R̂``).
     """
     L = np.asarray(losses, dtype=float)
-    (v,) = _unhuge(np.asarray(weights, dtype=float))
+    (v,) = intervals.unhuge(np.asarray(weights, dtype=float))
     w = v / v.sum()
     R = (w @ L) if risk is None else np.asarray(risk, dtype=float)
     return _bias(L - R, w, measure, R)
@@ -550,22 +550,6 @@ def _distinct_rows(L: np.ndarray, mm: np.ndarray) -> int:
     if other.size == 0:
         return 1
     return 2 + int(np.any(np.any(other != other[:1], axis=1)))
-
-
-#: Importance weights above this are divided by their maximum before the sums: ``(Σ v)²`` and
-#: ``Σ v⁴`` overflow from about ``1e77`` (an ``OverflowError`` at ``1e160``, NaN at ``1e308``),
-#: while every self-normalized quantity is unchanged by rescaling. Ordinary weights are far
-#: below it and take the unscaled path, bit for bit.
-HUGE_WEIGHT = 1e50
-
-
-def _unhuge(v: np.ndarray, *others: np.ndarray | None) -> tuple:
-    """``v`` and ``others`` divided by ``max(v)`` when that exceeds :data:`HUGE_WEIGHT`, else
-    unchanged (the same objects)."""
-    top = float(v.max()) if v.size else 0.0
-    if not top > HUGE_WEIGHT:
-        return (v, *others)
-    return (v / top, *(None if o is None else np.asarray(o, dtype=float) / top for o in others))
 
 
 def _check_draws(L: np.ndarray, v: np.ndarray, name: str = "weights") -> None:
@@ -679,7 +663,7 @@ def weighted_estimate(
     L = np.asarray(losses, dtype=float)
     v = np.asarray(weights, dtype=float)
     _check_draws(L, v)
-    v, variance_weights = _unhuge(v, variance_weights)
+    v, variance_weights = intervals.unhuge(v, variance_weights)
     n = v.size
     m = measure.n_outputs
     sv = v.sum()
@@ -809,7 +793,7 @@ def model_assisted_estimate(
     v = np.asarray(weights, dtype=float)
     M = np.asarray(pool_expected, dtype=float)
     _check_draws(L, v)
-    (v,) = _unhuge(v)
+    (v,) = intervals.unhuge(v)
     sv = v.sum()
     if v.size == 0 or sv <= 0:
         est = weighted_estimate(L, v, measure, n_labels=n_labels)

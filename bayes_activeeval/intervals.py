@@ -386,6 +386,36 @@ def _snap(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) <= SNAP, 0.0, np.where(np.abs(1.0 - x) <= SNAP, 1.0, x))
 
 
+#: Importance weights above this are divided by their maximum before the sums: ``(Σ v)²`` and
+#: ``Σ v⁴`` overflow from about ``1e77`` (an ``OverflowError`` at ``1e160``, NaN at ``1e308``),
+#: while every self-normalized quantity is unchanged by rescaling. Ordinary weights are far
+#: below it and take the unscaled path, bit for bit.
+HUGE_WEIGHT = 1e50
+
+
+def unhuge(v: np.ndarray, *others: np.ndarray | None) -> tuple:
+    """``v`` and ``others`` divided by ``max(v)`` when that exceeds :data:`HUGE_WEIGHT`, else
+    unchanged (the same objects): the self-normalized estimate (Sawade (2012), Eq. 3.31), its
+    variance (Eq. 3.14) and the effective sizes do not change when every weight is scaled.
+
+    Parameters
+    ----------
+    v : ndarray
+        Importance weights ``p/q``.
+    *others : ndarray or None
+        Arrays to divide by the same factor (e.g. variance weights).
+
+    Returns
+    -------
+    tuple
+        ``(v, *others)``, rescaled or as given.
+    """
+    top = float(v.max()) if v.size else 0.0
+    if not top > HUGE_WEIGHT:
+        return (v, *others)
+    return (v / top, *(None if o is None else np.asarray(o, dtype=float) / top for o in others))
+
+
 def carrying_kish(weights: Any, losses: Any, jacobian: Any) -> np.ndarray:
     """Kish effective size ``(Σ v)²/Σ v²`` of the draws that carry each output of a measure
     (see :func:`carrying_sizes`, which also gives the degrees of freedom of their weights).
@@ -438,10 +468,7 @@ def carrying_sizes(weights: Any, losses: Any, jacobian: Any) -> tuple[np.ndarray
     -------
     kish, weight_df : ndarray (m,)
     """
-    v = np.asarray(weights, dtype=float)
-    top = float(v.max()) if v.size else 0.0
-    if top > 1e50:  # (Σ v)² and Σ v⁴ would overflow; both sizes are scale-invariant
-        v = v / top
+    (v,) = unhuge(np.asarray(weights, dtype=float))  # both sizes are scale-invariant
     L = np.asarray(losses, dtype=float)
     J = np.atleast_2d(np.asarray(jacobian, dtype=float))
     kish = np.empty(J.shape[0])

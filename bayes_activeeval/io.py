@@ -718,7 +718,17 @@ def unescape_cell(value: Any) -> Any:
     return value
 
 
-def _is_sqlite(path: Path) -> bool:
+def is_sqlite(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite database (its 16-byte header; ``False`` if unreadable).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    bool
+    """
     try:
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
@@ -736,7 +746,7 @@ def _holds_labels(path: Path) -> str | None:
     or None."""
     import csv
 
-    if _is_sqlite(path):
+    if is_sqlite(path):
         return "it is a SQLite database (a session?)"
     try:
         with open(path, newline="", encoding="utf-8") as fh:

@@ -46,6 +46,15 @@ def pools() -> dict:
     for name, n, prev, seed in (("prev 0.3", 20_000, 0.3, 0), ("prev 0.01", 50_000, 0.01, 1)):
         sp = bae.datasets.make_classification_pool(n, prev, n_models=2, rng=seed)
         out[name] = (sp.pool, np.asarray(sp.labels))
+    pool, y, _ = one_sided_pool()
+    out["one_sided"] = (pool, y)
+    return out
+
+
+def one_sided_pool():
+    """5,000 items, 30 % positives: ``m0`` right everywhere, ``m1`` wrong on a random 10 %
+    (the paired difference of the error rate is −1 on all of ``D``); returns the pool, the labels
+    and ``m1``'s predictions."""
     rng = np.random.default_rng(3)
     y = (rng.random(5_000) < 0.3).astype(int)
     fb = np.where(rng.random(5_000) < 0.1, 1 - y, y)
@@ -54,8 +63,7 @@ def pools() -> dict:
         probs={"m0": np.where(y == 1, 0.9, 0.1), "m1": np.where(fb == 1, 0.8, 0.2)},
         classes=[0, 1],
     )
-    out["one_sided"] = (pool, y)
-    return out
+    return pool, y, fb
 
 
 def before(delta: np.ndarray, v: np.ndarray) -> tuple[float, float, float]:

@@ -5,9 +5,11 @@ so pytest puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
+import pandas as pd
 from click.testing import CliRunner, Result
 
 from bayes_activeeval.cli import main
+from bayes_activeeval.datasets import make_classification_pool
 
 
 def run(*args, input=None) -> Result:
@@ -31,3 +33,15 @@ def fails(*args, message: str, input=None) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
     assert message in lines[0], lines[0]
     return lines[0]
+
+
+def labeled_pool_csv(path, *, seed: int, prefix: str, text: str = "t{}", n: int = 600):
+    """A binary pool file ``path`` (columns ``id``, ``pred``, ``p``, ``text``) from
+    ``make_classification_pool(n, 0.2, separation=3.0, rng=seed)`` and its truth ``{id: label}``."""
+    sp = make_classification_pool(n, 0.2, separation=3.0, rng=seed)
+    v = sp.pool.view()
+    ids = [f"{prefix}{i}" for i in range(n)]
+    pd.DataFrame(
+        {"id": ids, "pred": v.pred, "p": v.positive_prob(), "text": [text.format(i) for i in ids]}
+    ).to_csv(path, index=False)
+    return path, dict(zip(ids, sp.labels.tolist(), strict=True))

@@ -3,6 +3,9 @@ are derived from binomial / normal Monte Carlo error."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from pools import binary_pool, overlap_pool, permuted_null
@@ -959,16 +962,11 @@ def test_default_interval_is_never_a_point_when_every_draw_is_discordant_one_way
 
 
 def _one_sided_pool():
-    """m0 right everywhere, m1 wrong on a random 10 % (δ = −1 on all of D for the error rate)."""
-    rng = np.random.default_rng(3)
-    y = (rng.random(5_000) < 0.3).astype(int)
-    fb = np.where(rng.random(5_000) < 0.1, 1 - y, y)
-    pool = bae.Pool(
-        predictions={"m0": y, "m1": fb},
-        probs={"m0": np.where(y == 1, 0.9, 0.1), "m1": np.where(fb == 1, 0.8, 0.2)},
-        classes=[0, 1],
-    )
-    return pool, y, fb
+    """The one-sided pool of ``benchmarks/compare_post_stratified.py``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import compare_post_stratified
+
+    return compare_post_stratified.one_sided_pool()
 
 
 def test_post_stratified_degenerate_draws_keep_test_and_interval_consistent():

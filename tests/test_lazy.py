@@ -65,6 +65,17 @@ def lazy_pair(parquet_path, frame, **kw):
     return lazy, mem
 
 
+def lock_step(ev_l, ev_m, labels, stages=3, n=40):
+    """Run a lazy and an in-memory evaluator side by side: the same queries, and the same
+    proposal after every update."""
+    for _ in range(stages):
+        il, im = ev_l.query(n), ev_m.query(n)
+        np.testing.assert_array_equal(il, im)
+        ev_l.update(il, labels[il])
+        ev_m.update(im, labels[im])
+        assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+
+
 def rel(a, b):
     a, b = np.asarray(a), np.asarray(b)
     return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
@@ -317,12 +328,7 @@ def test_calibration_evaluator_matches_in_memory(
     assert isinstance(ev_l, LazyActiveEvaluator) and ev_l.draws_mode == "exact"
     assert isinstance(ev_l.oracle, CalibrationOracle) and isinstance(ev_m.oracle, CalibrationOracle)
     labels = two_model.labels
-    for _ in range(3):
-        il, im = ev_l.query(40), ev_m.query(40)
-        np.testing.assert_array_equal(il, im)
-        ev_l.update(il, labels[il])
-        ev_m.update(im, labels[im])
-        assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+    lock_step(ev_l, ev_m, labels)
     np.testing.assert_allclose(ev_l.oracle.params, ev_m.oracle.params, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(ev_l.oracle.lam, ev_m.oracle.lam, rtol=1e-9, atol=1e-12)
     if ev_m.oracle.has_asymptotes:  # the asymptotes reach the lazy belief
@@ -370,12 +376,7 @@ def test_calibration_on_raw_scores_matches_in_memory(parquet_path, frame):
     assert ev_l._belief.x_scale == ev_m.oracle.x_scale != 1.0
     assert np.isclose(ev_m.oracle.x_scale, (q3 - q1) / 1.3489795003921634)
     labels = (np.random.default_rng(3).random(N) < 1 / (1 + np.exp(-(s - 1)))).astype(int)
-    for _ in range(3):
-        il, im = ev_l.query(40), ev_m.query(40)
-        np.testing.assert_array_equal(il, im)
-        ev_l.update(il, labels[il])
-        ev_m.update(im, labels[im])
-        assert rel(ev_l.proposal.q.compute(), ev_m.proposal.q) < 1e-10
+    lock_step(ev_l, ev_m, labels)
     np.testing.assert_allclose(ev_l.oracle.params, ev_m.oracle.params, rtol=1e-9, atol=1e-12)
     assert ev_l.oracle.coef_ == pytest.approx(ev_m.oracle.coef_, rel=1e-9)
     el = ev_l.run(lambda i: labels[i], budget=ev_m.cost + 60, progress=False)

@@ -13,8 +13,8 @@ from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 import pytest
+from cli_helpers import labeled_pool_csv
 
-from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.io import PoolSpec
 from bayes_activeeval.serve import ServeConfig, create_app
 from bayes_activeeval.session import Design, Session, SessionError
@@ -91,13 +91,7 @@ def csrf_of(page: str) -> str:
 @pytest.fixture(scope="module")
 def pool_csv(tmp_path_factory):
     d = tmp_path_factory.mktemp("serveapp")
-    sp = make_classification_pool(600, 0.2, separation=3.0, rng=5)
-    v = sp.pool.view()
-    ids = [f"s{i}" for i in range(600)]
-    pd.DataFrame(
-        {"id": ids, "pred": v.pred, "p": v.positive_prob(), "text": [f"t{i}" for i in ids]}
-    ).to_csv(d / "pool.csv", index=False)
-    return d / "pool.csv", dict(zip(ids, sp.labels.tolist(), strict=True))
+    return labeled_pool_csv(d / "pool.csv", seed=5, prefix="s", text="t{}")
 
 
 def make_app(pool_csv, tmp_path, budget=None, **cfg):

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_helpers import fails, ok
+from cli_helpers import fails, labeled_pool_csv, ok
 
-from bayes_activeeval.datasets import make_classification_pool
 from bayes_activeeval.io import PoolSpec
 from bayes_activeeval.session import Design, Session, SessionError
 
@@ -37,13 +36,7 @@ def env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
     d = tmp_path_factory.mktemp("safety")
-    sp = make_classification_pool(600, 0.2, separation=3.0, rng=3)
-    v = sp.pool.view()
-    ids = [f"i{k}" for k in range(600)]
-    pd.DataFrame(
-        {"id": ids, "pred": v.pred, "p": v.positive_prob(), "text": [f"t {i}" for i in ids]}
-    ).to_csv(d / "pool.csv", index=False)
-    return d / "pool.csv", dict(zip(ids, sp.labels.tolist(), strict=True))
+    return labeled_pool_csv(d / "pool.csv", seed=3, prefix="i", text="t {}")
 
 
 def new_session(pool, where: Path, name: str = "s.bae", *extra) -> Path:

@@ -19,19 +19,18 @@ from .pairwise import (
     check_belief_arg,
     check_inputs,
     check_proposal,
-    disagreement_mass,
-    is_linear,
+    flat_se,
     models_arg,
+    pair_sums,
+    post_stratum,
     resolve_variance,
     support_mass_of,
-    unit_weights,
 )
 from .results import (
     FamilyCritical,
     MaxAbsZ,
     MultipleComparisonResult,
     ScoreSums,
-    has_equal_weights,
 )
 
 MC_METHODS = ("tukey", "studentized_range", "dunnett", "holm", "bonferroni", "none")
@@ -193,59 +192,46 @@ def multiple_comparison(
             f"the labeled sample does not define {base.name!r} for every model yet; "
             "label more items"
         )
-    equal = has_equal_weights(draws.weights, proposal) and unit_weights(draws, proposal)
     # the differences: post-stratified on the set D where some two models' losses can differ
     # (as compare() does for two), for plain risks under an active proposal
-    Gt, covt, mass, stratum_size = G, cov, 1.0, None
-    v = np.asarray(draws.weights, dtype=float)
-    keep = slice(None)
-    if not isinstance(base, RankMeasure) and is_linear(base) and not equal:
-        mass, in_d = disagreement_mass(pool, base, models, draws.indices)
-        if mass < 1.0 - 1e-12:
-            keep = in_d
-            vk = v[keep]
-            stratum_size = float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0
-            if vk.size:
-                st_d = weighted_estimate(L[keep], vk, st, n_labels=n_labels)
-                Gt, covt = mass * st_d.values, mass * mass * st_d.cov
-            else:  # no draw where two models can differ: no evidence either way
-                Gt, covt = np.zeros(k), np.zeros((k, k))
-        else:
-            mass = 1.0
+    strat = post_stratum(pool, base, models, draws, proposal)
+    mass = strat.mass
+    Gt, covt = G, cov
+    if strat.size is not None:
+        v = np.asarray(draws.weights, dtype=float)
+        Lk, vk = L[strat.keep], v[strat.keep]
+        if vk.size:
+            st_d = weighted_estimate(Lk, vk, st, n_labels=n_labels)
+            Gt, covt = mass * st_d.values, mass * mass * st_d.cov
+        else:  # no draw where two models can differ: no evidence either way
+            Gt, covt = np.zeros(k), np.zeros((k, k))
+    elif not isinstance(base, RankMeasure):
+        Lk, vk = L, np.asarray(draws.weights, dtype=float)
     diff = Gt[:, None] - Gt[None, :]
     wald_var = np.diag(covt)[:, None] + np.diag(covt)[None, :] - 2 * covt
     test_cov, score = covt, None
     if variance == "score":
-        Lk, vk = L[keep], v[keep]
         W, v2 = float(vk.sum()), vk * vk
-        if W > 0:
+        if W > 0:  # the covariance under the complete null; a common centre cancels in contrasts
             c0 = Lk - Lk.mean()
             test_cov = mass * mass * ((c0 * v2[:, None]).T @ c0) / W**2
         else:
             test_cov = np.zeros((k, k))
         m1 = v2 @ Lk
-        score = {
-            "A": diff / mass * W,
-            "C": m1[:, None] - m1[None, :],
-            "D": float(v2.sum()),
-            "W": W,
-        }
+        A, B = pair_sums(Lk, vk)
+        score = {"A": A, "B": B, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()), "W": W}
     var = np.diag(test_cov)[:, None] + np.diag(test_cov)[None, :] - 2 * test_cov
     se = np.sqrt(np.clip(var, 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
-    flat = ~(se > 1e-12 * np.maximum(np.abs(diff), 1e-300))  # SE 0 up to rounding
+    flat = flat_se(se, diff)
     np.fill_diagonal(flat, False)
-    if stratum_size is not None and np.any(flat):
+    if strat.size is not None and np.any(flat):
         # a pair whose draws in D all have the same δ has Wald SE 0 (it would reject at any n);
         # as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them instead
-        Lk, vk = L[keep], v[keep]
-        v2 = vk * vk
-        A = (vk @ Lk)[:, None] - (vk @ Lk)[None, :]
-        B = np.einsum("n,ni,nj->ij", v2, Lk, Lk)
-        Bd = np.diag(B)[:, None] + np.diag(B)[None, :] - 2 * B
+        A, B = pair_sums(Lk, vk)
         with np.errstate(invalid="ignore", divide="ignore"):
-            zs = np.where(Bd > 0, A / np.sqrt(np.clip(Bd, 0.0, None)), 0.0)
+            zs = np.where(B > 0, A / np.sqrt(np.clip(B, 0.0, None)), 0.0)
         z = np.where(flat, zs, z)
     np.fill_diagonal(z, np.nan)
     raw = np.full((k, k), np.nan)
@@ -339,13 +325,11 @@ def multiple_comparison(
         n_labels=n_labels,
         variance=variance,
         critical=crit,
-        sums=None
-        if score is None
-        else ScoreSums(**score, B=score["W"] ** 2 * np.clip(var, 0.0, None) / mass**2),
+        sums=None if score is None else ScoreSums(**score),
         bounds=base.bounds,
         per_model=None if isinstance(base, RankMeasure) else est,
         interval_critical=interval_crit,
-        equal_weights=equal,
+        equal_weights=strat.passive,
         support_mass=mass,
-        stratum_size=stratum_size,
+        stratum_size=strat.size,
     )

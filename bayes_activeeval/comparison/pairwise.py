@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -290,13 +291,67 @@ def support_mass_of(proposal: Proposal) -> float:
     return float(proposal.p[proposal.q > 0].sum())
 
 
-def unit_weights(draws: Draws, proposal: Proposal | None) -> bool:
-    """Passive draws have ``v = p/q = 1``; equal weights other than 1 come from an active
-    proposal whose draws all fell on one level of ``q/p`` (e.g. all where two models disagree)."""
+def is_passive(draws: Draws, proposal: Proposal | None) -> bool:
+    """Whether the design is passive sampling: ``q ∝ p`` on every item of ``proposal`` when it is
+    given, else every draw's weight ``p/q`` equal to 1 (equal weights other than 1 come from an
+    active proposal whose draws all fell on one level of ``q/p``, e.g. all where two models
+    disagree)."""
+    if not has_equal_weights(draws.weights, proposal):
+        return False
     if proposal is not None:
-        return True  # has_equal_weights decided from the proposal itself
+        return True
     w = np.asarray(draws.weights, dtype=float)
     return bool(w.size == 0 or np.all(np.abs(w - 1.0) <= 1e-9))
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """How a plain risk's paired differences are estimated (:func:`post_stratum`).
+
+    ``keep`` selects the draws that enter (those in ``D``, or all), ``mass`` is ``P(D)`` (1 when
+    not post-stratified), ``size`` the Kish size of the kept draws (``None`` when not
+    post-stratified), ``passive`` whether the design is passive sampling.
+    """
+
+    keep: Any
+    mass: float
+    size: float | None
+    passive: bool
+
+
+def post_stratum(pool, base: Measure, models, draws: Draws, proposal) -> Stratum:
+    """The post-stratification of :func:`compare` and :func:`multiple_comparison`: for a plain
+    risk under any design but passive sampling, the draws in the set ``D`` where some two of
+    ``models`` can differ (``δ ≡ 0`` off it) and ``P(D)``, so that a difference is ``P(D)`` times
+    the self-normalized difference of ``D``'s draws (Sawade (2012), Sec. 5.2.2 for a proposal
+    that is zero off ``D``)."""
+    passive = is_passive(draws, proposal)
+    if passive or isinstance(base, RankMeasure) or not is_linear(base):
+        return Stratum(slice(None), 1.0, None, passive)
+    mass, in_d = disagreement_mass(pool, base, models, draws.indices)
+    if mass >= 1.0 - 1e-12:
+        return Stratum(slice(None), 1.0, None, passive)
+    vk = np.asarray(draws.weights, dtype=float)[in_d]
+    return Stratum(in_d, mass, float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0, passive)
+
+
+def flat_se(se: Any, difference: Any) -> Any:
+    """A standard error that is 0 up to rounding (``≤ 1e-12 |Δ̂|``): every draw of the stratum
+    with the same paired difference."""
+    return ~(np.asarray(se) > 1e-12 * np.maximum(np.abs(difference), 1e-300))
+
+
+def pair_sums(L: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Σ v (ℓ_i − ℓ_j)`` and ``Σ v² (ℓ_i − ℓ_j)²`` for every pair of the columns of ``L``
+    (``k × k``): the numerator and squared denominator of the score statistic (Sawade (2012),
+    Eq. 3.23 with the variance under ``H0``), each difference formed before it is squared."""
+    k = L.shape[1]
+    A, B = np.zeros((k, k)), np.zeros((k, k))
+    v2 = v * v
+    for i in range(k):
+        d = L[:, [i]] - L
+        A[i], B[i] = v @ d, v2 @ (d * d)
+    return A, B
 
 
 def compare(
@@ -324,7 +379,9 @@ def compare(
     can differ (:func:`disagreement`; ``δ ≡ 0`` off it and the pool knows ``P(D)``):
     ``Δ̂ = P(D) Σ_D v δ / Σ_D v`` over the draws in ``D``, with that ratio's variance times
     ``P(D)²`` (Sawade (2012), Sec. 5.2.2 for a proposal that is zero off ``D``). The score
-    statistic is unchanged (the draws off ``D`` add nothing to its sums); the estimate no longer
+    statistic is unchanged (the draws off ``D`` add nothing to ``Σ v δ`` or ``Σ v² δ²``), but
+    ``W = Σ v`` and ``D = Σ v²`` of its sums, and so its interval, are over ``D``'s draws; the
+    estimate no longer
     depends on how many of the few heavy draws where the models agree a sample holds (20 draws
     of a comparison proposal that all fell in ``D`` gave the difference on ``D``, 1.0, for a true
     0.103). ``support_mass`` and ``stratum_size`` of the result hold ``P(D)`` and the Kish size
@@ -455,22 +512,11 @@ def compare(
     if scale < 1.0 - 1e-12:
         _check_restricted(pool, base, a, b, proposal, draws)
     variance = resolve_variance(base, variance)
-    equal = has_equal_weights(draws.weights, proposal) and unit_weights(draws, proposal)
-    keep, stratum_size = slice(None), None
-    if is_linear(base) and not equal:
-        # post-stratified on the disagreement set D: δ ≡ 0 where the models agree and the pool
-        # knows P(D), so Δ = P(D)·E[δ | D] is estimated from the draws in D alone
-        scale, in_d = disagreement_mass(pool, base, (a, b), draws.indices)
-        if scale < 1.0 - 1e-12:
-            keep = in_d
-            vk = np.asarray(draws.weights, dtype=float)[keep]
-            stratum_size = float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0
-        else:
-            scale = 1.0
-    Lk, vk = L[keep], np.asarray(draws.weights, dtype=float)[keep]
+    strat = post_stratum(pool, base, (a, b), draws, proposal)
+    Lk, vk = L[strat.keep], np.asarray(draws.weights, dtype=float)[strat.keep]
     if Lk.shape[0]:
         est = weighted_estimate(Lk, vk, diff_m, n_labels=n_labels)
-        value, se = float(est.values[0]) * scale, float(est.stderrs[0]) * scale
+        value, se = float(est.values[0]) * strat.mass, float(est.stderrs[0]) * strat.mass
     else:  # no draw where the two models can differ: no evidence either way
         value, se = 0.0, np.nan
     sums = None
@@ -487,12 +533,12 @@ def compare(
         z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0
     else:
         z = _z(value, se) if Lk.shape[0] else 0.0
-        if stratum_size is not None and Lk.shape[0] and not se > 1e-12 * max(abs(value), 1e-300):
+        if strat.size is not None and Lk.shape[0] and flat_se(se, value):
             # every draw in D has the same δ: the Wald SE is 0 and would reject at any n (two
             # draws gave p = 0); the score statistic Σ v δ / sqrt(Σ v² δ²) still measures them
-            delta = Lk[:, 0] - Lk[:, 1]
-            z = _z(float(vk @ delta), float(np.sqrt((vk * vk) @ (delta * delta))))
-    if proposal is not None and support_mass_of(proposal) < 1.0 - 1e-12:
+            A, B = pair_sums(Lk, vk)
+            z = _z(float(A[0, 1]), float(np.sqrt(B[0, 1])))
+    if scale < 1.0 - 1e-12:  # the proposal left out items where the models agree
         estimates = {a: np.nan, b: np.nan}
         stderrs = {a: np.nan, b: np.nan}
     else:
@@ -511,13 +557,13 @@ def compare(
         n_labels=n_labels,
         measure=base.name,
         greater_is_better=base.greater_is_better,
-        support_mass=scale,
+        support_mass=strat.mass,
         variance=variance,
         sums=sums,
         per_model=None if np.isnan(estimates[a]) else per,
         bounds=base.bounds,
-        equal_weights=equal,
-        stratum_size=stratum_size,
+        equal_weights=strat.passive,
+        stratum_size=strat.size,
     )
 
 

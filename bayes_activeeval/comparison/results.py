@@ -145,6 +145,45 @@ def has_equal_weights(weights: Any, proposal: Any = None) -> bool:
     return bool(np.ptp(w) <= 1e-9 * np.max(np.abs(w)))
 
 
+def stratum_wilson(
+    difference: Any, mass: float, size: float | None, bounds: tuple[float, float], level: float
+) -> tuple[Any, Any]:
+    """Wilson's interval for a post-stratified difference whose draws in ``D`` all had the same
+    paired difference (the interval dual to the test is then a point): the mean difference on
+    ``D``, ``Δ̂/P(D)``, rescaled to ``[0, 1]`` over the difference's range ``[lo − hi, hi − lo]``,
+    on the Kish size of ``D``'s draws (Wilson's interval never has zero width; Brown, Cai &
+    DasGupta (2001), Eq. 4), times ``P(D)``; without draws in ``D`` the whole range times
+    ``P(D)``. Elementwise over ``difference``; the interval always contains ``Δ̂``.
+
+    Parameters
+    ----------
+    difference : float or ndarray
+        ``Δ̂``.
+    mass : float
+        ``P(D)``.
+    size : float or None
+        The Kish size of ``D``'s draws (0 or ``None``: none).
+    bounds : (float, float)
+        The measure's range ``(lo, hi)``.
+    level : float
+        Confidence level.
+
+    Returns
+    -------
+    low, high : float or ndarray
+    """
+    lo_b, hi_b = bounds
+    r_lo, r_hi = lo_b - hi_b, hi_b - lo_b
+    d = np.asarray(difference, dtype=float)
+    if not size or mass <= 0 or not np.all(np.isfinite(d)):
+        return np.full_like(d, mass * r_lo), np.full_like(d, mass * r_hi)
+    x = (d / mass - r_lo) / (r_hi - r_lo)
+    wl, wh = intervals.wilson(x, size, level)
+    wl, wh = mass * (r_lo + wl * (r_hi - r_lo)), mass * (r_lo + wh * (r_hi - r_lo))
+    # the ends are exact at a bound; rounding of Δ̂/P(D) must not leave Δ̂ outside
+    return np.minimum(wl, d), np.maximum(wh, d)
+
+
 @dataclass(frozen=True, repr=False)
 class ComparisonResult:
     """The paired Wald test of ``H0: G_a = G_b`` (Sawade (2012), Eqs. 3.21-3.24).
@@ -359,20 +398,10 @@ class ComparisonResult:
         return ci
 
     def _stratum_wilson(self, level: float) -> ConfidenceInterval:
-        """Wilson's interval for the post-stratified difference when every draw in ``D`` had
-        the same paired difference: the mean difference on ``D``, rescaled to ``[0, 1]`` over
-        the difference's range, on the Kish size of those draws (Wilson's interval never has
-        zero width), times ``P(D)``; the whole range ``P(D)·[lo − hi, hi − lo]`` without draws
-        in ``D``."""
-        lo_d, hi_d = self.difference_bounds
-        m = self.support_mass
-        if not self.stratum_size or not np.isfinite(self.estimate) or m <= 0:
-            return ConfidenceInterval(float(m * lo_d), float(m * hi_d))
-        x = (self.estimate / m - lo_d) / (hi_d - lo_d)
-        lo, hi = intervals.wilson(x, self.stratum_size, level)
-        lo, hi = m * (lo_d + lo * (hi_d - lo_d)), m * (lo_d + hi * (hi_d - lo_d))
-        # the ends are exact at a bound; rounding of Δ̂/P(D) must not leave Δ̂ outside
-        return ConfidenceInterval(float(min(lo, self.estimate)), float(max(hi, self.estimate)))
+        lo, hi = stratum_wilson(
+            self.estimate, self.support_mass, self.stratum_size, self.bounds, level
+        )
+        return ConfidenceInterval(float(lo), float(hi))
 
     def _newcombe_interval(self, level: float) -> ConfidenceInterval:
         a, b = self.models
@@ -709,20 +738,9 @@ class MultipleComparisonResult:
         return ConfidenceInterval(lo, hi)
 
     def _stratum_wilson(self, c: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per pair, Wilson's interval at critical value ``c`` for the mean difference on ``D``
-        (rescaled to ``[0, 1]`` over the difference's range) on the Kish size of ``D``'s draws,
-        times ``P(D)``; the whole range ``P(D)·[lo − hi, hi − lo]`` without draws in ``D``."""
-        lo_b, hi_b = self.bounds
-        r_lo, r_hi = lo_b - hi_b, hi_b - lo_b
-        m = self.support_mass
         d = np.where(np.isnan(self.difference), 0.0, self.difference)
-        if not self.stratum_size or m <= 0:
-            return np.full_like(d, m * r_lo), np.full_like(d, m * r_hi)
-        x = (d / m - r_lo) / (r_hi - r_lo)
         level = float(np.clip(2.0 * stats.norm.cdf(c) - 1.0, 1e-12, 1.0 - 1e-15))
-        wl, wh = intervals.wilson(x, self.stratum_size, level)
-        wl, wh = m * (r_lo + wl * (r_hi - r_lo)), m * (r_lo + wh * (r_hi - r_lo))
-        return np.minimum(wl, d), np.maximum(wh, d)
+        return stratum_wilson(d, self.support_mass, self.stratum_size, self.bounds, level)
 
     def interval_critical_value(self, level: float | None = None) -> float:
         """The simultaneous critical value ``c`` of the Newcombe intervals: the

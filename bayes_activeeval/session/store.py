@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..io import is_sqlite
+
 SCHEMA_VERSION = 2
 
 SCHEMA_CORE = """
@@ -193,14 +195,6 @@ _LABEL_TABLES = ("annotations", "labels", "labels_v1", "grades")
 LOCK_WAIT = 2.0
 
 
-def _is_sqlite(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
 def _count_labels(con: sqlite3.Connection) -> int:
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     n = 0
@@ -234,7 +228,7 @@ def check_replaceable(path: str) -> None:
     made again under the exclusive lock of :func:`write_new`."""
     if os.path.isdir(path):
         raise SessionError(f"{path} is a directory, not a session file")
-    if not _is_sqlite(path):
+    if not is_sqlite(path):
         from ..io import check_output
 
         check_output(path, overwrite=True)
@@ -446,7 +440,7 @@ def _read_connection(path: str) -> SessionConnection:
 def peek_meta(path: str, key: str) -> Any:
     """One value of a session file's meta table (``None``: no such key), read without writing
     a byte or creating a file (:func:`_read_connection`)."""
-    if not _is_sqlite(path):
+    if not is_sqlite(path):
         return None
     con = _read_connection(path)
     try:
@@ -523,7 +517,7 @@ def write_new(
     check_new_path(path, overwrite=overwrite)
     old: sqlite3.Connection | None = None
     exists = os.path.lexists(path)
-    if exists and _is_sqlite(path):
+    if exists and is_sqlite(path):
         old = _lock_for_replacement(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     con = None
