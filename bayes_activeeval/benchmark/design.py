@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,8 +237,7 @@ class BenchmarkDesign:
         """Predicted coefficient of variation of the estimated positive total (guess taken as
         calibrated); it bounds the ratio bias of sensitivity and F1 in standard errors
         (:func:`~bayes_activeeval.benchmark.design.positives_cv`)."""
-        H = self.n_strata
-        exp_pos = np.bincount(self.strata, self.guess, H)
+        exp_pos = self.stratum_guess_sums
         if self.scheme == "poisson":
             sb = (exp_pos / np.maximum(self.stratum_sizes, 1))[self.strata]
             s, p = self.guess, self.inclusion
@@ -245,10 +245,15 @@ class BenchmarkDesign:
             return positives_cv(self.stratum_sizes, self.allocation, exp_pos, terms)
         return positives_cv(self.stratum_sizes, self.allocation, exp_pos)
 
+    @functools.cached_property
+    def stratum_guess_sums(self) -> np.ndarray:
+        """``Σ s_i`` per stratum: the positives the guess expects in each stratum of the pool."""
+        return np.bincount(self.strata, self.guess, self.n_strata)
+
     def summary(self) -> pd.DataFrame:
         """Per-stratum table: size, labels, inclusion probability, mean guess, expected positives."""
         H = self.n_strata
-        sg = np.bincount(self.strata, self.guess, H)
+        sg = self.stratum_guess_sums
         return pd.DataFrame(
             {
                 "pool_items": self.stratum_sizes,
