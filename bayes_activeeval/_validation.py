@@ -105,6 +105,56 @@ def check_encoded_labels(values: Any, n_classes: int, name: str = "labels") -> n
     return y
 
 
+#: Why :func:`distinct_labels` refuses an item with two different labels (the default).
+ONE_LABEL = (
+    " but deterministic=True gives one label per item; pass deterministic=False for a labeler "
+    "whose label may change from draw to draw"
+)
+
+
+def distinct_labels(
+    idx: np.ndarray, y: np.ndarray, *, hint: str = "", why: str = ONE_LABEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct labeled items (sorted) and their one label, under a deterministic oracle.
+
+    An item drawn several times with the same label counts once; an item with two different
+    labels is refused: a deterministic oracle gives one label per item, and keeping the first
+    would drop the other silently.
+
+    Parameters
+    ----------
+    idx : ndarray of int (n,)
+        The labeled draws' items (repeats allowed).
+    y : ndarray of int (n,)
+        Their encoded labels.
+    hint : str, optional
+        Appended to the error message (default ``""``).
+    why : str, optional
+        The reason the error gives after the item and its two labels (default
+        :data:`ONE_LABEL`).
+
+    Returns
+    -------
+    items, labels : ndarray of int64
+        Each labeled item once, sorted, and its label.
+
+    Raises
+    ------
+    ValueError
+        If an item has two different labels.
+    """
+    items, first, inv = np.unique(idx, return_index=True, return_inverse=True)
+    labels = y[first]
+    clash = np.flatnonzero(labels[inv] != y)
+    if clash.size:
+        j = int(clash[0])
+        raise ValueError(
+            f"item {int(idx[j])} has two different labels ({int(labels[inv[j]])} and "
+            f"{int(y[j])}){why}{hint}"
+        )
+    return items.astype(np.int64, copy=False), labels
+
+
 def check_rng(rng: Any) -> np.random.Generator:
     """SPEC 7: accept None, a seed, a SeedSequence or a Generator."""
     if isinstance(rng, np.random.Generator):
@@ -158,6 +208,17 @@ def check_number(value: Any, name: str) -> float:
     if not np.isfinite(v):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return v
+
+
+def check_budget(value: Any, name: str = "budget") -> float:
+    """A label budget (labels, or label cost): a positive, finite number, as a float."""
+    try:
+        b = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number, got {value!r}") from exc
+    if not (np.isfinite(b) and b > 0):
+        raise ValueError(f"{name} must be positive and finite, got {show(value)}")
+    return b
 
 
 def check_count(value: Any, name: str, *, minimum: int = 1) -> int:

@@ -176,18 +176,11 @@ _lease_option = click.option(
 )
 
 
-#: The longest --lease (minutes): a year.
-_MAX_LEASE_MINUTES = 366 * 24 * 60
-
-
 def _lease_seconds(minutes: float) -> float:
     """``--lease`` (minutes) in seconds: a positive number of minutes up to a year."""
-    if not (0 < minutes <= _MAX_LEASE_MINUTES):  # NaN fails too
-        raise ValueError(
-            f"--lease must be a positive number of minutes up to {_MAX_LEASE_MINUTES} (a "
-            f"year), got {minutes:g}"
-        )
-    return minutes * 60.0
+    from .session.annotations import check_lease
+
+    return check_lease(minutes, "--lease", "minutes")
 
 
 def _protected(s) -> list[tuple[str, str]]:
@@ -339,50 +332,11 @@ def _refuse_given(options, why: str) -> None:
         raise click.UsageError(f"{', '.join(given)}: {why}")
 
 
-#: Messages of RankingSession.create in the words of ``bae init`` (pattern, replacement).
-_RANKING_INIT_WORDS = (
-    (r"^budget must be", "--budget must be"),
-    (r"^mix must be", "--mix must be"),
-    (r"^measure=(.*?) is not a ranking measure", r"--measure \1 is not a ranking measure"),
-    (r"^model=(.*?) is not a ranker", r"--model \1 is not a ranker"),
-    (r"^query=(.*?) is not a column of the frame", r"column \1 (--query-col) is not in the pool file"),
-    (r"^item=(.*?) is not a column of the frame", r"column \1 (--item-col) is not in the pool file"),
-    (r"^cost=(.*?) is not a column of the frame", r"column \1 (--cost-col) is not in the pool file"),
-    (r"^relevance\[\d+\]=(.*?) is not a column of the frame",
-     r"column \1 (--relevance-cols) is not in the pool file"),
-    (r"^ranks\['((?:[^'\\]|\\.)*)'\]=(.*?) is not a column of the frame",
-     r"column \2 (--rank \1=…) is not in the pool file"),
-)  # fmt: skip
-
-
-def _ranking_init_words(text: str) -> str:
-    import re
-
-    for pattern, cli in _RANKING_INIT_WORDS:
-        new = re.sub(pattern, cli, text, count=1)
-        if new != text:
-            return new
-    return text
-
-
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
                   cost_col, models, budget, seed, mix, overwrite, text_cols=(),
                   max_grade=None, estimator=None):  # fmt: skip
-    try:
-        _create_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                        cost_col, models, budget, seed, mix, overwrite, text_cols, max_grade,
-                        estimator)  # fmt: skip
-    except ValueError as exc:  # the library names its arguments; say the options instead
-        text = str(exc)
-        cli = _ranking_init_words(text)
-        if cli == text:
-            raise
-        raise ValueError(cli) from exc
-
-
-def _create_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
-                    cost_col, models, budget, seed, mix, overwrite, text_cols, max_grade,
-                    estimator):  # fmt: skip
+    from ._validation import check_budget, check_fraction
+    from .ranking import get as ranking_measure
     from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
@@ -404,6 +358,20 @@ def _create_ranking(pool, measure, session_path, query_col, item_col, ranks, rel
         read["max_grade"] = int(max_grade)
     if cost_col:
         read["cost"] = cost_col
+    # checked here, before the pool file is read, so that the errors name the options
+    # (RankingSession.create names its arguments; a column the pool lacks, by its option)
+    try:
+        ranking_measure(measure)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--measure'") from None
+    unknown = [m for m in models if m not in read["ranks"]]
+    if unknown:
+        raise ValueError(
+            f"--model {unknown[0]!r} is not a ranker of the pool {list(read['ranks'])}"
+        )
+    if budget is not None:
+        check_budget(budget, "--budget")
+    check_fraction(mix, "--mix", allow_one=True)
     opts = {} if estimator is None else {"estimator": estimator}
     with RankingSession.create(
         session_path, pool, read, measure=measure, models=tuple(models), budget=budget,
@@ -417,44 +385,44 @@ def _create_ranking(pool, measure, session_path, query_col, item_col, ranks, rel
         )
 
 
-def _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_path) -> None:
+def _next_ranking(session, n, out, overwrite, annotator, lease, pool_path) -> None:
     from .io import check_output, escape_cell
     from .ranking_session import RankingSession
 
     with RankingSession.open(session, pool_path=pool_path) as rs:
         if out:
             check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
-        frame = rs.next(n, annotator=annotator, lease=_lease_seconds(lease_minutes)).map(
-            escape_cell
-        )
-    csv_text = _batch_csv(frame)
+        frame = rs.next(n, annotator=annotator, lease=lease).map(escape_cell)
+    _write_batch(_batch_csv(frame), out, overwrite,
+                 f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade")  # fmt: skip
+
+
+def _write_batch(csv_text: str, out: str | None, overwrite: bool, what: str) -> None:
+    """``bae next``'s batch: to ``out`` (saying ``what`` was written on stderr), or stdout."""
+    from .io import write_new_file
+
     if out:
-        with open(out, "w", encoding="utf-8", newline="") as fh:
-            fh.write(csv_text)
-        click.echo(
-            f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade written to {out}",
-            err=True,
-        )
+        write_new_file(out, csv_text, overwrite=overwrite)
+        click.echo(f"{what} written to {out}", err=True)
     else:
         click.echo(csv_text, nl=False)
 
 
 def _batch_csv(frame) -> str:
-    """``frame.to_csv(index=False)``, with every cell that starts or ends with whitespace
-    quoted: ``bae record`` reads the file with ``skipinitialspace``, which drops the leading
+    """``frame.to_csv(index=False)`` with every cell that starts or ends with whitespace quoted
+    as well: ``bae record`` reads the file with ``skipinitialspace``, which drops the leading
     spaces of an unquoted cell but keeps those inside quotes, so a ranking pool's id such as
     ``' lead'`` (a Parquet pool keeps it) comes back as it was written."""
     import csv
     import io
 
-    rows = list(csv.reader(io.StringIO(frame.to_csv(index=False))))  # the cells pandas wrote
-
-    def cell(text: str) -> str:
+    def cell(text: str) -> str:  # quoted where pandas quotes it, and where it has edge spaces
         if text != text.strip() or any(c in text for c in ',"\r\n'):
             return '"' + text.replace('"', '""') + '"'
         return text
 
-    return "".join(",".join(cell(c) for c in row) + "\n" for row in rows)
+    rows = csv.reader(io.StringIO(frame.to_csv(index=False)))  # the cells as pandas writes them
+    return "".join(",".join(map(cell, row)) + "\n" for row in rows)
 
 
 def _ranking(session: str) -> bool:
@@ -485,11 +453,11 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     """
     import pandas as pd
 
-    from .io import check_output, escape_cell, write_new_file
+    from .io import check_output, escape_cell
 
     lease = _lease_seconds(lease_minutes)
     if _ranking(session):
-        _next_ranking(session, n, out, overwrite, annotator, lease_minutes, pool_path)
+        _next_ranking(session, n, out, overwrite, annotator, lease, pool_path)
         return
 
     with _open(session, pool_path) as s:
@@ -500,13 +468,8 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
         frame = pd.DataFrame({"id": s.pool_file.ids[idx]})
         for c in text.columns:
             frame[c] = text[c].to_numpy()[idx]
-        frame = frame.map(escape_cell)
-        csv_text = frame.to_csv(index=False)
-        if out:
-            write_new_file(out, csv_text, overwrite=overwrite)
-            click.echo(f"{len(frame)} items to label written to {out}", err=True)
-        else:
-            click.echo(csv_text, nl=False)
+        _write_batch(frame.map(escape_cell).to_csv(index=False), out, overwrite,
+                     f"{len(frame)} items to label")  # fmt: skip
 
 
 def _text_frame(s, text_cols):
@@ -614,10 +577,10 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     For a ranking session: grade every document of a query in turn ('b' goes back one document);
     the query is saved as soon as its last document is graded.
     """
-    _lease_seconds(lease_minutes)  # a bad --lease fails before the session is opened
+    lease = _lease_seconds(lease_minutes)  # a bad --lease fails before the session is opened
     if _ranking(session):
-        _label_ranking(session, n, max_labels, show_prediction, annotator, lease_minutes,
-                       text_cols, pool_path)  # fmt: skip
+        _label_ranking(session, n, max_labels, show_prediction, annotator, lease, text_cols,
+                       pool_path)  # fmt: skip
         return
     with _open(session, pool_path) as s:
         text = _text_frame(s, text_cols)
@@ -644,7 +607,7 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
             return got
 
         done = _work_through(
-            lambda: s.next(n, annotator=annotator, lease=_lease_seconds(lease_minutes)),
+            lambda: s.next(n, annotator=annotator, lease=lease),
             lambda it: it in s.label_map(),
             answer,
             max_labels,
@@ -690,9 +653,7 @@ def _work_through(lease, taken, answer, limit, words) -> int | None:
     return done
 
 
-def _label_ranking(
-    session, n, max_queries, show_ranks, annotator, lease_minutes, text_cols, pool_path
-):
+def _label_ranking(session, n, max_queries, show_ranks, annotator, lease, text_cols, pool_path):
     """``bae label`` on a ranking session: grade one query's documents after another; a query
     is saved (through :meth:`RankingSession.record`) as soon as its last document is graded."""
     import pandas as pd
@@ -722,7 +683,7 @@ def _label_ranking(
             return grades
 
         done = _work_through(
-            lambda: rs.lease(n, annotator=annotator, lease=_lease_seconds(lease_minutes)),
+            lambda: rs.lease(n, annotator=annotator, lease=lease),
             lambda qi: qi in rs.graded(),
             answer,
             max_queries,
@@ -834,8 +795,8 @@ def status(session, level, as_json, pool_path):
 
 def _json(st) -> str:
     """``bae status --json``: valid JSON (NaN and infinities as ``null``, as ``/api/status``
-    writes them: :func:`bayes_activeeval.serve.jsonable`)."""
-    from .serve import jsonable
+    writes them: :func:`bayes_activeeval.io.jsonable`)."""
+    from .io import jsonable
 
     return json.dumps(jsonable(st), indent=2, allow_nan=False)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ __all__ = [
     "check_output",
     "escape_cell",
     "file_checksum",
+    "jsonable",
     "label_codec",
     "read_labels",
     "read_pool",
@@ -185,8 +187,8 @@ class PoolSpec:
         )
         d["score"], d["std"] = self._norm["score"], self._norm["std"]
         d["text_cols"] = list(self.text_cols)
-        d["classes"] = None if self.classes is None else [_jsonable(c) for c in self.classes]
-        d["pos_label"] = _jsonable(self.pos_label)
+        d["classes"] = None if self.classes is None else jsonable(self.classes)
+        d["pos_label"] = jsonable(self.pos_label)
         return d
 
     @classmethod
@@ -200,10 +202,33 @@ class PoolSpec:
         return cls(**d)
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+def jsonable(o: Any) -> Any:
+    """``o`` with what JSON cannot hold made JSON: NaN and infinities become ``null`` (Python's
+    ``json`` would write ``NaN``, which no JSON parser reads), NumPy scalars plain numbers, NumPy
+    arrays and tuples lists, and keys text. A session's stored options and stages,
+    ``/api/status`` and ``bae status --json`` go through it.
+
+    Parameters
+    ----------
+    o : Any
+        Nested dicts, lists, tuples, NumPy arrays, numbers, NumPy scalars, text.
+
+    Returns
+    -------
+    Any
+        The same structure, ready for :func:`json.dumps` with ``allow_nan=False``.
+    """
+    if isinstance(o, dict):
+        return {str(k): jsonable(v) for k, v in o.items()}
+    if isinstance(o, np.ndarray):
+        return jsonable(o.tolist())
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "item"):
+        return jsonable(o.item())
+    return o
 
 
 @dataclass(frozen=True)

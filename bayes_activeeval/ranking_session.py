@@ -151,6 +151,26 @@ def _read(path: str, read: Mapping[str, Any]) -> pd.DataFrame:
     return frame
 
 
+def _check_columns(frame: pd.DataFrame, read: Mapping[str, Any], text_cols: list[str]) -> None:
+    """Refuse a column the session reads that the pool file lacks, naming the ``bae init``
+    option that names it (:meth:`RankingPool.from_frame` checks the rest of ``read``)."""
+    named = [(c, "--text-col") for c in text_cols]
+    named += [(read.get("query", "qid"), "--query-col"), (read.get("item", "doc"), "--item-col")]
+    ranks = read.get("ranks")
+    if isinstance(ranks, Mapping):
+        named += [(c, f"--rank {name}=…") for name, c in ranks.items()]
+    if isinstance(read.get("relevance"), (list, tuple)):
+        named += [(c, "--relevance-cols") for c in read["relevance"]]
+    if read.get("cost") is not None:
+        named.append((read["cost"], "--cost-col"))
+    for col, option in named:
+        if col not in frame.columns:
+            raise ValueError(
+                f"column {col!r} ({option}) is not in the pool file; its columns are: "
+                + ", ".join(map(str, frame.columns))
+            )
+
+
 def read_grades(path: str | os.PathLike) -> pd.DataFrame:
     """A grades CSV (``qid``, ``doc``, ``grade``) with its ids as text, read as the pool file's
     ids are (:func:`_read`) and unescaped as ``bae next`` wrote them
@@ -346,15 +366,10 @@ class RankingSession:
                     f"{path} is a ranking session of a development version (grades table); "
                     "--overwrite never replaces it: remove the file yourself or pick another name"
                 )
-        check_new_path(path, overwrite=overwrite)  # again under the lock of write_new
+        check_new_path(path, overwrite=overwrite)  # before the pool is read; the file: write_new
         frame = _read(pool_path, read)
         text_cols = [str(c) for c in text_cols]
-        missing = [c for c in text_cols if c not in frame.columns]
-        if missing:
-            raise ValueError(
-                f"column {missing[0]!r} (--text-col) is not in the pool file; its columns are: "
-                + ", ".join(map(str, frame.columns))
-            )
+        _check_columns(frame, read, text_cols)
         pool = RankingPool.from_frame(frame, **read)
         models = tuple(models) or pool.models
         if len(models) not in (1, 2):

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-__all__ = ["ServeConfig", "create_app", "is_loopback", "jsonable", "serve"]
+__all__ = ["ServeConfig", "create_app", "is_loopback", "serve"]
 
 COOKIE_BROWSER = "bae_browser"
 COOKIE_ANNOTATOR = "bae_annotator"
@@ -162,6 +162,7 @@ def create_app(cfg: ServeConfig):
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
+    from .io import jsonable
     from .ranking_session import RankingSession, is_ranking_session
     from .session import Session, SessionError, default_annotator
     from .session.annotations import check_annotator
@@ -327,34 +328,6 @@ def create_app(cfg: ServeConfig):
     app = Starlette(routes=routes)
     app.state.session = session
     return app
-
-
-def jsonable(o: Any) -> Any:
-    """``o`` with what JSON cannot hold made JSON: NaN and infinities become ``null`` (Python's
-    ``json`` would write ``NaN``, which no JSON parser reads), NumPy scalars plain numbers,
-    tuples lists and keys text. ``/api/status`` and ``bae status --json`` print through it.
-
-    Parameters
-    ----------
-    o : Any
-        Nested dicts, lists, tuples, numbers, NumPy scalars, text.
-
-    Returns
-    -------
-    Any
-        The same structure, ready for :func:`json.dumps` with ``allow_nan=False``.
-    """
-    import math
-
-    if isinstance(o, dict):
-        return {str(k): jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [jsonable(v) for v in o]
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if hasattr(o, "item"):
-        return jsonable(o.item())
-    return o
 
 
 def _answer(session, state: _State, browser: str, name: str, item_id: str, label: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import check_count, check_fraction, check_rng
+from .._validation import check_budget, check_count, check_fraction, check_rng, distinct_labels
 from ..beliefs import Belief, CategoricalBelief, pool_belief
 from ..estimators import Estimate, difference_estimate, weighted_estimate
 from ..kernel import DEFAULT_BELIEF_FLOOR, intrinsic_risk
@@ -578,11 +578,7 @@ class ActiveEvaluator(EvaluatorState):
         y = y.astype(np.int64)
         P = self._pending
         if self.deterministic:
-            order = np.argsort(idx, kind="stable")
-            si, sy = idx[order], y[order]
-            clash = np.flatnonzero((si[1:] == si[:-1]) & (sy[1:] != sy[:-1]))
-            if clash.size:
-                raise ValueError(f"item {si[clash[0]]} was given two different labels")
+            distinct_labels(idx, y)  # an item with two different labels is refused
             known = self._label[idx] >= 0
             diff = known & (self._label[idx] != y)
             if diff.any():
@@ -899,12 +895,7 @@ class ActiveEvaluator(EvaluatorState):
         """
         if not callable(labeler):
             raise TypeError(f"labeler must be callable, got {labeler!r}")
-        try:
-            b = float(budget)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"budget must be a number, got {budget!r}") from exc
-        if not np.isfinite(b) or b <= 0:
-            raise ValueError(f"budget must be positive and finite, got {budget!r}")
+        b = check_budget(budget)
         if self._costs is None:
             if b != int(b):
                 raise ValueError(f"budget counts labels and must be a whole number, got {budget!r}")

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_fraction, check_rng
+from .._validation import check_count, check_fraction, check_rng, distinct_labels
 from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
@@ -700,11 +700,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         if bad.size:
             raise ValueError(f"indices[{bad[0]}] = {idx[bad[0]]} is not an item of the pool")
         y = y.astype(np.int64)
-        order = np.argsort(idx, kind="stable")
-        si, sy = idx[order], y[order]
-        clash = np.flatnonzero((si[1:] == si[:-1]) & (sy[1:] != sy[:-1]))
-        if clash.size:
-            raise ValueError(f"item {si[clash[0]]} was given two different labels")
+        distinct_labels(idx, y, why="; a deterministic oracle gives one label per item")
         for i, lab in zip(idx.tolist(), y.tolist(), strict=True):
             if i in self._known:
                 if self._known[i] != lab:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from .._validation import check_encoded_labels
+from .._validation import check_encoded_labels, distinct_labels
 
 __all__ = ["LabelCache", "check_update", "log_odds", "prior_probs", "stratification_scores"]
 
@@ -163,14 +163,7 @@ class LabelCache:
         """
         if idx.size == 0:
             return idx, y
-        order = np.argsort(idx, kind="stable")
-        si, sy = idx[order], y[order]
-        clash = np.flatnonzero((si[1:] == si[:-1]) & (sy[1:] != sy[:-1]))
-        if clash.size:
-            raise ValueError(
-                f"item {int(si[clash[0]])} has two different labels in one update; a "
-                "deterministic oracle gives one label per item (use deterministic=False)"
-            )
+        distinct_labels(idx, y)  # an item with two different labels is refused
         uniq, first = np.unique(idx, return_index=True)
         uy = y[first]
         old = self.label[uniq]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_encoded_labels
+from .._validation import check_encoded_labels, distinct_labels
 from ..measures import Measure
 from ..proposals import CHUNK
 
@@ -55,49 +55,6 @@ def check_labeled(pool, indices: Any, labels: Any, encoded: bool) -> tuple[np.nd
         return idx, np.asarray(labels, dtype=np.int64)
     y = check_encoded_labels(labels, pool.n_classes)
     return idx, y
-
-
-def distinct_labels(
-    idx: np.ndarray, y: np.ndarray, *, hint: str = ""
-) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct labeled items (sorted) and their one label, under a deterministic oracle.
-
-    An item drawn several times with the same label counts once; an item with two different
-    labels is refused, as :class:`~bayes_activeeval.oracles._common.LabelCache` refuses it: a
-    deterministic oracle gives one label per item, and keeping the first would drop the other
-    silently.
-
-    Parameters
-    ----------
-    idx : ndarray of int (n,)
-        The labeled draws' items (repeats allowed).
-    y : ndarray of int (n,)
-        Their encoded labels.
-    hint : str, optional
-        Appended to the error message (default ``""``).
-
-    Returns
-    -------
-    items, labels : ndarray of int64
-        Each labeled item once, sorted, and its label.
-
-    Raises
-    ------
-    ValueError
-        If an item has two different labels.
-    """
-    items, first, inv = np.unique(idx, return_index=True, return_inverse=True)
-    labels = y[first]
-    clash = np.flatnonzero(labels[inv] != y)
-    if clash.size:
-        j = int(clash[0])
-        i = int(idx[j])
-        raise ValueError(
-            f"item {i} has two different labels ({int(labels[inv[j]])} and {int(y[j])}) but "
-            "deterministic=True gives one label per item; pass deterministic=False for a labeler "
-            f"whose label may change from draw to draw{hint}"
-        )
-    return items.astype(np.int64, copy=False), labels
 
 
 def unlabeled_loss_sums(

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_fraction, check_rng, show
+from .._validation import check_budget, check_count, check_fraction, check_rng, show
 from ..comparison import ComparisonResult, wald_test
 from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
 from ..measures import difference, stack
@@ -246,12 +246,7 @@ def draw(pool: RankingPool, proposal: Proposal, budget: float, rng: Any = None) 
     UserWarning
         When some queries the proposal can draw cost more than ``budget`` (never bought).
     """
-    try:
-        budget = float(budget)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"budget must be a number (cost units), got {budget!r}") from exc
-    if not (np.isfinite(budget) and budget > 0):
-        raise ValueError(f"budget must be positive and finite, got {show(budget)}")
+    budget = check_budget(budget)
     if proposal.n_items != pool.n_queries:
         raise ValueError(
             f"the proposal covers {proposal.n_items} queries but the pool has {pool.n_queries}"

@@ -29,18 +29,20 @@ DEFAULT_LEASE = 3600.0
 MAX_LEASE = 366 * 86400.0
 
 
-def check_lease(seconds: Any) -> float:
-    """A lease length in seconds: a positive number up to :data:`MAX_LEASE`."""
+def check_lease(value: Any, name: str = "lease", unit: str = "seconds") -> float:
+    """A lease length in seconds: ``value`` a positive number of ``unit`` (``"seconds"`` or
+    ``"minutes"``, as ``bae``'s ``--lease`` takes it) up to :data:`MAX_LEASE`."""
+    scale = {"seconds": 1.0, "minutes": 60.0}[unit]
     try:
-        value = float(seconds)
+        v = float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"lease must be a number of seconds, got {seconds!r}") from None
-    if not (0 < value <= MAX_LEASE):  # NaN fails too
+        raise TypeError(f"{name} must be a number of {unit}, got {value!r}") from None
+    if not (0 < v <= MAX_LEASE / scale):  # NaN fails too
         raise ValueError(
-            f"lease must be a positive number of seconds up to {MAX_LEASE:.0f} (a year), "
-            f"got {seconds!r}"
+            f"{name} must be a positive number of {unit} up to {MAX_LEASE / scale:.0f} (a year), "
+            f"got {v:g}"
         )
-    return value
+    return v * scale
 
 
 def default_annotator() -> str:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._validation import check_count, check_level
 from ..estimators import Estimate, UndefinedEstimateWarning, estimate
-from ..io import PoolFile, PoolSpec, file_checksum, read_pool
+from ..io import PoolFile, PoolSpec, file_checksum, jsonable, read_pool
 from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..threshold_free import RankMeasure
@@ -36,7 +36,6 @@ from .store import (
     check_new_path,
     connect,
     first_new,
-    json_default,
     migrate_if_v1,
     now,
     package_version,
@@ -71,6 +70,15 @@ class RecordResult:
     recorded: int
     skipped: int
     pending: int
+
+
+class _NothingMore(SessionError):
+    """No new stage can be drawn: ``reason`` says why (the message adds "nothing more to
+    label")."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; nothing more to label")
+        self.reason = reason
 
 
 class Session(SessionRecords):
@@ -144,7 +152,7 @@ class Session(SessionRecords):
         """
         path = str(Path(path).expanduser())
         refuse_same_file(path, pool_path, "the pool file")
-        check_new_path(path, overwrite=overwrite)  # again under the lock of write_new
+        check_new_path(path, overwrite=overwrite)  # before the pool is read; the file: write_new
         pf = read_pool(pool_path, spec)
         pool = pf.pool
         models = design.models or pool.models
@@ -327,7 +335,8 @@ class Session(SessionRecords):
             self._draw_stage(stage_size)
         except SessionError as exc:
             if pend.size:  # no new stage (budget, pool): the items left are held by others
-                raise SessionError(self._all_leased_message(pend, why=str(exc))) from None
+                why = getattr(exc, "reason", str(exc))
+                raise SessionError(self._all_leased_message(pend, why=why)) from None
             raise
         got = self._lease(n, annotator, holder, lease)
         if got.size == 0:
@@ -349,29 +358,28 @@ class Session(SessionRecords):
             "leases expire"
         )
         if why:  # there is something more to label: the items others hold
-            why = why.replace("; nothing more to label", "").rstrip(".")
-            text += f" (no new stage: {why})"
+            text += f" (no new stage: {why.rstrip('.')})"
         return text
 
     def _draw_stage(self, n: int) -> None:
         known = set(self.label_map())
         left = self.budget_left()
         if left is not None and left < (1.0 if self.pool.costs is None else self.pool.costs.min()):
-            raise SessionError(
+            raise _NothingMore(
                 f"the budget of {self.design.budget:g} is used up "
                 f"({self.budget_used():g} spent"
                 + (f", {self.pending_cost():g} leased or pending" if self.pending_cost() else "")
-                + "); nothing more to label"
+                + ")"
             )
         if len(known) >= self.pool.n_items:
-            raise SessionError("every item of the pool is labeled; nothing more to label")
+            raise _NothingMore("every item of the pool is labeled")
         if left is not None and self.pool.costs is None:
             n = max(1, min(n, int(left)))
         stage = self.n_stages
         rows, stages, snaps = [], [], []
         for _attempt in range(50):
             draws, info, snap = self._design.propose(self, stage, n, left)
-            stages.append((stage, int(info["n"]), json.dumps(info, default=json_default), now()))
+            stages.append((stage, int(info["n"]), json.dumps(jsonable(info)), now()))
             ids = self.pool_file.ids
             rows.extend(
                 (stage, int(it), str(ids[it]), float(q), float(w))

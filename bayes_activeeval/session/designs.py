@@ -12,7 +12,6 @@ rebuilt from the session's stored draws, snapshots and labels, so it is a determ
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_budget
 from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import label_codec
 from ..measures import difference, stack
@@ -158,18 +158,7 @@ class Design:
         if self.seed < 0:  # numpy's SeedSequence takes no negative seed
             raise ValueError(f"seed (--seed) must be a non-negative integer, got {self.seed!r}")
         if self.budget is not None:
-            try:
-                budget = float(self.budget)
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"budget (--budget) must be a number of labels (or label cost), got "
-                    f"{self.budget!r}"
-                ) from None
-            if not (math.isfinite(budget) and budget > 0):
-                raise ValueError(
-                    "budget (--budget) must be a positive, finite number of labels (or label "
-                    f"cost; leave it out for no limit), got {self.budget!r}"
-                )
+            check_budget(self.budget, "budget (--budget)")
         if self.kind == "adaptive" and self.options.get("variance") == "clt":
             from ..adaptive.evaluator import default_estimator
 

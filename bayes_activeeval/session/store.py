@@ -220,55 +220,21 @@ def _holds_labels_message(path: str, n: int) -> str:
     )
 
 
-def check_replaceable(path: str) -> None:
-    """An existing file about to be replaced by a new session (``--overwrite``): refuse unless it
-    is a bae session without labels, or a file that is no database and holds no labels
-    (:func:`~bayes_activeeval.io.check_output`'s rule: a CSV whose ``label`` or ``grade`` column
-    is filled in is never replaced). Reads only (nothing is written or created); the check is
-    made again under the exclusive lock of :func:`write_new`."""
-    if os.path.isdir(path):
-        raise SessionError(f"{path} is a directory, not a session file")
-    if not is_sqlite(path):
-        from ..io import check_output
-
-        check_output(path, overwrite=True)
-        return
-    try:
-        con = _read_connection(path)
-    except (sqlite3.Error, OSError) as exc:
-        raise SessionError(
-            f"{path} is an SQLite file that cannot be read ({one_line(exc)}); --overwrite "
-            "replaces only a bae session: remove the file yourself or pick another name"
-        ) from exc
-    try:
-        if not _is_session(con):
-            raise SessionError(
-                f"{path} is an SQLite database but not a bae session; --overwrite replaces only a "
-                "bae session: remove the file yourself or pick another name"
-            )
-        n = _count_labels(con)
-    finally:
-        con.close()
-    if n:
-        raise SessionError(_holds_labels_message(path, n))
-
-
 def check_new_path(path: str, *, overwrite: bool = False) -> None:
-    """Check that a new session may be written at ``path``: its directory exists, it is no
-    directory, and an existing file is replaced only with ``overwrite`` and only when
-    :func:`check_replaceable` allows it. Reads only."""
+    """Check, before the work of creating a session, that one may be written at ``path``: its
+    directory exists, it is no directory, and a file is there only with ``overwrite``. Reads
+    nothing: what an existing file holds is checked once, where it is replaced
+    (:func:`write_new`)."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise SessionError(f"cannot create {path}: directory {parent} does not exist")
     if os.path.isdir(path):
         raise SessionError(f"{path} is a directory, not a session file")
-    if os.path.lexists(path):
-        if not overwrite:
-            raise SessionError(
-                f"session file {path} already exists; remove it or pick another name "
-                "(--overwrite replaces a session without labels)"
-            )
-        check_replaceable(path)
+    if os.path.lexists(path) and not overwrite:
+        raise SessionError(
+            f"session file {path} already exists; remove it or pick another name "
+            "(--overwrite replaces a session without labels)"
+        )
 
 
 def _lock_for_replacement(path: str) -> sqlite3.Connection:
@@ -310,14 +276,6 @@ def _lock_for_replacement(path: str) -> sqlite3.Connection:
         con.close()
         raise
     return con
-
-
-def json_default(o: Any) -> Any:
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(type(o).__name__)
 
 
 def first_new(idx: np.ndarray, known: set) -> np.ndarray:
@@ -439,15 +397,30 @@ def _read_connection(path: str) -> SessionConnection:
 
 def peek_meta(path: str, key: str) -> Any:
     """One value of a session file's meta table (``None``: no such key), read without writing
-    a byte or creating a file (:func:`_read_connection`)."""
+    a byte or creating a file, and without copying the file: with no journal beside it the file
+    is the whole database and is read in place (``immutable``: no lock, no journal file), the
+    answer kept only when the file did not change meanwhile; otherwise as :func:`_read_connection`
+    reads it (in place under SQLite's locks while a writer has it open)."""
     if not is_sqlite(path):
         return None
-    con = _read_connection(path)
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    finally:
-        con.close()
+    sig = _signature(path)
+    row = None
+    if sig[1] is None:  # no journal beside it
+        try:
+            con = sqlite3.connect(sqlite_uri(path, mode="ro", immutable="1"), uri=True)
+            row = _meta_row(con, key)
+        except sqlite3.DatabaseError:
+            if _signature(path) == sig:  # not torn by a write: the file is what it is
+                raise
+    if sig[1] is not None or _signature(path) != sig:  # a journal, or changed while it was read
+        row = _meta_row(_read_connection(path), key)
     return None if row is None else json.loads(row[0])
+
+
+def _meta_row(con: sqlite3.Connection, key: str) -> tuple | None:
+    """The ``meta`` row of ``key`` (``None``: none); closes ``con``."""
+    with contextlib.closing(con):
+        return con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
 
 
 def connect(path: str, *, create: bool = False, readonly: bool = False) -> SessionConnection:
@@ -512,13 +485,19 @@ def write_new(
     any other connection has it open (``bae serve``, ``bae label``, …) and when it holds labels;
     its contents are replaced in one SQLite transaction (the backup API), so its journal files
     are never deleted behind another process and the file keeps its permissions. Any other
-    existing file is replaced (renamed over) only when :func:`check_replaceable` allows it.
+    existing file is replaced (renamed over) only when it is no database and holds no labels
+    (:func:`~bayes_activeeval.io.check_output`'s rule: a CSV whose ``label`` or ``grade`` column
+    is filled in is never replaced). These are the checks of what an existing file holds, made
+    here, where it is replaced; the caller checks the path first (:func:`check_new_path`).
     """
-    check_new_path(path, overwrite=overwrite)
     old: sqlite3.Connection | None = None
-    exists = os.path.lexists(path)
+    exists = overwrite and os.path.lexists(path)  # without overwrite the link below refuses it
     if exists and is_sqlite(path):
-        old = _lock_for_replacement(path)
+        old = _lock_for_replacement(path)  # checks, under the lock, that it holds no labels
+    elif exists:
+        from ..io import check_output
+
+        check_output(path, overwrite=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     con = None
     try:
@@ -548,7 +527,7 @@ def write_new(
             return
         con.close()
         con = None
-        if exists:  # a file that is no session (check_replaceable allowed it)
+        if exists:  # a file that is no database and holds no labels (checked above)
             os.replace(tmp, path)
             return
         try:
