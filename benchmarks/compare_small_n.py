@@ -3,11 +3,14 @@
 On an exact null (every item of ``make_classification_pool(3000, 0.3, n_models=2, rng=0)`` in two
 copies with the models' predictions swapped, ``permuted_null`` of
 ``benchmarks/comparison_type1_power.py``: both models' pool risks are equal), the two-sided test
-at α = 0.05 of the fixed-sample ``compare`` (F1 and error rate; the comparison proposal and
-passive sampling; 3-100 draws; ``--reps`` samples per cell, 1,000 by default), and a Pocock
+at α = 0.05 of the fixed-sample ``compare`` (F1, error rate and the other ratio and non-linear
+measures precision, recall, F2, MCC, balanced accuracy; the comparison proposal and passive
+sampling; 3-300 draws; ``--reps`` samples per cell, 1,000 by default) with its default test —
+and, for the non-linear measures under the comparison proposal, the Wald test
+(``variance="wald"``, the default for them before the generalized score test) — and a Pocock
 group-sequential design of ``sequential_compare`` on F1 with its first look at 3 draws against
 one with its first look at 20 (``--seq-reps`` runs each, 300 by default). Writes
-``results/compare_small_n.{json,md}``; about 3 minutes.
+``results/compare_small_n.{json,md}``; 745 s on a shared core (12 minutes).
 
 Usage:
     nice -n 5 python benchmarks/compare_small_n.py [--reps 1000] [--seq-reps 300]
@@ -28,42 +31,61 @@ import bayes_activeeval as bae
 from bayes_activeeval.sequential import GroupSequentialDesign
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SIZES = (3, 6, 10, 20, 50, 100)
+SIZES = (3, 6, 10, 20, 50, 100, 200, 300)
+MEASURES = ("f1", "error_rate", "precision", "recall", "f2", "mcc", "balanced_accuracy")
 LOOKS = {"first look at 3": (3, 6, 10, 20, 50, 100, 400), "first look at 20": (20, 50, 100, 400)}
+
+
+def cells():
+    """(measure, design, variance) of the table: the default test of every measure under both
+    designs, and the Wald test of the non-linear measures under the comparison proposal."""
+    out = []
+    for measure in MEASURES:
+        for design in ("optimal", "passive"):
+            out.append((measure, design, "auto"))
+            if design == "optimal" and measure != "error_rate":
+                out.append((measure, design, "wald"))
+    return out
 
 
 def fixed_n(pool, y, reps: int) -> list[dict]:
     rows = []
-    for measure in ("f1", "error_rate"):
-        for design in ("optimal", "passive"):
-            prop = (
-                bae.comparison_proposal(pool, measure, ("m0", "m1"))
-                if design == "optimal"
-                else bae.passive_proposal(pool)
+    for measure, design, variance in cells():
+        prop = (
+            bae.comparison_proposal(pool, measure, ("m0", "m1"))
+            if design == "optimal"
+            else bae.passive_proposal(pool)
+        )
+        null, yy, nprop = permuted_null(pool, y, ("m0", "m1"), prop.q)
+        rng = np.random.default_rng(1)  # every cell of a row sees the same draws
+        for n in SIZES:
+            rej = undefined = 0
+            for _ in range(reps):
+                d = nprop.draw(n, rng)
+                s = bae.compare(
+                    null,
+                    measure,
+                    d,
+                    yy[d.indices],
+                    ("m0", "m1"),
+                    proposal=nprop,
+                    variance=variance,
+                ).statistic
+                undefined += not np.isfinite(s)
+                rej += bool(np.isfinite(s) and abs(s) >= 1.959964)
+            rows.append(
+                {
+                    "measure": measure,
+                    "design": design,
+                    "variance": variance,
+                    "n": n,
+                    "reps": reps,
+                    "reject": rej / reps,
+                    "mc_se": float(np.sqrt(0.05 * 0.95 / reps)),
+                    "undefined": undefined / reps,
+                }
             )
-            null, yy, nprop = permuted_null(pool, y, ("m0", "m1"), prop.q)
-            rng = np.random.default_rng(1)
-            for n in SIZES:
-                rej = undefined = 0
-                for _ in range(reps):
-                    d = nprop.draw(n, rng)
-                    s = bae.compare(
-                        null, measure, d, yy[d.indices], ("m0", "m1"), proposal=nprop
-                    ).statistic
-                    undefined += not np.isfinite(s)
-                    rej += bool(np.isfinite(s) and abs(s) >= 1.959964)
-                rows.append(
-                    {
-                        "measure": measure,
-                        "design": design,
-                        "n": n,
-                        "reps": reps,
-                        "reject": rej / reps,
-                        "mc_se": float(np.sqrt(0.05 * 0.95 / reps)),
-                        "undefined": undefined / reps,
-                    }
-                )
-                print(rows[-1], flush=True)
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -97,17 +119,31 @@ def report(res: dict) -> str:
         f"{res['fixed'][0]['mc_se']:.3f}); `undefined`: the statistic is NaN or infinite (no "
         "rejection).",
         "",
-        "| measure | design | " + " | ".join(f"n = {n}" for n in SIZES) + " |",
-        "| --- | --- | " + " | ".join("---" for _ in SIZES) + " |",
+        "`test`: the default of `compare` (the score test: for a plain risk Σ v δ / sqrt(Σ v² δ²), "
+        "for a ratio or non-linear measure the generalized score test at a null-restricted "
+        'point), or the Wald test (`variance="wald"`, the default for non-linear measures '
+        "before).",
+        "",
+        "| measure | design | test | " + " | ".join(f"n = {n}" for n in SIZES) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in SIZES) + " |",
     ]
-    for measure in ("f1", "error_rate"):
-        for design in ("optimal", "passive"):
-            cells = [r for r in res["fixed"] if r["measure"] == measure and r["design"] == design]
-            lines.append(
-                f"| {measure} | {design} | "
-                + " | ".join(f"{r['reject']:.3f} ({r['undefined']:.2f} undef.)" for r in cells)
-                + " |"
+    for measure, design, variance in cells():
+        row = [
+            r
+            for r in res["fixed"]
+            if r["measure"] == measure
+            and r["design"] == design
+            and r.get("variance", "auto") == variance
+        ]
+        test = "default" if variance == "auto" else variance
+        lines.append(
+            f"| {measure} | {design} | {test} | "
+            + " | ".join(
+                f"{r['reject']:.3f}" + (f" ({r['undefined']:.2f} undef.)" if r["undefined"] else "")
+                for r in row
             )
+            + " |"
+        )
     lines += [
         "",
         f"`sequential_compare` on F1, comparison proposal, Pocock spending, {m['seq_reps']} runs:",

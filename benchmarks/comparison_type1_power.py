@@ -11,8 +11,12 @@ the models with probability 1/2 (k models: a uniformly random cyclic shift). Thi
 drawing from ``q/k`` on a pool holding every item in its k cyclic permutations, where every model
 has exactly the same pool risk.
 
-Run: ``python benchmarks/comparison_type1_power.py [--reps 2000] [--quick]``; writes
-``benchmarks/results/comparison_type1_power.json`` and ``.md``.
+Section ``f1``: the same type-I error and power for F1 (a ratio measure), ``compare``'s default
+generalized score test against its Wald test on the same draws; recompute it alone with
+``--sections f1`` (about 3 minutes; the other sections are read back from the JSON).
+
+Run: ``python benchmarks/comparison_type1_power.py [--reps 2000] [--quick] [--sections …]``;
+writes ``benchmarks/results/comparison_type1_power.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -243,6 +247,45 @@ def power_curves(pool, y, reps, budgets, rng):
 
 
 # ------------------------------------------------------------------------------------------------
+# 3. F1 (a ratio measure): type-I error under the swap protocol and power, default versus Wald
+# ------------------------------------------------------------------------------------------------
+def f1_cells(pool, y, reps, null_budgets, power_budgets, rng):
+    """Type-I error (swap protocol) and power of ``compare`` on F1: the default generalized
+    score test against the Wald test (``variance="wald"``), same draws for both."""
+    models = ("m0", "m1")
+    tp = {m: float(np.sum((pool.view(m).pred == 1) & (y == 1))) for m in models}
+    f1 = {m: 2 * tp[m] / (np.sum(pool.view(m).pred == 1) + np.sum(y == 1)) for m in models}
+    out = {"pool_f1": f1, "true_difference": f1["m0"] - f1["m1"], "type1": {}, "power": {}}
+    for design in ("passive", "optimal"):
+        q = bae.comparison_proposal(pool, "f1", models, kind=design).q
+        null, yy, prop0 = permuted_null(pool, y, models, q)
+        prop1 = Proposal(q, pool.p, design)
+        for hyp, budgets in (("type1", null_budgets), ("power", power_budgets)):
+            pl, yv, prop = (null, yy, prop0) if hyp == "type1" else (pool, y, prop1)
+            for n in budgets:
+                rej = rej_wald = 0
+                for _ in range(reps):
+                    d = prop.draw(n, rng)
+                    lab = yv[d.indices]
+                    r = bae.compare(pl, "f1", d, lab, models, proposal=prop)
+                    rw = bae.compare(pl, "f1", d, lab, models, proposal=prop, variance="wald")
+                    rej += r.pvalue < ALPHA
+                    rej_wald += rw.pvalue < ALPHA
+                out[hyp][f"{design}/n={n}"] = {
+                    "design": design,
+                    "n_draws": n,
+                    "rate": rej / reps,
+                    "mc_se": binom_se(rej / reps, reps),
+                    "rate_wald": rej_wald / reps,
+                }
+                print(
+                    f"f1 {hyp} {design:8s} n={n:4d}: default {rej / reps:.4f} "
+                    f"wald {rej_wald / reps:.4f}"
+                )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # 4. model selection with five models
 # ------------------------------------------------------------------------------------------------
 def selection(pool5, y5, reps, budgets, rng):
@@ -430,6 +473,26 @@ def write_markdown(res, path):
             f"Optimal vs passive: {100 * p['label_saving_optimal_vs_passive']:.0f}% fewer labels "
             f"({100 * p['draw_saving_optimal_vs_passive']:.0f}% fewer draws) for power 0.8.",
         ]
+    if "f1" in res:
+        f = res["f1"]
+        lines += [
+            "",
+            "## 3. F1: type-I error (swap protocol) and power, default test versus Wald",
+            "",
+            f"Pool F1 {{{', '.join(f'{m}: {v:.4f}' for m, v in f['pool_f1'].items())}}}, true "
+            f"difference {f['true_difference']:.4f}. `default` = compare()'s generalized score "
+            "test (influence terms at a null-restricted point), `wald` = the delta-method Wald "
+            'test (`variance="wald"`); the same draws for both.',
+            "",
+            "| hypothesis | design | n draws | default | MC s.e. | wald |",
+            "|---|---|---|---|---|---|",
+        ]
+        for hyp in ("type1", "power"):
+            for v in f[hyp].values():
+                lines.append(
+                    f"| {'H0' if hyp == 'type1' else 'H1'} | {v['design']} | {v['n_draws']} | "
+                    f"{v['rate']:.4f} | {v['mc_se']:.4f} | {v['rate_wald']:.4f} |"
+                )
     sel = res["selection"]
     lines += [
         "",
@@ -461,7 +524,7 @@ def write_markdown(res, path):
     path.write_text("\n".join(lines) + "\n")
 
 
-SECTIONS = ("type1", "fwer", "power", "selection", "sequential")
+SECTIONS = ("type1", "fwer", "power", "selection", "sequential", "f1")
 POWER_BUDGETS = (50, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400, 3200, 4000)
 
 
@@ -507,6 +570,7 @@ def main(argv=None):
         "power": lambda r: power_curves(pool, y, reps, POWER_BUDGETS, r),
         "selection": lambda r: selection(pool5, y5, reps, (100, 200, 400, 800), r),
         "sequential": lambda r: sequential(pool, y, reps, r),
+        "f1": lambda r: f1_cells(pool, y, reps, (50, 100, 300, 800), (50, 100, 200, 400, 800), r),
     }
     for i, sec in enumerate(SECTIONS):
         if sec in todo:

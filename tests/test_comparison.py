@@ -197,9 +197,11 @@ def test_passive_compare_is_the_paired_z_test(two):
     assert sc.estimate < 0  # so the one-sided "less" test has p < 0.5
     one = bae.compare(pool, "error_rate", draws, y[idx], models=("m0", "m1"), alternative="less")
     assert one.confidence_interval(1 - one.pvalue).high == pytest.approx(0.0, abs=1e-10)
-    with pytest.raises(ValueError, match="variance='score' needs a plain risk"):
-        bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1"), variance="score")
-    assert bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1")).variance == "wald"
+    # F1 (a ratio): the generalized score test by default (tests/test_comparison_nonlinear.py)
+    f1 = bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1"))
+    assert f1.variance == "score" and f1.sums is not None
+    f1s = bae.compare(pool, "f1", draws, y[idx], models=("m0", "m1"), variance="score")
+    assert f1s.statistic == f1.statistic
     # per-model estimates match single-model estimates
     e0 = bae.estimate(pool, "error_rate", draws, y[idx], model="m0")
     assert res.estimates["m0"] == pytest.approx(e0.value)
@@ -610,7 +612,20 @@ def test_multiple_comparison_resolves_variance_as_compare(two):
                 pool, measure, d, lab, models=("m0", "m1"), variance=variance, rng=0
             )
             used = auto if variance == "auto" else variance
-            assert c.variance == mc.variance == used
+            assert mc.variance == used
+            if measure == "f1" and variance == "auto":
+                # compare() tests a ratio measure with the generalized score test (its
+                # influence terms at a null-restricted point); multiple_comparison keeps the
+                # joint Wald covariance for k models
+                assert c.variance == "score"
+                assert mc.statistic[0, 1] == pytest.approx(
+                    bae.compare(
+                        pool, measure, d, lab, models=("m0", "m1"), variance="wald"
+                    ).statistic,
+                    rel=1e-10,
+                )
+                continue
+            assert c.variance == used
             # k = 2: the pair's statistic is compare's (the score form Σvδ/sqrt(Σv²δ²) or the
             # Wald Δ̂/SE), so the two functions used the same variance
             assert mc.statistic[0, 1] == pytest.approx(c.statistic, rel=1e-10)
@@ -621,9 +636,8 @@ def test_multiple_comparison_resolves_variance_as_compare(two):
         pool, "error_rate", d, lab, models=("m0", "m1"), variance="wald", rng=0
     )
     assert abs(s.statistic[0, 1] - w.statistic[0, 1]) > 1e-3
-    for fn in (bae.compare, bae.multiple_comparison):
-        with pytest.raises(ValueError, match=r"variance='score' needs a plain risk.*'f1'"):
-            fn(pool, "f1", d, lab, models=("m0", "m1"), variance="score")
+    with pytest.raises(ValueError, match=r"variance='score' needs a plain risk.*'f1'"):
+        bae.multiple_comparison(pool, "f1", d, lab, models=("m0", "m1"), variance="score")
 
 
 def test_compare_interval_is_newcombe_inside_the_range(two):

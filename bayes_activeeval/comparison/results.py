@@ -49,6 +49,18 @@ class ScoreSums:
     C: Any
     D: Any
 
+    @classmethod
+    def of(cls, v: np.ndarray, delta: np.ndarray) -> ScoreSums:
+        """The sums of one pair: weights ``v`` and per-draw terms ``δ`` (floats)."""
+        v2 = v * v
+        return cls(
+            A=float(v @ delta),
+            W=float(v.sum()),
+            B=float(v2 @ (delta * delta)),
+            C=float(v2 @ delta),
+            D=float(v2.sum()),
+        )
+
 
 def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     """The interval of ``Δ0`` dual to the score-type test at critical value ``z``.
