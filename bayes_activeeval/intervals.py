@@ -29,12 +29,20 @@ per class by MOVER (Zou & Donner (2008); :func:`mover`): their delta-method vari
 class whose ratio sits at 0 or 1 (six labeled positives, all found), and under class skew that is
 the class the interval most needs.
 
+F1, F-beta, MCC and the Fowlkes-Mallows index of a sample with no labeled true positive get their
+upper limit from the true positives' share of the carrying draws (:func:`true_positive_substitution`,
+the substitution method of Daly (1998)): their delta-method standard error has no term for the
+true-positive count there.
+
 The functions take arrays and broadcast, so a Monte Carlo study evaluates all repetitions at once
 (``benchmarks/boundary_coverage.py``). :func:`interval` is the one entry point; the per-method
 functions on the unit scale are public for tests and studies.
 
 References
 ----------
+Daly, L. E. (1998). Confidence limits made easy: interval estimation using a substitution method.
+*American Journal of Epidemiology* 147(8), 783-790.
+
 Fay, M. P. & Feuer, E. J. (1997). Confidence intervals for directly standardized rates: a method
 based on the gamma distribution. *Statistics in Medicine* 16(7), 791-801.
 
@@ -76,6 +84,7 @@ __all__ = [
     "BOUNDED_METHODS",
     "DEFAULT_METHOD",
     "METHODS",
+    "TP_SUBSTITUTION",
     "carrying_kish",
     "carrying_sizes",
     "clopper_pearson",
@@ -86,6 +95,7 @@ __all__ = [
     "modified_wilson",
     "mover",
     "newcombe_difference",
+    "true_positive_substitution",
     "weighted_gamma",
     "wilson",
 ]
@@ -837,3 +847,110 @@ def mover(
     if bounds is not None:
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
     return low, high
+
+
+# ------------------------------------------------------------------------------------------------
+# F-beta, MCC and Fowlkes-Mallows with no labeled true positive
+# ------------------------------------------------------------------------------------------------
+#: The measures :func:`true_positive_substitution` knows, with the loss components it reads.
+TP_SUBSTITUTION = {
+    "f_beta": ("tp", "weight"),
+    "mcc": ("tp", "true_pos", "pred_pos"),
+    "fowlkes_mallows": ("tp", "true_pos", "pred_pos"),
+}
+
+
+def true_positive_substitution(measure: str, share: Any, risk: Any, carrying: Any) -> np.ndarray:
+    """The measure at a true-positive share ``J`` of its carrying draws, every other cell of the
+    confusion matrix at its estimate (the substitution method of Daly (1998)).
+
+    For a sample with no labeled true positive (``TP̂ = 0``) the delta-method standard error of
+    F1 or MCC has no term for the true-positive count (every draw's is 0), and the score
+    interval on it misses the one quantity that is unknown. The draws that carry these measures
+    are the true positives, false positives and false negatives; their true-positive share::
+
+        J = TP/(TP + FP + FN)
+
+    is a proportion with its own score interval on the Kish size of the carrying draws
+    (Korn & Graubard (1998); its estimate is 0 and its upper limit ``J_U`` under the default
+    :func:`modified_wilson` is Wilson's ``z²/(n + z²)`` for ``n > 3`` equal-weight draws).
+    Adding true positives until they make up the
+    share ``J`` of the carrying draws, with the false positives, false negatives and true
+    negatives at their estimates, adds ``t = J·C/(1 − J)`` to the true-positive share of all
+    draws, ``C`` the carrying draws' share of the weight. Each measure is homogeneous of degree 0
+    in the four cells, so (multiplying every cell by ``1 − J``):
+
+    - ``"f_beta"``, ``risk = (0, R̂₂)`` with ``R₂ = (β² (TP + FN) + TP + FP)/(1 + β²)`` (the
+      weight component of :class:`~bayes_activeeval.measures.FBeta`)::
+
+          F_β(J) = J C / (J C + (1 − J) R̂₂)
+
+      For ``β = 1``, ``R̂₂ = C/2`` and ``F1(J) = 2J/(1 + J)`` exactly, whatever the other cells:
+      F1 is a monotone function of ``J`` alone, so the interval of ``J`` mapped through it
+      covers F1 exactly as often as it covers ``J`` (Daly (1998): a measure that is a monotone
+      function of a single parameter). For ``β ≠ 1`` F_β also depends on how the carrying draws
+      split into false negatives and false positives, held at its estimate.
+    - ``"mcc"``, ``risk = (0, ŷ, f̂)`` (the shares labeled and predicted positive, so
+      ``F̂N = ŷ``, ``F̂P = f̂``, ``T̂N = 1 − ŷ − f̂`` and ``C = ŷ + f̂``): with ``tp = J C``,
+      ``fp = (1 − J) f̂``, ``fn = (1 − J) ŷ``, ``tn = (1 − J) T̂N``::
+
+          MCC(J) = (tp·tn − fp·fn) / sqrt((tp + fp)(tp + fn)(tn + fp)(tn + fn))
+
+      (Matthews (1975)); ``MCC(1) = T̂N/sqrt((T̂N + f̂)(T̂N + ŷ))``, its limit.
+    - ``"fowlkes_mallows"``, ``risk = (0, ŷ, f̂)``: ``FM(J) = tp/sqrt((tp + fp)(tp + fn))``.
+
+    Each is nondecreasing in ``J`` (``F_β`` and ``FM`` plainly; for MCC the derivative in ``tp``
+    with the other cells fixed is proportional to ``tn (tp + fp)(tp + fn) − ½ N (2 tp + fp +
+    fn)`` with ``N ≤ tp·tn``, which is at least ``tn (½ tp (fp + fn) + fp·fn) ≥ 0``), equals the
+    estimate at ``J = 0`` (``tp = J C/(1 − J)`` with the other cells fixed grows with ``J``), and
+    so maps the upper limit ``J_U`` to an upper limit of the measure.
+
+    Parameters
+    ----------
+    measure : {"f_beta", "mcc", "fowlkes_mallows"}
+        Which measure (:data:`TP_SUBSTITUTION`).
+    share : array-like
+        ``J`` in ``[0, 1]`` (clipped).
+    risk : array-like (..., d)
+        The estimated loss vector ``R̂`` of the measure with its true-positive component 0
+        (``d = 2`` for ``"f_beta"``, 3 otherwise).
+    carrying : array-like
+        ``C``, the share of the importance weight on the draws that carry the measure (predicted
+        or labeled positive), ``> 0``.
+
+    Returns
+    -------
+    ndarray
+        The measure at ``J``, broadcast over ``share``, ``risk[..., 0]`` and ``carrying``.
+
+    References
+    ----------
+    Daly, L. E. (1998). Confidence limits made easy: interval estimation using a substitution
+    method. *American Journal of Epidemiology* 147(8), 783-790.
+
+    Matthews, B. W. (1975). Comparison of the predicted and observed secondary structure of T4
+    phage lysozyme. *Biochimica et Biophysica Acta* 405(2), 442-451.
+    """
+    if measure not in TP_SUBSTITUTION:
+        raise ValueError(
+            f"measure must be one of {', '.join(map(repr, TP_SUBSTITUTION))}; got {measure!r}"
+        )
+    J = np.clip(np.asarray(share, dtype=float), 0.0, 1.0)
+    R = np.asarray(risk, dtype=float)
+    d = len(TP_SUBSTITUTION[measure])
+    if R.shape[-1] != d:
+        raise ValueError(f"risk must have {d} components for measure={measure!r}; got {R.shape}")
+    C = np.asarray(carrying, dtype=float)
+    tp = J * C
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if measure == "f_beta":
+            return tp / (tp + (1.0 - J) * R[..., 1])
+        y, f = R[..., 1], R[..., 2]
+        fp, fn = (1.0 - J) * f, (1.0 - J) * y
+        if measure == "fowlkes_mallows":
+            return tp / np.sqrt((tp + fp) * (tp + fn))
+        tn0 = np.clip(1.0 - y - f, 0.0, None)
+        tn = (1.0 - J) * tn0
+        mcc = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+        limit = tn0 / np.sqrt((tn0 + f) * (tn0 + y))
+        return np.where(J >= 1.0, limit, mcc)

@@ -502,7 +502,8 @@ def report(meta: dict, skewed: list[dict], other: list[dict], extra: dict | None
         + f"); {meta['reps']} replications per cell, uniform draws with replacement.",
         "",
         "`binary F1` is the package's F1 interval of the positive class on the macro-F1 draws "
-        "(no class parts: before and after are the same interval); draws carrying the positive "
+        "(no class parts; `before_interval` omits the no-true-positive step, so the two differ "
+        "only on samples without a labeled true positive); draws carrying the positive "
         "class (labeled or predicted positive), mean per sample: "
         + ", ".join(f"{v:.1f} at n = {k:,}" for k, v in carrying.items())
         + ".",
