@@ -244,9 +244,13 @@ def weighted_roc_curve(y_true, y_score, sample_weight=None):
     ------
     ValueError
         For labels other than 0/1, non-finite scores, negative or non-finite weights, weights
-        that are all 0, or arrays of different lengths.
+        that are all 0, or arrays of different lengths; and when either class has no weight
+        (no positive or no negative of positive weight): one of the rates is then ``0/0``
+        (before: NaN rates and a numpy ``RuntimeWarning``; scikit-learn warns and returns NaN),
+        as :func:`curve_band` refuses draws without both classes.
     """
     y, s, v = _arrays(y_true, y_score, sample_weight)
+    _check_classes(y, "roc")
     tp, fp, thr = _cumulative(y, s, v)
     tp, fp = tp[0], fp[0]
     return (
@@ -283,9 +287,12 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
     ------
     ValueError
         For labels other than 0/1, non-finite scores, negative or non-finite weights, weights
-        that are all 0, or arrays of different lengths.
+        that are all 0, or arrays of different lengths; and when no positive has weight: recall
+        is then ``0/0`` (before: NaN recalls and a numpy ``RuntimeWarning``). Without negatives
+        the curve is defined (precision 1 at every threshold).
     """
     y, s, v = _arrays(y_true, y_score, sample_weight)
+    _check_classes(y, "pr")
     tp, fp, thr = _cumulative(y, s, v)
     tp, fp = tp[0], fp[0]
     ps = tp + fp
@@ -293,6 +300,23 @@ def weighted_pr_curve(y_true, y_score, sample_weight=None):
     recall = tp / tp[-1]
     sl = slice(None, None, -1)  # increasing thresholds
     return np.r_[precision[sl], 1.0], np.r_[recall[sl], 0.0], thr[sl]
+
+
+def _check_classes(y: np.ndarray, curve: str) -> None:
+    """Refuse labels (of the samples of positive weight) without a class the curve divides by:
+    the positives for both curves (true-positive rate, recall), the negatives for ROC."""
+    what = "the ROC curve" if curve == "roc" else "the precision-recall curve"
+    if not np.any(y == 1):
+        rate = "true-positive rate" if curve == "roc" else "recall"
+        raise ValueError(
+            f"y_true has no positive label of positive weight; {what} needs one (its {rate} "
+            "would be 0/0)"
+        )
+    if curve == "roc" and not np.any(y == 0):
+        raise ValueError(
+            f"y_true has no negative label of positive weight; {what} needs one (its "
+            "false-positive rate would be 0/0)"
+        )
 
 
 def _arrays(y_true, y_score, sample_weight):
@@ -316,7 +340,14 @@ def _arrays(y_true, y_score, sample_weight):
 
 
 def _on_grid(curve, tp, fp, grid):
-    """Curves for every row of ``tp``/``fp`` (shape (B, G)) evaluated on ``grid``."""
+    """Curves for every row of ``tp``/``fp`` (shape (B, G)) evaluated on ``grid``; a row without
+    positive mass (either curve) or without negative mass (ROC) defines no curve and is all NaN.
+
+    Before, such rows gave finite curves: precision 0 at every recall for a bootstrap resample
+    without positives (its recalls are ``0/0``), and whatever ``np.interp`` read off NaN
+    false-positive rates for an ROC resample without negatives. :func:`curve_band` drops
+    non-finite rows, so they inflated ``σ̂``, the critical value and ``CurveBand.n_boot``. A PR
+    row without negatives keeps its curve (precision 1 at every recall)."""
     B = tp.shape[0]
     out = np.empty((B, grid.size))
     P, N = tp[:, -1:], fp[:, -1:]
@@ -333,6 +364,10 @@ def _on_grid(curve, tp, fp, grid):
             for b in range(B):
                 k = np.minimum(np.searchsorted(rec[b], grid, side="left"), rec.shape[1] - 1)
                 out[b] = prec[b, k]
+    undefined = P[:, 0] <= 0
+    if curve == "roc":
+        undefined |= N[:, 0] <= 0
+    out[undefined] = np.nan
     return out
 
 
@@ -448,7 +483,8 @@ def curve_band(
     UserWarning
         When the draws hold fewer than :data:`MIN_POSITIVES` effective positives (Kish size):
         the band then rests on where those few positives sit (1:1,000 passive, 1,000 labels,
-        about one positive: it covered 0.634 before and 0.832 now, 161 runs).
+        about one positive: it covered 0.634 before and 0.820 now, 161 runs;
+        ``benchmarks/results/curve_bands.md``).
 
     Raises
     ------
@@ -498,7 +534,8 @@ def curve_band(
         counts = rng.multinomial(n, np.full(n, 1.0 / n), size=b)
         tpb, fpb, _ = _cumulative(y, s, counts * v)
         boot[start : start + b] = _on_grid(curve, tpb, fpb, xs)
-    ok = np.all(np.isfinite(boot), axis=1)  # a resample without positives defines no curve
+    # a resample without positives (or, ROC, without negatives) defines no curve (_on_grid)
+    ok = np.all(np.isfinite(boot), axis=1)
     boot = boot[ok]
     sd = boot.std(axis=0, ddof=1)
     z = float(stats.norm.ppf(0.5 + level / 2))

@@ -890,7 +890,12 @@ def get(measure: str | Measure) -> Measure:
         return reg[key]()
     if key.startswith("f") and key[1:].replace(".", "", 1).isdigit():
         return FBeta(float(key[1:]))
-    raise ValueError(f"unknown measure {measure!r}; known measures: {', '.join(available())}")
+    raise ValueError(
+        f"unknown measure {measure!r}; known measures: {', '.join(available())}; threshold-free: "
+        f"{', '.join(RANK_NAMES)}, recall@fpr=α (α a number in (0, 1), e.g. recall@fpr=0.01); "
+        "precision at k is built as a measure object, "
+        "threshold_free.precision_at_k(pool, k, model)"
+    )
 
 
 def _views_of(view, models):

@@ -3,6 +3,7 @@ formula ``q ∝ p c^(-1/2) sqrt(E_π ψ²)`` with the influence function ``ψ``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -164,6 +165,13 @@ def proposal_from_u(
     return proposal_from_scores(np.sqrt(np.maximum(u, 0.0)), pool.p, label_costs(pool, costs), mix)
 
 
+def _unreached(pool, q: np.ndarray) -> np.ndarray:
+    """Items a draw never reaches although their label matters: ``q = 0`` where ``p > 0``
+    (Marchant & Rubinstein (2021), Sec. 3.1: ``q(x) > 0`` wherever ``p(x)‖ψ(x, y)‖ > 0``; a
+    threshold-free measure moves with the label of every item of positive mass)."""
+    return (pool.p > 0) & (q <= 0)
+
+
 #: Default weight of the positive-seeking component of the ROC AUC and recall@FPR proposals.
 DEFAULT_POSITIVE_MIX = 0.2
 
@@ -238,6 +246,15 @@ def rank_proposal(
     Proposal
         ``kind="optimal"``; ``info`` holds ``u``, ``estimates_under_belief`` (the measure under
         the belief), ``mix``, ``positive_mix``, ``belief_floor`` and ``estimator``.
+
+    Raises
+    ------
+    ValueError
+        If the measure is undefined under the belief, or if the proposal gives zero mass to an
+        item of positive ``p`` (possible with ``mix=0`` where the belief expects no influence,
+        e.g. ``belief_floor=0`` and ``π = 0`` for average precision): a draw never reaches it
+        and the estimate would be inconsistent, as :func:`~bayes_activeeval.optimal_proposal`
+        refuses for every other measure.
     """
     m = rank_measure(measure)
     if m is None:
@@ -277,6 +294,15 @@ def rank_proposal(
     if lam:
         q_pos = positive_seeking(pool, pi, costs)
         q = (1.0 - lam) * q + lam * q_pos
+    bad = np.flatnonzero(_unreached(pool, q))
+    if bad.size:
+        # as optimal_proposal for every other measure: a draw never reaches these items, and
+        # the label of any of them moves a threshold-free measure (it adds to one class's mass)
+        raise ValueError(
+            f"the proposal for {m.name!r} gives zero mass to item {bad[0]} (and {bad.size - 1} "
+            "more) whose label could change the estimate (the belief expects no influence there, "
+            f"e.g. π = 0; belief_floor={floor:g}, mix={mix:g}); use mix > 0 or belief_floor > 0"
+        )
     info = ProposalInfo(
         measure=m.name,
         risk=np.asarray(value, dtype=float),
@@ -388,6 +414,15 @@ def adaptive_rank_proposal(
     Proposal
         ``kind="adaptive"``; ``info`` holds ``risk``, ``a``, ``epsilon``, ``epsilon_abs``,
         ``mix``, ``deterministic``, ``measure`` and ``belief_floor`` (the floor applied).
+
+    Warns
+    -----
+    UserWarning
+        If the proposal gives zero mass to an unlabeled item of positive ``p`` (possible with
+        ``mix=0`` where the belief expects no influence, e.g. ``belief_floor=0`` and ``π = 0``):
+        it is never drawn and the estimate is inconsistent. A warning, not the ``ValueError`` of
+        :func:`rank_proposal`: the adaptive loop builds this proposal at every stage, and
+        :func:`~bayes_activeeval.adaptive.adaptive_proposal` checks nothing for other measures.
     """
     m = rank_measure(measure)
     if m is None:
@@ -436,6 +471,19 @@ def adaptive_rank_proposal(
     q = proposal_from_u(pool, base**2, costs=costs, mix=mix / (1.0 - lam) if lam else mix)
     if lam:
         q = (1.0 - lam) * q + lam * positive_seeking(pool, pi, costs)
+    unreached = _unreached(pool, q)
+    if known is not None:
+        unreached &= ~np.asarray(known, dtype=bool)  # a known label: q = 0 only where ψ = 0
+    bad = np.flatnonzero(unreached)
+    if bad.size:
+        warnings.warn(
+            f"the adaptive proposal for {m.name!r} gives zero mass to unlabeled item {bad[0]} "
+            f"(and {bad.size - 1} more) whose label could change the estimate (the belief expects "
+            f"no influence there, e.g. π = 0; belief_floor={floor:g}, mix={mix:g}): they are "
+            "never drawn, so the estimate is inconsistent; use mix > 0 or belief_floor > 0",
+            UserWarning,
+            stacklevel=2,
+        )
     info = {
         "risk": vals,  # the measure(s) under the belief
         "a": a,

@@ -237,27 +237,79 @@ def measure_models(pool, measure: RankMeasure, model: str | None) -> tuple[str, 
     return (pool.check_model(model),)
 
 
-def _class_factor(y: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _class_counts(
+    y: np.ndarray, v: np.ndarray, items: np.ndarray | None
+) -> dict[int, tuple[int, int, int]]:
+    """Per class ``c``: its draws, those with positive weight, and the distinct items among the
+    latter (``items`` the pool indices of the draws; ``None``: every draw its own item)."""
+    out = {}
+    for c in (0, 1):
+        sel = y == c
+        live = sel & (v > 0)
+        k = int(np.count_nonzero(live))
+        out[c] = (
+            int(np.count_nonzero(sel)),
+            k,
+            k if items is None else np.unique(items[live]).size,
+        )
+    return out
+
+
+def _class_factor(y: np.ndarray, v: np.ndarray, items: np.ndarray | None = None) -> np.ndarray:
     """Per-draw small-sample factor ``1/(1 − Σ_c v²/(Σ_c v)²)`` of the draw's class ``c``: the
     ``m/(m − 1)`` of DeLong's per-class variances on uniform weights, Kish's effective size
-    otherwise. ``inf`` for a class with a single draw."""
+    otherwise. ``inf`` for a class whose draws of positive weight are a single item (one draw,
+    or one item drawn several times: its influence terms are all equal and their spread says
+    nothing about the class's variance); ``0`` for a draw of weight zero, which adds nothing
+    (``0 · inf`` was NaN, with a numpy warning)."""
+    counts = _class_counts(y, v, items)
     out = np.empty(v.size)
     for c in (0, 1):
         sel = y == c
         sv = v[sel].sum()
         share = float(v[sel] @ v[sel]) / sv**2 if sv > 0 else 1.0
-        out[sel] = 1.0 / (1.0 - share) if share < 1.0 else np.inf
+        single = not share < 1.0 or counts[c][2] <= 1
+        out[sel] = np.inf if single else 1.0 / (1.0 - share)
+        out[sel & (v == 0)] = 0.0
     return out
 
 
-def _scarcer_class_sizes(y: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+def _single_item_message(y: np.ndarray, v: np.ndarray, items: np.ndarray | None) -> str:
+    """Which class is a single item among the draws of positive weight, in words."""
+    parts = []
+    for c, (n_c, k, d) in _class_counts(y, v, items).items():
+        if d > 1 or k == 0:
+            continue
+        name = "positives" if c == 1 else "negatives"
+        if k == 1:
+            zero = f" ({n_c} drawn, {n_c - 1} with weight 0)" if n_c > 1 else ""
+            parts.append(f"the {name} are a single draw with positive weight{zero}")
+        else:
+            parts.append(f"the {name} are a single item drawn {k} times")
+    return " and ".join(parts) if parts else "the within-class variance is not finite"
+
+
+def _item_weights(w: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    """The weights of the draws summed per distinct item (unchanged without repeats)."""
+    if ids is None:
+        return w
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return w if uniq.size == ids.size else np.bincount(inv, w, uniq.size)
+
+
+def _scarcer_class_sizes(
+    y: np.ndarray, v: np.ndarray, items: np.ndarray | None = None
+) -> tuple[float, float]:
     """Kish size ``(Σ v)²/Σ v²`` of the draws of the scarcer class and the degrees of freedom of
     their weights' heterogeneity (:func:`~bayes_activeeval.intervals.carrying_sizes` on that
     class). A rank measure compares the two classes, so the class with fewer effective draws
-    carries it: Hanley & McNeil's (1982) variance of the AUC near 1 is of order ``1/min(m, n)``."""
+    carries it: Hanley & McNeil's (1982) variance of the AUC near 1 is of order ``1/min(m, n)``.
+    With ``items`` (pool indices of the draws) the weights of repeated items are summed first:
+    the size of distinct items (one item drawn twice counts once)."""
     best = (np.inf, np.inf)
     for c in (0, 1):
-        w = v[y == c]
+        sel = y == c
+        w = _item_weights(v[sel], None if items is None else items[sel])
         if w.size == 0:
             return 0.0, np.inf
         kish, wdf = intervals.carrying_sizes(w, np.ones((w.size, 1)), np.ones((1, 1)))
@@ -278,6 +330,7 @@ def rank_estimate_arrays(
     variance: str = "guarded",
     control: np.ndarray | None = None,
     control_mean: Any = 0.0,
+    items: np.ndarray | None = None,
 ) -> RankEstimate:
     """The weighted estimate of a threshold-free measure from labeled draws, with its influence
     function variance.
@@ -331,6 +384,12 @@ def rank_estimate_arrays(
         the belief: ``Σ v m / Σ v − M`` has mean zero to first order.
     control_mean : float or ndarray (m,)
         ``M``.
+    items : ndarray of int (n,), optional
+        Pool indices of the draws (:func:`rank_estimate` passes ``draws.indices``), so that a
+        class is counted by its distinct items: one item drawn twice is still a single item,
+        whose influence terms are all equal, and takes the single-draw fallback below (before,
+        its ``SE`` collapsed to a fraction of a single draw's). Default: every draw a distinct
+        item.
 
     Returns
     -------
@@ -338,24 +397,40 @@ def rank_estimate_arrays(
         ``details["variance"]`` names the variance used; with a belief ``details`` also holds
         both candidates, ``"cov_empirical"`` and ``"cov_belief"``. ``estimator="model_assisted"``
         with ``details["lambda"]`` when ``control`` is given. ``details["variance"] == "kish"``
-        when a class has a single draw and no belief answers for it: DeLong's within-class
+        when a class's draws of positive weight are a single item (one draw, or with ``items``
+        one item drawn several times) and no belief answers for it: DeLong's within-class
         variance (the factor ``m/(m − 1)``) is then undefined, and the variance is that of a
-        proportion at the estimate on the Kish size of the scarcer class, so the default
-        interval is the Wilson interval on that size — the documented fallback where ``n*`` is
-        undefined (before, ``SE`` and the interval were NaN without a warning).
+        proportion at the estimate on the Kish size of the scarcer class (of its distinct items,
+        repeats' weights summed), so the default interval is the Wilson interval on that size —
+        the documented fallback where ``n*`` is undefined (before, ``SE`` and the interval were
+        NaN without a warning).
 
     Raises
     ------
     ValueError
         For an unknown measure, a bad ``variance``/``belief`` (checked before anything else, an
         undefined sample included), non-finite ``scores``, labels ``y`` other than 0/1, negative
-        or non-finite ``weights`` or lengths that do not match.
+        or non-finite ``weights`` or lengths that do not match; ``scores`` with a number of
+        columns other than the models the measure reads (one for an unbound measure), a
+        ``control`` of a shape other than ``(n,)``/``(n, m)`` or ``items`` other than ``(n,)``
+        (the message names the argument, its shape and the expected one).
 
     Warns
     -----
     UndefinedEstimateWarning
-        When the sample lacks a class (the estimate is NaN), or when a class has a single draw
-        (the Kish-size fallback above).
+        When the sample lacks a class (the estimate is NaN), or when a class's draws of
+        positive weight are a single item (the Kish-size fallback above; the message says
+        which class, how many draws and how many of positive weight).
+    UserWarning
+        Recall at false-positive rate ``α`` when ``α n₀ < 1``, ``n₀`` the Kish size
+        ``(Σ_{y=0} v)²/Σ_{y=0} v²`` of the drawn negatives: the sample resolves no
+        false-positive rate below ``1/n₀``, fewer than one effective drawn negative lies above
+        the threshold, and the estimate is the ROC curve's first step — the recall at a
+        false-positive rate near ``1/n₀ > α``, biased upward, with intervals that miss from
+        above (``docs/threshold-free.md``). At ``α n₀ ≥ 1`` a drawn negative pins the
+        threshold. The threshold 1 is where the first step reaches ``α``; as
+        :func:`~bayes_activeeval.curves.curve_band`'s few-positives warning, a ``UserWarning``:
+        the estimate is defined, but unreliable.
     """
     m = rank_measure(measure)
     if m is None:
@@ -370,6 +445,14 @@ def rank_estimate_arrays(
     if S.ndim != 2:
         raise ValueError(f"scores must be (n,) or (n, k), got shape {S.shape}")
     n, k = S.shape
+    n_models = 1 if m.models is None else len(m.models)
+    if k != n_models:
+        want = f"({n},) or ({n}, 1)" if n_models == 1 else f"({n}, {n_models})"
+        reads = "one model (it is not bound)" if m.models is None else f"models {m.models}"
+        raise ValueError(
+            f"scores has shape {np.shape(scores)}; measure {m.name!r} reads {reads}, so scores "
+            f"must have shape {want}, one column per model"
+        )
     y = check_binary_labels(y, "y")
     if y.size != n:
         raise ValueError(f"y has {y.size} entries but scores has {n} rows")
@@ -377,6 +460,20 @@ def rank_estimate_arrays(
     v = check_weights(weights, "weights", n=n)
     if variance_weights is not None:
         check_weights(variance_weights, "variance_weights", n=n)
+    n_out = m.n_outputs
+    if control is not None:
+        mm = np.asarray(control, dtype=float)
+        if mm.shape != (n, n_out) and not (n_out == 1 and mm.shape == (n,)):
+            want = f"({n},) or ({n}, 1)" if n_out == 1 else f"({n}, {n_out})"
+            raise ValueError(
+                f"control has shape {mm.shape}; expected {want} (one row per draw, one column "
+                f"per output of {m.name!r})"
+            )
+        mm = mm.reshape(n, n_out)
+    if items is not None:
+        items = np.asarray(items)
+        if items.shape != (n,):
+            raise ValueError(f"items has shape {items.shape}; expected ({n},), one per draw")
     if belief is not None:
         pi = np.asarray(belief, dtype=float)
         if pi.shape != (n,):
@@ -392,7 +489,6 @@ def rank_estimate_arrays(
         psi1s.append(p1)
         psi0s.append(p0)
     vals_a = np.array(m.combine(vals))
-    n_out = vals_a.size
     psi = np.stack(m.combine(psis), axis=1) if n else np.zeros((0, n_out))
     n_lab = n if n_labels is None else int(n_labels)
     sv = v.sum()
@@ -415,14 +511,23 @@ def rank_estimate_arrays(
             m.bounds,
             kish=np.zeros(n_out),
         )
+    if m.kind == "recall_at_fpr" and float(m.fpr) * n_eff0 < 1.0:
+        warnings.warn(
+            f"{m.name!r} is below the sample's false-positive-rate resolution: the drawn "
+            f"negatives have Kish size {n_eff0:.3g}, so fewer than one of them (α × size = "
+            f"{float(m.fpr) * n_eff0:.2g}) scores above the threshold; the estimate reads the "
+            f"ROC curve's first step (the recall near a false-positive rate of 1/{n_eff0:.3g}), "
+            "is biased upward and its interval can miss. Label more negatives (a Kish size "
+            f"of at least {1.0 / float(m.fpr):.3g}) or estimate the recall at a larger "
+            "false-positive rate",
+            UserWarning,
+            stacklevel=2,
+        )
     v2 = v * (v if variance_weights is None else np.asarray(variance_weights, dtype=float))
-    vv = v2 * _class_factor(y, v)
+    vv = v2 * _class_factor(y, v, items)
     shift = np.zeros((n, n_out))
     details: dict[str, Any] = {}
     if control is not None:
-        mm = np.asarray(control, dtype=float).reshape(n, -1)
-        if mm.shape[1] != n_out:
-            raise ValueError(f"control has shape {mm.shape}; expected ({n}, {n_out})")
         mbar = (v @ mm) / sv
         r = mm - mbar
         den = (r * r * v2[:, None]).sum(axis=0)
@@ -438,7 +543,8 @@ def rank_estimate_arrays(
         cov = (psi * vv[:, None]).T @ psi / sv**2
     used = "empirical"
     if not np.all(np.isfinite(cov)):
-        # a class with a single draw: its within-class variance (DeLong's m/(m − 1)) is undefined
+        # a class whose draws are one item: its within-class variance (DeLong's m/(m − 1)) is
+        # undefined
         cov = np.full((n_out, n_out), np.nan)
         df = None
     else:
@@ -464,13 +570,15 @@ def rank_estimate_arrays(
         # the Kish size of the scarcer class, so that the interval is the score interval on
         # that size (as for a sample without a discordant pair, where SE = 0)
         lo, hi = m.bounds
+        if items is not None:  # the size of distinct items: a repeat counts once
+            kish = _scarcer_class_sizes(y, v, items)[0]
         x = np.clip((vals_a - lo) / (hi - lo), 0.0, 1.0)
         cov = np.diag(x * (1.0 - x) / max(kish, 1.0) * (hi - lo) ** 2)
         used, df = "kish", None
         warnings.warn(
-            f"a class has a single draw, so the variance of {m.name!r} cannot be estimated "
-            f"from the sample; the standard error and interval use the Kish size "
-            f"{kish:.3g} of the scarcer class",
+            f"{_single_item_message(y, v, items)}, so the variance of {m.name!r} cannot be "
+            "estimated from the sample (DeLong's within-class variance needs two items); the "
+            f"standard error and interval use the Kish size {kish:.3g} of the scarcer class",
             UndefinedEstimateWarning,
             stacklevel=2,
         )
@@ -645,7 +753,15 @@ def rank_estimate(
     elif variance != "empirical" and (belief is not None or pool.has_probs()):
         pi = positive_probs(pool, belief, models, 0.0)[draws.indices]
     return rank_estimate_arrays(
-        m, S, y, draws.weights, n_labels=n_labels, belief=pi, variance=variance, control=control
+        m,
+        S,
+        y,
+        draws.weights,
+        n_labels=n_labels,
+        belief=pi,
+        variance=variance,
+        control=control,
+        items=draws.indices,
     )
 
 

@@ -260,8 +260,12 @@ def _recall_at_fpr(inv, g1, g0, W1, W0, alpha, n_eff0):
     fpr, tpr = _roc_points(g1, g0, W1, W0)
     value = float(_tpr_at(fpr, tpr, alpha))
     G = g1.size
-    # the (randomized) threshold: groups above it count 1, the group it cuts counts λ
-    k = int(np.clip(np.searchsorted(fpr, alpha, side="left"), 1, G))  # ROC point k = group G-k
+    # the (randomized) threshold: groups above it count 1, the group it cuts counts λ. ROC point
+    # k is group G-k; k is the first point with fpr > α. Where α lands exactly on a step that a
+    # vertical segment (positives only) follows, np.interp reads the top of that segment, and so
+    # must the threshold (side="left" took its bottom: the influence then had mean −0.75, not 0,
+    # on a 14-draw sample); off such a step both sides give the same threshold
+    k = int(np.clip(np.searchsorted(fpr, alpha, side="right"), 1, G))
     lam = (alpha - fpr[k - 1]) / (fpr[k] - fpr[k - 1]) if fpr[k] > fpr[k - 1] else 1.0
     above = np.zeros(G)
     above[G - k + 1 :] = 1.0
