@@ -50,8 +50,10 @@ paragraph on differences; no "before" column):
   2,000 items with ``rng=1000 + r`` from ``passive_proposal`` or (the first two pools)
   ``comparison_proposal(pool, "balanced_accuracy")``; ``bae.compare(..., "balanced_accuracy")``:
   coverage and width of the default interval, of ``method="newcombe"`` and ``"test"``, how
-  often ``p < 0.05``, how often each interval excludes 0, and how often that agrees with
-  ``p < 0.05``. The first cell (``flip 2 %``, passive, 400) is the one committed before the
+  often ``p < 0.05`` (the default test and, on the same draws, the Wald test), how often each
+  interval excludes 0, and how often that agrees with ``p < 0.05``; and the exact null of the
+  ``minority 30 %`` and ``recall 0.5`` pools (``, null``: every item in two copies with the
+  models' predictions swapped), passive, for the type-I error of both tests. The first cell (``flip 2 %``, passive, 400) is the one committed before the
   other cells were added, with the same draws.
   ``--reps`` sets the replications of ``absent coverage`` (300 at the default 400) and
   ``compare`` (400).
@@ -364,6 +366,10 @@ COMPARE_CELLS = (
     ("minority 30 %", "optimal", 2000),
     ("recall 0.5", "passive", 400),
     ("recall 0.5", "passive", 2000),
+    ("minority 30 %, null", "passive", 400),
+    ("minority 30 %, null", "passive", 2000),
+    ("recall 0.5, null", "passive", 400),
+    ("recall 0.5, null", "passive", 2000),
 )
 #: the intervals of the ``compare()`` section: key suffix and ``method=``
 COMPARE_METHODS = (("", None), ("_newcombe", "newcombe"), ("_test", "test"))
@@ -396,6 +402,19 @@ def _compare_pools() -> dict:
     )
     truth = skm.balanced_accuracy_score(y, fa) - skm.balanced_accuracy_score(y, fb)
     out["recall 0.5"] = (pool, y, float(truth))
+    for name in ("minority 30 %", "recall 0.5"):
+        # the exact null of the same pool: every item in two copies with the two models'
+        # predictions swapped (the protocol of benchmarks/comparison_type1_power.py)
+        pool, y, _ = out[name]
+        fa, fb = pool.view("a").pred, pool.view("b").pred
+        null = bae.Pool(
+            predictions={"a": np.r_[fa, fb], "b": np.r_[fb, fa]},
+            probs={
+                "a": np.where(np.r_[fa, fb] == 1, 0.8, 0.2),
+                "b": np.where(np.r_[fb, fa] == 1, 0.8, 0.2),
+            },
+        )
+        out[name + ", null"] = (null, np.r_[y, y], 0.0)
     return out
 
 
@@ -412,7 +431,7 @@ def compare_ba(reps: int, cells=COMPARE_CELLS) -> list[dict]:
             else bae.comparison_proposal(pool, "balanced_accuracy", models=("a", "b"))
         )
         t0 = time.time()
-        rec: dict[str, list] = {"p": []}
+        rec: dict[str, list] = {"p": [], "p_wald": []}
         for key, _ in COMPARE_METHODS:
             for what in ("cover", "width", "excl"):
                 rec[what + key] = []
@@ -422,6 +441,16 @@ def compare_ba(reps: int, cells=COMPARE_CELLS) -> list[dict]:
                 pool, "balanced_accuracy", d, y[d.indices], models=("a", "b"), proposal=prop
             )
             rec["p"].append(float(c.pvalue))
+            w = bae.compare(
+                pool,
+                "balanced_accuracy",
+                d,
+                y[d.indices],
+                models=("a", "b"),
+                proposal=prop,
+                variance="wald",
+            )
+            rec["p_wald"].append(float(w.pvalue))
             for key, method in COMPARE_METHODS:
                 lo, hi = c.confidence_interval(method=method)
                 rec["cover" + key].append(lo <= truth <= hi)
@@ -436,6 +465,7 @@ def compare_ba(reps: int, cells=COMPARE_CELLS) -> list[dict]:
             "reps": reps,
             "truth": truth,
             "reject_05": float(np.mean(p < 0.05)),
+            "reject_05_wald": float(np.mean(np.array(rec["p_wald"]) < 0.05)),
             "mean_positive_draws": float(n * np.mean(y)),
         }
         for key, _ in COMPARE_METHODS:
@@ -608,10 +638,14 @@ def _report_extra(extra: dict) -> list[str]:
         '(`method="newcombe"`, the default for passive draws) and the test\'s '
         '(`method="test"`, the default under active proposals). Coverage `hits/reps` rounded '
         "half up (mean width), MC s.e. `sqrt(cov (1 − cov)/reps)`; `excl. 0` how often the "
-        "interval excludes 0 and, after the slash, how often that agrees with p < 0.05.",
+        "interval excludes 0 and, after the slash, how often that agrees with p < 0.05. "
+        "`p < 0.05`: the default test (the generalized score test), then the Wald test "
+        '(`variance="wald"`) on the same draws. `, null`: the exact null of the pool above it '
+        "(every item in two copies with the models' predictions swapped; truth 0, so `p < 0.05` "
+        "is the type-I error and the coverage that of 0).",
         "",
-        "| pool | design | n | positives drawn | truth | p < 0.05 | default | newcombe "
-        "| test | MC s.e. (newcombe / test) | excl. 0: newcombe / test |",
+        "| pool | design | n | positives drawn | truth | p < 0.05: default / Wald | default "
+        "| newcombe | test | MC s.e. (newcombe / test) | excl. 0: newcombe / test |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in cells:
@@ -625,9 +659,10 @@ def _report_extra(extra: dict) -> list[str]:
         cols = " | ".join(
             f"{_cov(c, k)} ({c['width' + k]:.3f})" for k in ("", "_newcombe", "_test")
         )
+        wald = f"{c['reject_05_wald']:.3f}" if "reject_05_wald" in c else "—"
         lines.append(
             f"| {c['setting']} | {c['design']} | {c['n']:,} | {c['mean_positive_draws']:.0f} "
-            f"| {c['truth']:.4f} | {c['reject_05']:.3f} | {cols} "
+            f"| {c['truth']:.4f} | {c['reject_05']:.3f} / {wald} | {cols} "
             f"| {c['mc_se_newcombe']:.3f} / {c['mc_se_test']:.3f} "
             f"| {c['excludes_0_newcombe']:.3f}/{c['agrees_with_p_newcombe']:.3f} / "
             f"{c['excludes_0_test']:.3f}/{c['agrees_with_p_test']:.3f} |"

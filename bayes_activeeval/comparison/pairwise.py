@@ -87,31 +87,48 @@ def resolve_variance(base: Measure, variance: str, *, nonlinear_score: bool = Fa
     return variance
 
 
-def restricted_influence(L: np.ndarray, v: np.ndarray, diff_m: Measure) -> np.ndarray:
+def restricted_influence(
+    L: np.ndarray, v: np.ndarray, diff_m: Measure, delta0: float = 0.0
+) -> np.ndarray:
     """The paired influence terms of a non-linear difference ``g(R_a) − g(R_b)`` linearized at a
     point of the null hypothesis: the per-draw terms of the generalized score test of
-    ``H0: g(R_a) = g(R_b)`` (Boos (1992), Eqs. 5-6: the estimating function and its empirical
-    (sandwich) variance at the null-restricted estimate; Rao's score test with the nuisance
-    estimated under ``H0``).
+    ``H0: g(R_a) − g(R_b) = Δ0`` (Boos (1992), Eqs. 5-6: the estimating function and its
+    empirical (sandwich) variance at the null-restricted estimate; Rao's score test with the
+    nuisance estimated under ``H0``).
 
     With ``R̂_a, R̂_b`` the self-normalized risk vectors (Sawade (2012), Eq. 3.31),
     ``R̄ = (R̂_a + R̂_b)/2`` and ``J̄`` the measure's Jacobian at ``R̄``, the restricted point is
-    ``R_a⁰ = R̄ + d₀/2``, ``R_b⁰ = R̄ − d₀/2`` with ``d₀ = (R̂_a − R̂_b) − β J̄(R̂_a − R̂_b)``:
-    the difference of the risk vectors with its component along the estimated difference
-    removed (``β = Σ v² δ̃ (ℓ_a − ℓ_b) / Σ v² δ̃²``, ``δ̃ = J̄(ℓ_a − ℓ_b)``, the regression of the
-    paired loss differences on their linearized difference, so ``J̄ d₀ = 0``: ``R⁰`` satisfies
-    ``H0`` to first order). The terms are
+    ``R_a⁰ = R̄ + d₀/2``, ``R_b⁰ = R̄ − d₀/2`` with ``d₀ = (R̂_a − R̂_b) − β (J̄(R̂_a − R̂_b) − Δ0)``:
+    the difference of the risk vectors moved along ``β`` until its linearized difference is
+    ``Δ0`` (``β = Σ v² δ̃ (ℓ_a − ℓ_b) / Σ v² δ̃²``, ``δ̃ = J̄(ℓ_a − ℓ_b)``, the regression of the
+    paired loss differences on their linearized difference, so ``J̄β = 1`` and ``J̄ d₀ = Δ0``:
+    ``R⁰`` satisfies ``H0`` to first order; for ``Δ0 = 0`` the component along the estimated
+    difference is removed). The terms are
     ``ψ_i = Dg(R_a⁰)(ℓ_{a,i} − R_a⁰) − Dg(R_b⁰)(ℓ_{b,i} − R_b⁰)`` (Marchant & Rubinstein (2021),
-    Thm. 2, at ``R⁰`` instead of ``R̂``). Where the two models' losses agree ``ψ_i`` is
-    ``(Dg(R_a⁰) − Dg(R_b⁰))(ℓ_i − R̄)``, first order in ``d₀`` and not in ``Δ̂``; the Wald terms
-    there carry ``Δ̂`` itself, so that the few heavy draws of a comparison proposal where the
-    models agree made the Wald variance grow with ``|Δ̂|`` (a conservative test). For ``g`` a
-    ratio ``T/W`` (F1, F-β, precision, recall) ``J̄(R̂_a − R̂_b)`` is zero exactly when
+    Thm. 2, at ``R⁰`` instead of ``R̂``); the statistic for ``Δ0`` is
+    ``Σ v ψ / sqrt(Σ v² ψ²)``, and ``Σ v ψ / Σ v = Dg(R⁰)(R̂ − R⁰)`` is ``Δ̂ − Δ0`` to first
+    order. Each ``Δ0`` needs its own ``R⁰``: the terms at ``R⁰(0)`` minus ``Δ0`` are not those
+    at ``R⁰(Δ0)`` (for balanced accuracy the Jacobian at ``R⁰(Δ0)`` weighs the draws of a class
+    by ``Δ0`` over the class's share, a term that the subtraction puts on every draw instead).
+
+    Where the two models' losses agree ``ψ_i`` is ``(Dg(R_a⁰) − Dg(R_b⁰))(ℓ_i − R̄)`` (with
+    ``Δ0 = 0``), first order in ``d₀`` and not in ``Δ̂``; the Wald terms there carry ``Δ̂``
+    itself, so that the few heavy draws of a comparison proposal where the models agree made
+    the Wald variance grow with ``|Δ̂|`` (a conservative test). For ``g`` a ratio ``T/W``
+    (F1, F-β, precision, recall) ``J̄(R̂_a − R̂_b)`` is zero exactly when
     ``T̂_a/Ŵ_a = T̂_b/Ŵ_b`` (it is ``(T̂_a Ŵ_b − T̂_b Ŵ_a)/W̄²``). When the two models are
     exchangeable (each item's two losses equally likely either way round), ``δ̃`` changes sign
     with the orientation of the draw and ``Σ v δ̃ / sqrt(Σ v² δ̃²)`` is the plain-risk score
-    statistic of the linearized losses. If the Jacobian is not finite at ``R⁰`` the terms are
-    taken at ``R̄`` (``d₀ = 0``); if it is not finite there, they are NaN.
+    statistic of the linearized losses. When no draw's two losses differ, ``Δ̂ = 0`` and the
+    terms for ``Δ0 = 0`` are 0 (computed, they would be the rounding noise of
+    ``J(ℓ − R̄) − J(ℓ − R̄)``, whose statistic could take any value up to ``√n``: balanced
+    accuracy's exact null in ``benchmarks/compare_small_n.py`` was rejected 0.093 of the time at
+    10 passive draws). If
+    the Jacobian is not finite at ``R⁰`` the terms are taken at ``R̄`` (``d₀ = 0``) for
+    ``Δ0 = 0`` and are NaN for any other ``Δ0``; if it is not finite at ``R̄``, they are NaN.
+    For ``Δ0 ≠ 0`` the first-order point is refined by Newton's method along the same path
+    until ``g(R_a⁰) − g(R_b⁰) = Δ0`` exactly (:meth:`RestrictedPath.point`); for ``Δ0 = 0`` it
+    is kept (exact for a ratio).
 
     Parameters
     ----------
@@ -121,44 +138,189 @@ def restricted_influence(L: np.ndarray, v: np.ndarray, diff_m: Measure) -> np.nd
         Importance weights ``p/q``.
     diff_m : Measure
         The resolved difference measure (:func:`~bayes_activeeval.measures.difference`).
+    delta0 : float, optional
+        The difference under the null hypothesis (default 0, the test of :func:`compare`).
 
     Returns
     -------
     ndarray (n,)
         ``ψ_i``; ``Σ v ψ / Σ v`` is the difference linearized at ``R⁰``.
     """
-    L = np.asarray(L, dtype=float)
-    n, d = L.shape[0], L.shape[1] // 2
-    sv = float(v.sum())
-    if n == 0 or not sv > 0:
-        return np.full(n, np.nan)
-    R = (v @ L) / sv
-    Ra, Rb = R[:d], R[d:]
-    Rbar = 0.5 * (Ra + Rb)
+    return RestrictedPath(L, v, diff_m).influence(delta0)
 
-    def terms(R0):
+
+class RestrictedPath:
+    """The null-restricted points ``R⁰(Δ0)`` of :func:`restricted_influence` for every ``Δ0``
+    (the pieces that do not depend on ``Δ0``, computed once).
+
+    Parameters
+    ----------
+    L : ndarray (n, 2d)
+        The losses of the difference measure, model ``a``'s ``d`` columns then ``b``'s.
+    v : ndarray (n,)
+        Importance weights ``p/q``.
+    diff_m : Measure
+        The resolved difference measure.
+    """
+
+    def __init__(self, L: np.ndarray, v: np.ndarray, diff_m: Measure):
+        self.L = L = np.asarray(L, dtype=float)
+        self.v = v
+        self.diff_m = diff_m
+        n, d = L.shape[0], L.shape[1] // 2
+        self.n = n
+        sv = float(v.sum())
+        self.ok = False
+        if n == 0 or not sv > 0:
+            return
+        R = (v @ L) / sv
+        Ra, Rb = R[:d], R[d:]
+        self.Rbar = Rbar = 0.5 * (Ra + Rb)
         with np.errstate(all="ignore"):
-            J = np.asarray(diff_m.jacobian(R0), dtype=float)[0]
+            J = np.asarray(diff_m.jacobian(np.concatenate([Rbar, Rbar])), dtype=float)[0]
+        if not np.all(np.isfinite(J)):
+            return
+        Jbar = 0.5 * (J[:d] - J[d:])
+        dl = L[:, :d] - L[:, d:]
+        lin = dl @ Jbar
+        v2 = v * v
+        s2 = float(v2 @ (lin * lin))
+        self.dR = Ra - Rb
+        self.beta = (v2 * lin) @ dl / s2 if s2 > 0 else np.zeros(d)
+        self.discordant = bool(np.any(dl != 0))
+        self.slope = float(Jbar @ self.dR)
+        self.ok = True
+
+    def _terms(self, R0: np.ndarray) -> np.ndarray | None:
+        with np.errstate(all="ignore"):
+            J = np.asarray(self.diff_m.jacobian(R0), dtype=float)[0]
         if not np.all(np.isfinite(J)):
             return None
-        return (L - R0) @ J
+        return (self.L - R0) @ J
 
-    with np.errstate(all="ignore"):
-        J = np.asarray(diff_m.jacobian(np.concatenate([Rbar, Rbar])), dtype=float)[0]
-    if not np.all(np.isfinite(J)):
-        return np.full(n, np.nan)
-    Jbar = 0.5 * (J[:d] - J[d:])
-    dl = L[:, :d] - L[:, d:]
-    lin = dl @ Jbar
-    v2 = v * v
-    s2 = float(v2 @ (lin * lin))
-    dR = Ra - Rb
-    beta = (v2 * lin) @ dl / s2 if s2 > 0 else np.zeros(d)
-    d0 = dR - beta * float(Jbar @ dR)
-    psi = terms(np.concatenate([Rbar + 0.5 * d0, Rbar - 0.5 * d0]))
-    if psi is None:
-        psi = terms(np.concatenate([Rbar, Rbar]))
-    return np.full(n, np.nan) if psi is None else psi
+    def _at(self, s: float) -> np.ndarray:
+        d0 = self.dR - self.beta * s
+        return np.concatenate([self.Rbar + 0.5 * d0, self.Rbar - 0.5 * d0])
+
+    def point(self, delta0: float) -> tuple[np.ndarray, float]:
+        """``R⁰(delta0)`` on the path ``d₀(s) = (R̂_a − R̂_b) − β s`` and its residual
+        ``g(R_a⁰) − g(R_b⁰) − delta0``: the first-order point ``s = J̄(R̂_a − R̂_b) − delta0`` for
+        ``delta0 = 0`` (the test of :func:`compare`, exact for a ratio ``T/W``, whose two
+        ratios are equal exactly when ``J̄ d₀ = 0``), else refined by Newton's method in ``s``
+        until ``g(R_a⁰) − g(R_b⁰) = delta0`` (steps halved while ``|residual|`` does not
+        shrink); if that fails, the first-order point and its residual."""
+        s0 = self.slope - delta0
+        R0 = self._at(s0)
+        if delta0 == 0:
+            return R0, 0.0
+
+        def resid(R):
+            with np.errstate(all="ignore"):
+                return float(np.asarray(self.diff_m.g(R), dtype=float)[0]) - delta0
+
+        r0 = resid(R0)
+        s, R, r = s0, R0, r0
+        direction = np.concatenate([-0.5 * self.beta, 0.5 * self.beta])
+        tol = 1e-12 * max(1.0, abs(delta0))
+        for _ in range(30):
+            if not np.isfinite(r) or abs(r) <= tol:
+                break
+            with np.errstate(all="ignore"):
+                slope = float(np.asarray(self.diff_m.jacobian(R), dtype=float)[0] @ direction)
+            if not (np.isfinite(slope) and slope != 0):
+                break
+            step = -r / slope
+            for _ in range(30):
+                R1 = self._at(s + step)
+                r1 = resid(R1)
+                if np.isfinite(r1) and abs(r1) < abs(r):
+                    break
+                step *= 0.5
+            else:
+                break
+            s, R, r = s + step, R1, r1
+        if np.isfinite(r) and abs(r) <= max(tol, 1e-9 * abs(r0)):
+            return R, r
+        return R0, r0
+
+    def influence(self, delta0: float = 0.0) -> np.ndarray:
+        """``ψ_i`` at ``R⁰(delta0)`` (NaN where not defined, see :func:`restricted_influence`)."""
+        return self.terms(delta0)[0]
+
+    def terms(self, delta0: float = 0.0) -> tuple[np.ndarray, float]:
+        """``ψ_i`` at ``R⁰(delta0)`` and the residual ``g(R_a⁰) − g(R_b⁰) − delta0`` of
+        :meth:`point`."""
+        if not self.ok:
+            return np.full(self.n, np.nan), np.nan
+        if delta0 == 0 and not self.discordant:
+            # every draw's two losses agree: Δ̂ = 0, and the terms at R_a⁰ = R_b⁰ = R̄ would be
+            # rounding noise (J(ℓ − R̄) − J(ℓ − R̄)), whose statistic reached 6.6
+            return np.zeros(self.n), 0.0
+        R0, resid = self.point(delta0)
+        psi = self._terms(R0)
+        if psi is None and delta0 == 0:
+            psi = self._terms(np.concatenate([self.Rbar, self.Rbar]))
+        return (np.full(self.n, np.nan), np.nan) if psi is None else (psi, resid)
+
+
+@dataclass(frozen=True, eq=False)
+class RestrictedScore:
+    """The draws behind the generalized score test of a non-linear difference (:func:`compare`
+    for F1, precision, MCC, balanced accuracy, …), kept to invert the test: its statistic for
+    any ``H0: Δ = Δ0`` is ``Σ v ψ(Δ0) / sqrt(Σ v² ψ(Δ0)²)`` with the influence terms
+    ``ψ(Δ0)`` at the null-restricted point ``R⁰(Δ0)`` (Boos (1992), Eqs. 5-6;
+    :func:`restricted_influence`), and at ``Δ0 = 0`` it is the test's statistic, bit for bit.
+
+    Data, so a :class:`~bayes_activeeval.comparison.ComparisonResult` pickles: the measure is
+    rebuilt from ``measure`` (a name, or the :class:`~bayes_activeeval.Measure` given to
+    :func:`compare`), ``models`` and ``n_classes`` after unpickling.
+
+    Parameters
+    ----------
+    losses : ndarray (n, 2d)
+        The difference measure's losses of the draws, model ``a``'s columns then ``b``'s.
+    weights : ndarray (n,)
+        The weights of the test (``p/q``, rescaled by :func:`~bayes_activeeval.intervals.unhuge`).
+    measure : str or Measure
+        The measure compared, as given to :func:`compare`.
+    models : (str, str)
+        ``(a, b)``.
+    n_classes : int
+        The pool's number of classes (sizes the measure's components).
+    """
+
+    losses: np.ndarray
+    weights: np.ndarray
+    measure: Any
+    models: tuple[str, str]
+    n_classes: int
+
+    @property
+    def path(self) -> RestrictedPath:
+        path = self.__dict__.get("_path")
+        if path is None:
+            m = difference(get_measure(self.measure), *self.models).resolve(self.n_classes)
+            path = self.__dict__["_path"] = RestrictedPath(self.losses, self.weights, m)
+        return path
+
+    def __getstate__(self) -> dict:
+        return {k: val for k, val in self.__dict__.items() if k != "_path"}
+
+    def statistic(self, delta0: float) -> float:
+        """The generalized score statistic of ``H0: Δ = delta0``,
+        ``(Σ v ψ + W r) / sqrt(Σ v² ψ²)`` with ``ψ`` at ``R⁰(delta0)`` and ``r`` the residual
+        ``g(R_a⁰) − g(R_b⁰) − delta0`` of that point (0 where Newton's method reached the
+        null; where it did not, ``W r`` puts the first-order point's miss back into the
+        estimating function, ``Σ v ψ / W`` being ``Δ̂ − delta0 − r`` to first order); NaN where
+        ``ψ`` is not defined, ``±inf`` when ``Σ v² ψ² = 0`` and the numerator is not."""
+        delta0 = float(delta0)
+        psi, resid = self.path.terms(delta0)
+        if not np.all(np.isfinite(psi)):
+            return np.nan
+        sums = ScoreSums.of(self.weights, psi)
+        if delta0 == 0:  # the reported test, bit for bit
+            return _z(sums.A, np.sqrt(sums.B))
+        return _z(sums.A + sums.W * resid, np.sqrt(sums.B))
 
 
 def _check_alternative(alternative: str) -> str:
@@ -606,14 +768,18 @@ def compare(
         value, se = float(est.values[0]) * strat.mass, float(est.stderrs[0]) * strat.mass
     else:  # no draw where the two models can differ: no evidence either way
         value, se = 0.0, np.nan
-    sums = None
+    sums = restricted = None
     if variance == "score" and not is_linear(base):
         # the generalized score test: the paired influence terms at a null-restricted point
         vs = intervals.unhuge(vk)[0]
-        psi = restricted_influence(Lk, vs, diff_m)
+        path = RestrictedPath(Lk, vs, diff_m)
+        psi = path.influence(0.0)
         if Lk.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
             sums = ScoreSums.of(vs, psi)
             z = _z(sums.A, np.sqrt(sums.B))
+            spec = measure if isinstance(measure, str) else base
+            restricted = RestrictedScore(Lk, vs, spec, (a, b), pool.n_classes)
+            restricted.__dict__["_path"] = path
         else:  # the measure is not defined at the pooled point yet (e.g. no positive drawn)
             z = np.nan if Lk.shape[0] else 0.0
     elif variance == "score":
@@ -652,6 +818,7 @@ def compare(
         bounds=base.bounds,
         equal_weights=strat.passive,
         stratum_size=strat.size,
+        restricted=restricted,
     )
 
 

@@ -113,6 +113,104 @@ def invert_score_test(sums: ScoreSums, z: float) -> tuple[Any, Any]:
     return lo, hi
 
 
+def invert_statistic(
+    statistic: Any,
+    z: float,
+    centre: float,
+    bounds: tuple[float, float],
+    scale: float,
+    at_zero: float,
+) -> tuple[float, float]:
+    """The interval of ``Δ0`` dual to a test whose statistic ``T(Δ0)`` for ``H0: Δ = Δ0`` is
+    computed afresh for each ``Δ0`` (the generalized score test of a non-linear difference,
+    whose null-restricted point moves with ``Δ0``; Boos (1992), Eqs. 5-6), at critical value
+    ``z``: ``{Δ0 : |T(Δ0)| ≤ z}``, found by root-finding (:func:`scipy.optimize.brentq`) on
+    each side of ``centre``.
+
+    From ``centre`` (the estimate, where ``T`` is about 0) each side is scanned outward on a
+    geometric grid (steps ``scale/2 · √2^k``) up to the end of ``bounds``; the first grid point
+    whose ``|T|`` exceeds ``z`` brackets the end, which :func:`~scipy.optimize.brentq` refines
+    (a ``T`` that is NaN counts as not rejecting). A side with no rejection up to its bound
+    ends at the bound — the analogue of the whole line or a ray of :func:`invert_score_test`
+    when the statistic stays below ``z`` however far ``Δ0`` goes (few effective draws). The
+    result is kept dual to the test of ``Δ = 0``: if ``|at_zero| ≤ z`` and 0 lies outside the
+    set found around ``centre`` (a statistic that is not monotone), the interval is extended
+    to 0; if ``|at_zero| > z`` and 0 lies inside (a rejected island the grid stepped over), it
+    is cut between 0 and ``centre``. So it contains 0 exactly when the test does not reject.
+
+    Parameters
+    ----------
+    statistic : callable
+        ``Δ0 ↦ T(Δ0)``.
+    z : float
+        The critical value.
+    centre : float
+        Where to start (the estimate ``Δ̂``), inside ``bounds``.
+    bounds : (float, float)
+        The range of ``Δ`` (either end may be infinite).
+    scale : float
+        The scale of the grid (the estimate's standard error); 0 or NaN: 1 % of the range.
+    at_zero : float
+        ``T(0)``, the statistic of the test of ``Δ = 0`` (decides whether 0 belongs).
+
+    Returns
+    -------
+    low, high : float
+    """
+    lo_b, hi_b = (float(b) for b in bounds)
+    width = hi_b - lo_b
+    if not (np.isfinite(scale) and scale > 0):
+        scale = 0.01 * width if np.isfinite(width) else 0.01
+    h = 0.5 * scale
+
+    def excess(x: float) -> float:
+        t = statistic(x)
+        return -z if np.isnan(t) else min(abs(t), 1e12) - z
+
+    def rejects(x: float) -> bool:
+        return excess(x) > 0
+
+    c = float(np.clip(centre, lo_b, hi_b)) if np.isfinite(centre) else 0.0
+    if rejects(c):  # T(Δ̂) not about 0 (a very few draws): start where T changes sign
+        t = statistic(c)
+        step = 1.0 if t > 0 else -1.0
+        for k in range(120):
+            x = c + step * h * np.sqrt(2.0) ** k
+            x = min(x, hi_b) if step > 0 else max(x, lo_b)
+            if not rejects(x):
+                c = x
+                break
+            if x in (lo_b, hi_b) or not np.isfinite(x):
+                break
+
+    def end(direction: float) -> float:
+        bound = hi_b if direction > 0 else lo_b
+        prev = c
+        for k in range(200):
+            x = c + direction * h * np.sqrt(2.0) ** k
+            x = min(x, bound) if direction > 0 else max(x, bound)
+            if not np.isfinite(x):  # an unbounded side never rejected: a ray
+                return bound
+            if rejects(x):
+                return float(optimize.brentq(excess, prev, x)) if prev != x else x
+            if x == bound:
+                return bound
+            prev = x
+        return bound
+
+    lo, hi = (end(-1.0), end(1.0)) if not rejects(c) else (c, c)
+    if lo_b <= 0.0 <= hi_b:
+        zero_ok = not abs(at_zero) > z  # a NaN statistic does not reject
+        if zero_ok and not lo <= 0.0 <= hi:
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+        elif not zero_ok and lo <= 0.0 <= hi:
+            if c > 0:
+                lo = max(float(optimize.brentq(excess, 0.0, c)), np.nextafter(0.0, 1.0))
+            elif c < 0:
+                hi = min(float(optimize.brentq(excess, c, 0.0)), np.nextafter(0.0, -1.0))
+    return float(lo), float(hi)
+
+
 def interval_method(
     method: str | None, newcombe_ok: bool, why: str, *, equal_weights: bool = True
 ) -> str:
@@ -248,6 +346,12 @@ class ComparisonResult:
         For a post-stratified difference (a plain risk under an active proposal, see
         :func:`~bayes_activeeval.compare`): the Kish size ``(Σ_D v)²/Σ_D v²`` of the draws in the
         disagreement set ``D`` (default ``None``: not post-stratified).
+    restricted : RestrictedScore, optional
+        For a ratio or non-linear measure tested with the generalized score test: the draws'
+        losses and weights, from which the test of any ``H0: Δ = Δ0`` is recomputed at its own
+        null-restricted point to invert it
+        (:class:`~bayes_activeeval.comparison.pairwise.RestrictedScore`; default ``None``: a
+        plain risk, whose score test inverts from :attr:`sums` alone, or the Wald test).
 
     Attributes
     ----------
@@ -310,6 +414,7 @@ class ComparisonResult:
     bounds: tuple[float, float] = (-np.inf, np.inf)
     equal_weights: bool = False
     stratum_size: float | None = None
+    restricted: Any = field(default=None, repr=False)
 
     @property
     def difference_bounds(self) -> tuple[float, float]:
@@ -377,7 +482,15 @@ class ComparisonResult:
             inequality in ``Δ0``; where the effective sample size ``(Σ v)²/Σ v²`` is at most
             ``z²`` that set is the whole line or two rays, and the interval is the whole range
             if the test does not reject ``Δ = 0`` and the ray on the estimate's side if it does
-            (:func:`invert_score_test`). One-sided alternatives give one-sided intervals, as
+            (:func:`invert_score_test`). For a ratio or non-linear measure (the generalized
+            score test, :attr:`restricted` set) each ``Δ0`` is tested at its own
+            null-restricted point ``R⁰(Δ0)`` (Boos (1992), Eqs. 5-6;
+            :func:`~bayes_activeeval.comparison.pairwise.restricted_influence`) and the ends
+            are found by root-finding on each side of ``Δ̂`` within the difference's range
+            (:func:`invert_statistic`); a side the test never rejects ends at the range's end.
+            Subtracting ``Δ0`` from the terms at ``R⁰(0)`` instead gave an interval with the
+            wrong variance: 0.46 coverage for balanced accuracy where two models differ only
+            on a rare class. One-sided alternatives give one-sided intervals, as
             :func:`scipy.stats.ttest_rel`. Two-sided ones are clipped to the difference's range.
         """
         level = check_level(level)
@@ -441,8 +554,19 @@ class ComparisonResult:
     def _score_interval(self, level: float) -> ConfidenceInterval:
         two = self.alternative == "two-sided"
         z = stats.norm.ppf(0.5 + level / 2) if two else stats.norm.ppf(level)
-        lo, hi = invert_score_test(self.sums, z)
-        lo, hi = lo * self.support_mass, hi * self.support_mass
+        if self.restricted is not None:
+            # a non-linear difference: the test of each Δ0 at its own restricted point
+            lo, hi = invert_statistic(
+                self.restricted.statistic,
+                z,
+                self.estimate,
+                self.difference_bounds,
+                self.stderr,
+                self.statistic,
+            )
+        else:
+            lo, hi = invert_score_test(self.sums, z)
+            lo, hi = lo * self.support_mass, hi * self.support_mass
         if self.alternative == "less":
             return ConfidenceInterval(-np.inf, hi)
         if self.alternative == "greater":
