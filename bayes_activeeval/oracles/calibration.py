@@ -88,6 +88,12 @@ from .base import OracleModel, register_oracle
 
 __all__ = ["CalibrationOracle", "feature_scaling", "log_odds"]
 
+#: The default prior scales of the calibration map: ``s_c`` of the intercept at the pivot and
+#: ``s_β`` of the log slope (``intercept_sd``, ``log_slope_sd``); also the scales of the
+#: recalibrated cell prior of :func:`bayes_activeeval.posterior.cell_posterior`.
+INTERCEPT_SD = 2.5
+LOG_SLOPE_SD = 1.0
+
 #: ``IQR / _IQR_PER_SD`` is the standard deviation of normal scores (``2 Φ⁻¹(0.75) ≈ 1.349``).
 _IQR_PER_SD = float(2.0 * special.ndtri(0.75))
 
@@ -207,8 +213,8 @@ class CalibrationOracle(OracleModel):
         model: str | None = None,
         feature: str = "auto",
         n_strata: int = 10,
-        intercept_sd: float = 2.5,
-        log_slope_sd: float = 1.0,
+        intercept_sd: float = INTERCEPT_SD,
+        log_slope_sd: float = LOG_SLOPE_SD,
         stratum_sd: float = 0.5,
         clip: float = 1e-6,
         predictive: str = "map",

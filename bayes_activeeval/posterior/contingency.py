@@ -39,26 +39,28 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
   condition on the score inside a cell, which is what makes the weights necessary. It needs
   ``q > 0`` on every item of a cell: a proposal that gives known true negatives zero mass (F1 under
   a deterministic oracle, once all of a cell's positives are found) biases its denominators. A
-  cell with few labels takes its rate from the prior ``Dir(s0 π̄)``, the model's own
-  probabilities: with miscalibrated probabilities and a few hundred labels the default 20 × 4
-  cells under-cover (95 % intervals of F1 covering 0.87 at 300 labels and 0.84 at 1,000 with
-  SVM-like probabilities and a stochastic labeler), and ``labels_per_cell=30`` (fewer cells)
-  mends it (0.95 and 0.93; ``benchmarks/results/posterior_cells_coverage.md``). It is not the
-  default: the number of cells is also how much of the model's belief the prior carries
-  (``s0 = 0.5`` per cell: about 42 pseudo-labels in 84 cells, 1 in the 2 cells that
-  ``labels_per_cell=30`` leaves at 50 labels). Near the boundary (``Session.posterior()`` of the
-  static designs of ``boundary_coverage.py``, true accuracy 0.99-0.999, 100 fits per cell;
-  ``benchmarks/results/posterior_cells_boundary.md``), with calibrated probabilities the 20 × 4
-  cells cover 0.97-1.00 at 50 labels and ``labels_per_cell=30`` 0.04-0.55 (0.16-0.93 at 200
-  labels: with no error drawn its posterior error rate collapses towards 0), lower by more than
-  two paired s.e. in 25 of the 48 calibrated cells below accuracy 1; with underconfident
-  probabilities it is the reverse (0.00-0.43 against 0.91-1.00 at 50 and 200 labels). Pass it
-  where the probabilities are doubtful.
+  cell with few labels takes its rate mostly from its prior. The model's prior ``Dir(s0 π̄)``
+  (``prior="model"``, the default), the model's own probabilities, carries
+  about 42 pseudo-labels over the default 84 cells: with miscalibrated probabilities its 95 %
+  intervals under-covered (F1 with SVM-like probabilities and a stochastic labeler 0.87 at 300
+  labels and 0.84 at 1,000, ``benchmarks/results/posterior_cells_coverage.md``; accuracy 0.99-0.999
+  with underconfident probabilities 0.00-0.43 at 50 and 200 labels,
+  ``benchmarks/results/posterior_cells_boundary.md``), and fewer cells (``labels_per_cell=30``)
+  mended that but collapsed with calibrated probabilities (0.04-0.55 at 50 labels). The
+  recalibrated prior (``prior="recalibrated"``, binary pools with probabilities;
+  :func:`_recalibrated_prior`)
+  learns a calibration map and a strength per prediction from all cells' counts and integrates
+  over them: near the boundary it covers 0.97-1.00, 0.93-1.00 and 0.94-1.00 at 50, 200 and 1,000
+  labels with calibrated probabilities and 0.87-0.97, 0.84-0.98 and 0.89-0.97 with underconfident
+  ones (``posterior_cells_boundary.md``), with intervals 1.06-3.61 times as wide where the
+  model's prior was right (calibrated probabilities).
 
 Two ways to get the posterior of ``θ``:
 
-- ``method="conjugate"``: independent Dirichlet rows ``θ_cell ∼ Dir(s0 π̄_cell + n_cell)``,
-  ``π̄`` the model's mean probability in the cell, sampled exactly with NumPy;
+- ``method="conjugate"``: Dirichlet rows ``θ_cell ∼ Dir(s π'_cell + n_cell)``, sampled exactly
+  with NumPy, independent given the prior: ``π'`` the recalibrated probabilities and ``s`` the
+  strength, drawn from their grid posterior (``prior="recalibrated"``), or ``π̄`` the model's mean
+  probability in the cell and ``s = s0`` (``prior="model"``);
 - ``method="pymc"``: a hierarchical model sharing strength across sparse cells,
   ``θ_cell = softmax(a_k + b z_cell + σ u_{hk})`` with ``z_cell`` the cell's mean model
   log-probability and ``u ∼ N(0, 1)`` (a Bayesian recalibration of the model's probabilities with
@@ -71,10 +73,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from .._validation import check_count, check_number, check_rng
 from ..beliefs import pool_belief
 from ..measures import Measure
+from ..oracles.calibration import INTERCEPT_SD, LOG_SLOPE_SD
 from ..proposals import CHUNK
 from ..strata import score_strata
 from ..threshold_free.kernels import rank_measure
@@ -179,7 +183,9 @@ def contingency_table(
         ``pseudo`` (cell, class); per group ``group_stratum`` and ``group_key``; ``R_known``,
         ``finite_population``, ``classes``, ``n_classes``, ``deterministic`` and the
         ``n_strata`` (requested of the stratification; ``None`` with ``strata``) and ``n_bins``
-        used.
+        used; for a binary pool with probabilities ``logit_mass`` (cell, node), the cells'
+        ``p``-mass on a grid of the log-odds of the positive class ``pos``, and ``logit_nodes``,
+        the grid's (``p``-weighted mean) log-odds (both ``None`` otherwise).
     """
     m, views = pool.resolve(measure, model)
     models = pool.models_of(m, model)
@@ -238,6 +244,12 @@ def contingency_table(
     belief = pool_belief(pool, models).probs if pool.has_probs() else None
     prior = np.zeros((n_cells, C))
     logp = np.zeros((n_cells, C))
+    # the p-mass of every cell on a grid of the positive class's log-odds (binary pools with
+    # probabilities): the recalibrated prior's cell means (:func:`_recalibrated_prior`)
+    binary = belief is not None and C == 2 and pool.pos is not None
+    nb = _LOGIT_BINS
+    logit_mass = np.zeros(n_cells * nb) if binary else None
+    node_sum, node_mass = np.zeros(nb), np.zeros(nb)
     if belief is not None:  # chunked as the loss sums were (same summation order as before)
         for start in range(0, M, CHUNK):
             sl = slice(start, min(start + CHUNK, M))
@@ -247,6 +259,17 @@ def contingency_table(
                 prior[:, c] += np.bincount(cs, weights=p[sl] * bc, minlength=n_cells)
                 lb = np.log(np.clip(bc, 1e-12, 1.0))
                 logp[:, c] += np.bincount(cs, weights=p[sl] * lb, minlength=n_cells)
+            if binary:
+                x = special.logit(np.clip(belief[sl, pool.pos], _LOGIT_CLIP, 1 - _LOGIT_CLIP))
+                j = np.clip(((x - _LOGIT_LO) / _LOGIT_WIDTH).astype(np.int64), 0, nb - 1)
+                logit_mass += np.bincount(cs * nb + j, weights=p[sl], minlength=n_cells * nb)
+                node_sum += np.bincount(j, weights=p[sl] * x, minlength=nb)
+                node_mass += np.bincount(j, weights=p[sl], minlength=nb)
+    logit_nodes = None
+    if binary:
+        used = node_mass > 0
+        logit_mass = logit_mass.reshape(n_cells, nb)[:, used]
+        logit_nodes = node_sum[used] / node_mass[used]
     with np.errstate(invalid="ignore", divide="ignore"):
         Lbar = np.where(P_unl[:, None, None] > 0, Lsum / P_unl[:, None, None], 0.0)
         prior = np.where(P_all[:, None] > 0, prior / P_all[:, None], 1.0 / C)
@@ -296,7 +319,111 @@ def contingency_table(
         "deterministic": deterministic,
         "n_strata": n_strata,
         "n_bins": n_bins,
+        "logit_mass": logit_mass,
+        "logit_nodes": logit_nodes,
+        "pos": pool.pos,
     }
+
+
+#: The log-odds grid of :func:`contingency_table` (``logit_mass``): probabilities clipped to
+#: ``[1e-6, 1 − 1e-6]``, 256 equal bins of about 0.11 over the clipped range.
+_LOGIT_CLIP = 1e-6
+_LOGIT_LO = float(special.logit(_LOGIT_CLIP))
+_LOGIT_BINS = 256
+_LOGIT_WIDTH = -2.0 * _LOGIT_LO / _LOGIT_BINS
+#: The grid of the recalibrated prior's hyperparameters (:func:`_recalibrated_prior`): the shift
+#: ``a`` (±3.2 of its prior scale ``INTERCEPT_SD``), the log slope ``β`` (±2 ``LOG_SLOPE_SD``)
+#: and the strength ``s = s0 · 4^j``, ``j = 0 … 5`` (``s0`` to ``1024 s0``).
+_SHIFTS = np.arange(-32, 33) * (INTERCEPT_SD / 10.0)
+_LOG_SLOPES = np.linspace(-2.0, 2.0, 9) * LOG_SLOPE_SD
+_STRENGTHS = 4.0 ** np.arange(6)
+
+
+def _recalibrated_prior(table: dict[str, Any], s0: float, n: int, rng) -> dict[str, np.ndarray]:
+    """``n`` draws of the recalibrated cell prior's parameters, integrated over its hyperparameters.
+
+    Per prediction ``k`` of the evaluated model(s), a calibration map of the model's log-odds
+    ``x`` of the positive class (Platt (1999) scaling, as :class:`~bayes_activeeval.oracles.
+    CalibrationOracle` fits it, here on the cells), centred on the identity::
+
+        η_k(x) = x̄_k + a_k + b_k (x − x̄_k),   π'_cell = mean over the cell of expit(η_k(x)),
+        θ_cell | a_k, b_k, s_k ∼ Beta(s_k π'_cell, s_k (1 − π'_cell)),
+        a_k ∼ N(0, INTERCEPT_SD²),   log b_k ∼ N(0, LOG_SLOPE_SD²),   log s_k uniform,
+
+    with ``x̄_k`` the prediction's ``p``-weighted mean log-odds — a hierarchical prior whose
+    location (the recalibrated probabilities) and strength (how far a cell may depart from them)
+    are learned from all cells' (pseudo-)counts. This is the hierarchical beta-binomial model of
+    Gelman et al. (2013), *Bayesian Data Analysis*, 3rd ed., Sec. 5.3, with the prior means of the
+    cells given by the map: the hyperparameters' posterior is their prior times the marginal
+    likelihood of the counts, ``Π_cells B(s π' + n_1, s (1 − π') + n_0) / B(s π', s (1 − π'))``
+    (their Eq. 5.8; design-weighted pseudo-counts for ``weighting="design"``), computed on the
+    grid ``_SHIFTS × _LOG_SLOPES × s0 · _STRENGTHS`` as they do, so the labels are used once
+    (no plug-in fit). Each draw takes a grid point from that posterior, then the cells' ``θ``
+    from ``Dir(s π' + n)``. With ``a = 0``, ``b = 1`` and ``s = s0`` it is the model's prior
+    ``Dir(s0 π̄)``.
+
+    Returns
+    -------
+    dict
+        ``alpha`` (n, cell, class), the Dirichlet parameters of ``θ`` per draw, and per
+        prediction (in the order of first appearance in ``table["group_key"]``) the drawn
+        ``shift``, ``slope`` and ``strength`` (n, prediction).
+    """
+    mass, nodes, counts = table["logit_mass"], table["logit_nodes"], table["pseudo"]
+    pos = int(table["pos"])
+    n_cells, C = counts.shape
+    gk = table["group_key"]
+    cell_key = gk[table["cell_group"]]
+    levels = list(dict.fromkeys(gk.tolist()))
+    a, beta = (g.ravel() for g in np.meshgrid(_SHIFTS, _LOG_SLOPES, indexing="ij"))
+    b = np.exp(beta)
+    S = s0 * _STRENGTHS
+    log_prior = -0.5 * (a / INTERCEPT_SD) ** 2 - 0.5 * (beta / LOG_SLOPE_SD) ** 2
+    log_prior = np.repeat(log_prior - special.logsumexp(log_prior), S.size) - np.log(S.size)
+    alpha = np.empty((n, n_cells, C))
+    hyper = {k: np.empty((n, len(levels))) for k in ("shift", "slope", "strength")}
+    for j, k in enumerate(levels):
+        cells = np.flatnonzero(cell_key == k)
+        W = mass[cells]
+        P = W.sum(axis=1)
+        tot = P.sum()
+        xbar = float(W.sum(axis=0) @ nodes / tot) if tot > 0 else 0.0
+        eta = xbar + a[None, :] + b[None, :] * (nodes[:, None] - xbar)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.where(P[:, None] > 0, (W @ special.expit(eta)) / P[:, None], 0.5)
+        pm = np.empty((cells.size, a.size, C))
+        pm[..., pos] = q
+        pm[..., 1 - pos] = 1.0 - q
+        pm = np.clip(pm, 1e-6, None)  # as the model's prior mean (cell_posterior)
+        pm /= pm.sum(axis=-1, keepdims=True)
+        nk = counts[cells]
+        lab = nk.sum(axis=1) > 0  # a cell without counts has likelihood 1
+        log_post = log_prior.copy()
+        if lab.any():
+            nl = nk[lab]
+            N = nl.sum(axis=1)
+            # Σ_cells log Γ(s) − log Γ(s + N) + Σ_c log Γ(s π'_c + n_c) − log Γ(s π'_c); the
+            # terms of a class without counts vanish
+            ll = np.broadcast_to(
+                (special.gammaln(S)[None, :] - special.gammaln(S[None, :] + N[:, None])).sum(0),
+                (a.size, S.size),
+            ).copy()
+            for c in range(C):
+                has = nl[:, c] > 0
+                if has.any():
+                    al = S[None, None, :] * pm[lab][has][:, :, c, None]
+                    ll += (
+                        special.gammaln(al + nl[has, c][:, None, None]) - special.gammaln(al)
+                    ).sum(axis=0)
+            log_post = log_post + ll.ravel()
+        w = np.exp(log_post - log_post.max())
+        pick = rng.choice(w.size, n, p=w / w.sum())
+        g, si = np.divmod(pick, S.size)
+        alpha[:, cells, :] = S[si][:, None, None] * pm[:, g, :].transpose(1, 0, 2) + nk[None]
+        hyper["shift"][:, j] = a[g]
+        hyper["slope"][:, j] = b[g]
+        hyper["strength"][:, j] = S[si]
+    return {"alpha": alpha, **hyper}
 
 
 def _capped_cells(score, key, K, h, n_strata, n_bins, n_labels, labels_per_cell):
@@ -307,9 +434,10 @@ def _capped_cells(score, key, K, h, n_strata, n_bins, n_labels, labels_per_cell)
     ``n_bins`` equal-count bins per stratum-prediction group. With ``labels_per_cell``, while
     there are more non-empty cells than ``max(1, n_labels / labels_per_cell)`` the bins and then
     the score strata (never ``h``) are cut in proportion (by at least one each time). Cells
-    without labels take their rates from the prior ``Dir(s0 π̄)``, i.e. from the model's own
-    probabilities, which is what made the design-weighted cells under-cover with miscalibrated
-    probabilities and a few hundred labels (``benchmarks/results/posterior_cells_coverage.md``).
+    without labels take their rates from the prior; with the model's prior ``Dir(s0 π̄)``
+    (``prior="model"``), i.e. from the model's own probabilities, which is what made the
+    design-weighted cells under-cover with miscalibrated probabilities and a few hundred labels
+    (``benchmarks/results/posterior_cells_coverage.md``).
 
     Returns
     -------
@@ -383,7 +511,8 @@ class CellOptions:
     n_bins : int, optional
         Score bins per stratum-prediction group (default ``4``).
     prior_strength : float, optional
-        ``s0 > 0`` of the conjugate prior (default ``0.5``).
+        ``s0 > 0`` of the conjugate prior (default ``0.5``); with ``prior="recalibrated"`` the
+        smallest of the strengths ``s0 · 4^j``, ``j = 0 … 5``, it learns.
     weighting : {"design", "none"}, optional
         How the labels enter (default ``None``: ``"design"`` for ``"conjugate"``, ``"none"``
         for ``"pymc"``).
@@ -392,6 +521,12 @@ class CellOptions:
         labels (distinct labeled items, or draws for a stochastic oracle) the bins and then the
         score strata are cut until there are at most ``max(1, n / labels_per_cell)`` non-empty
         cells.
+    prior : {"model", "recalibrated"}, optional
+        The prior of the conjugate cells' rates (default ``"model"``): ``Dir(s0 π̄)``, ``π̄``
+        the model's mean probability in the cell. ``"recalibrated"`` (binary pools with
+        probabilities): per prediction, a calibration map of the model's log-odds
+        (shift and slope) and a strength, integrated over their posterior given all cells'
+        counts (:func:`_recalibrated_prior`); needs ``method="conjugate"``.
 
     Attributes
     ----------
@@ -404,7 +539,8 @@ class CellOptions:
         the adaptive selection close to ignorable given the cell.
     prior_strength : float
         ``s0`` of the conjugate prior ``Dir(s0 π̄)``, ``π̄`` the model's mean probability in the cell
-        (default 0.5: weak, because the model's probabilities may be miscalibrated).
+        (default 0.5: weak, because the model's probabilities may be miscalibrated); the
+        smallest strength of the recalibrated prior.
     weighting : {"design", "none"}, optional
         ``"design"`` (default for ``"conjugate"``): design-weighted pseudo-counts and
         post-stratification over all items. ``"none"`` (default for ``"pymc"``): unweighted counts
@@ -415,11 +551,16 @@ class CellOptions:
         prior mean ``π̄``). See the module notes and
         ``benchmarks/results/contingency_coverage.md``.
     labels_per_cell : float or None
-        The fewest labels per non-empty cell on average (``None``: no cut). Cells with few or no
-        labels take their rates from the prior ``Dir(s0 π̄)``, i.e. from the model's own
-        probabilities: with miscalibrated probabilities, 20 × 4 cells (84 non-empty) and a few
-        hundred labels the design-weighted 95 % interval of F1 under-covers, and fewer cells
-        mend it (``benchmarks/results/posterior_cells_coverage.md`` and ``docs/adaptive.md``).
+        The fewest labels per non-empty cell on average (``None``: no cut). With the model's
+        prior (``prior="model"``) cells with few or no labels take their rates from
+        ``Dir(s0 π̄)``, i.e. from the model's own probabilities: with miscalibrated
+        probabilities, 20 × 4 cells (84 non-empty) and a few hundred labels the design-weighted
+        95 % interval of F1 under-covers, and fewer cells mend it
+        (``benchmarks/results/posterior_cells_coverage.md`` and ``docs/adaptive.md``).
+    prior : {"model", "recalibrated"}
+        The prior of the conjugate cells (``"model"``: ``Dir(s0 π̄)``; ``"recalibrated"``: a
+        learned calibration map and strength, binary pools with probabilities; see the module
+        notes).
     """
 
     n_strata: int = 20
@@ -428,10 +569,13 @@ class CellOptions:
     prior_strength: float = 0.5
     weighting: str | None = None
     labels_per_cell: float | None = None
+    prior: str = "model"
 
     def __post_init__(self) -> None:
         if not check_number(self.prior_strength, "prior_strength") > 0:
             raise ValueError(f"prior_strength must be positive, got {self.prior_strength!r}")
+        if self.prior not in ("model", "recalibrated"):
+            raise ValueError(f"prior must be 'model' or 'recalibrated', got {self.prior!r}")
         if self.labels_per_cell is not None and not (
             check_number(self.labels_per_cell, "labels_per_cell") > 0
         ):
@@ -439,7 +583,15 @@ class CellOptions:
 
 
 #: The options each method accepts (the dispatcher's keyword arguments).
-_CELL_KEYS = ("n_strata", "strata", "n_bins", "prior_strength", "weighting", "labels_per_cell")
+_CELL_KEYS = (
+    "n_strata",
+    "strata",
+    "n_bins",
+    "prior_strength",
+    "weighting",
+    "labels_per_cell",
+    "prior",
+)
 _CALIBRATION_KEYS = ("fit", "bin_width", "calibration_options")
 
 
@@ -496,7 +648,7 @@ def contingency_posterior(
     rng : None, int or Generator
     **options
         The method's options: ``n_strata``, ``strata``, ``n_bins``, ``prior_strength``,
-        ``weighting``, ``labels_per_cell`` (cells, :class:`CellOptions`); ``fit``, ``bin_width``,
+        ``weighting``, ``labels_per_cell``, ``prior`` (cells, :class:`CellOptions`); ``fit``, ``bin_width``,
         ``calibration_options`` (calibration, :class:`~bayes_activeeval.posterior.
         CalibrationOptions`). Options of the other method are ignored; unknown names raise.
 
@@ -663,12 +815,29 @@ def cell_posterior(
     }
     prior_mean = np.clip(table["prior"], 1e-6, None)
     prior_mean = prior_mean / prior_mean.sum(axis=1, keepdims=True)
-    if method == "conjugate":
+    prior = opts.prior
+    can_recalibrate = table["logit_mass"] is not None
+    if prior == "recalibrated" and (method != "conjugate" or not can_recalibrate):
+        raise ValueError(
+            "prior='recalibrated' needs method='conjugate' and a binary pool with probabilities "
+            f"(got method={method!r}, {pool.task} pool"
+            + ("" if pool.has_probs() else " without probabilities")
+            + ")"
+        )
+    extra: dict[str, np.ndarray] = {}
+    if method == "conjugate" and prior == "recalibrated":
+        rec = _recalibrated_prior(table, s0, chains * draws, rng)
+        g = rng.standard_gamma(rec["alpha"].reshape(chains, draws, n_cells, C))
+        tot = g.sum(axis=-1, keepdims=True)
+        theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
+        extra = {
+            f"prior_{k}": rec[k].reshape(chains, draws, -1) for k in ("shift", "slope", "strength")
+        }
+    elif method == "conjugate":
         alpha = s0 * prior_mean + table["pseudo"]
         g = rng.standard_gamma(np.broadcast_to(alpha, (chains, draws, n_cells, C)))
         tot = g.sum(axis=-1, keepdims=True)
         theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
-        extra: dict[str, np.ndarray] = {}
     else:
         theta, extra = _fit_pymc(table, coords, draws, chains, tune, rng)
     der = _derived(table, theta, rng)
@@ -686,6 +855,9 @@ def cell_posterior(
         "cell_bin": ["cell"],
         "a": ["prediction", "class"],
         "u": ["group", "class"],
+        "prior_shift": ["prediction"],
+        "prior_slope": ["prediction"],
+        "prior_strength": ["prediction"],
     }
     attrs = {
         "method": method,
@@ -695,10 +867,12 @@ def cell_posterior(
         "n_strata": -1 if table["n_strata"] is None else int(table["n_strata"]),
         "finite_population": int(table["finite_population"]),
         "deterministic": int(deterministic),
+        "prior": prior if method == "conjugate" else "hierarchical",
     }
     if method == "conjugate":
         coords.pop("group")
-        coords.pop("prediction")
+        if prior != "recalibrated":
+            coords.pop("prediction")
     dt = azb.from_dict(
         {
             "posterior": post,
