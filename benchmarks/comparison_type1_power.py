@@ -15,6 +15,17 @@ Section ``f1``: the same type-I error and power for F1 (a ratio measure), ``comp
 generalized score test against its Wald test on the same draws; recompute it alone with
 ``--sections f1`` (about 3 minutes; the other sections are read back from the JSON).
 
+Section ``fwer_f1``: family-wise error of ``multiple_comparison`` on F1 with k = 3 and 5 of the
+five models (complete null by the cyclic shift), its default generalized score tests with the
+joint covariance of the pairs' restricted terms against the joint Wald covariance, and their
+power on the five models' true differences, ``--fwer-f1-reps`` (default 1,000) repetitions per
+cell; recompute it alone with ``--sections fwer_f1`` (about 11 minutes).
+
+Section ``f1_planning``: ``planning.power`` for F1 on the pool of section 3 (the delta-method
+variance per draw at the belief's risks) next to the per-draw variances the two tests estimate
+at 2,000 draws, ``n Σ v² ψ² / (Σ v)²`` (the score test's, at the null-restricted point) and
+``n SE²`` (the Wald test's); about 30 seconds.
+
 Run: ``python benchmarks/comparison_type1_power.py [--reps 2000] [--quick] [--sections …]``;
 writes ``benchmarks/results/comparison_type1_power.json`` and ``.md``.
 """
@@ -286,6 +297,152 @@ def f1_cells(pool, y, reps, null_budgets, power_budgets, rng):
 
 
 # ------------------------------------------------------------------------------------------------
+# 3b. F1 with k models: family-wise error (complete null) and power, score versus Wald covariance
+# ------------------------------------------------------------------------------------------------
+FWER_F1_METHODS = ("tukey", "dunnett", "holm", "studentized_range")
+
+
+def _f1(pred, y):
+    return float(2 * np.sum((pred == 1) & (y == 1)) / (np.sum(pred == 1) + np.sum(y == 1)))
+
+
+def fwer_f1(pool5, y5, reps, rng, ks=(3, 5), budgets=(100, 500)):
+    """Family-wise error of ``multiple_comparison`` on F1 under the complete null (each drawn
+    item's predictions cyclically shifted among the k models) for the default generalized
+    score tests (``variance="auto"``) and the joint Wald covariance (``variance="wald"``), on
+    the same draws; Holm's any-rejection event is Bonferroni's (its first step), so
+    Bonferroni's family-wise error is Holm's. Then Tukey's power on the five models' true
+    differences: the rate of rejecting any pair, the mean share of the ten pairs rejected and
+    the rate of rejecting the pair with the largest difference."""
+    f1 = {m: _f1(pool5.view(m).pred, y5) for m in pool5.models}
+    out = {"pool_f1": f1, "reps": reps, "fwer": {}, "power": {}}
+    for k in ks:
+        models = pool5.models[:k]
+        for design in ("optimal", "passive"):
+            q = bae.comparison_proposal(pool5, "f1", models, kind=design).q
+            null, yy, prop = permuted_null(pool5, y5, models, q)
+            for n in budgets:
+                counts = {f"{m}/{v}": 0 for m in FWER_F1_METHODS for v in ("score", "wald")}
+                undefined = 0
+                for _ in range(reps):
+                    d = prop.draw(n, rng)
+                    lab = yy[d.indices]
+                    for key in counts:
+                        meth, var = key.split("/")
+                        kw = {"baseline": models[0]} if meth == "dunnett" else {}
+                        try:
+                            r = bae.multiple_comparison(
+                                null,
+                                "f1",
+                                d,
+                                lab,
+                                models,
+                                method=meth,
+                                variance="auto" if var == "score" else var,
+                                n_points=1 << 12,
+                                rng=rng,
+                                **kw,
+                            )
+                        except ValueError:  # F1 of some model not defined on the sample yet
+                            undefined += 1
+                            continue
+                        counts[key] += bool(r.reject.any())
+                for key, c in counts.items():
+                    meth, var = key.split("/")
+                    rate = c / reps
+                    out["fwer"][f"k={k}/{design}/n={n}/{key}"] = {
+                        "k": k,
+                        "design": design,
+                        "n_draws": n,
+                        "method": meth,
+                        "variance": var,
+                        "fwer": rate,
+                        "mc_se": binom_se(rate, reps),
+                    }
+                    print(f"FWER F1 k={k} {design:8s} n={n:4d} {meth:18s} {var}: {rate:.4f}")
+                out["fwer"][f"k={k}/{design}/n={n}/undefined"] = undefined
+    models = pool5.models
+    k = len(models)
+    truth = np.array([f1[m] for m in models])
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    top = max(pairs, key=lambda p: abs(truth[p[0]] - truth[p[1]]))
+    out["largest_pair"] = [models[top[0]], models[top[1]]]
+    for design in ("optimal", "passive"):
+        prop = bae.comparison_proposal(pool5, "f1", models, kind=design)
+        for n in budgets:
+            acc = {v: {"any": 0, "share": 0.0, "largest": 0} for v in ("score", "wald")}
+            for _ in range(reps):
+                d = prop.draw(n, rng)
+                lab = y5[d.indices]
+                for var in acc:
+                    r = bae.multiple_comparison(
+                        pool5,
+                        "f1",
+                        d,
+                        lab,
+                        models,
+                        variance="auto" if var == "score" else var,
+                        n_points=1 << 12,
+                        rng=rng,
+                    )
+                    rej = np.array([r.reject[i, j] for i, j in pairs])
+                    acc[var]["any"] += bool(rej.any())
+                    acc[var]["share"] += float(rej.mean())
+                    acc[var]["largest"] += bool(r.reject[top])
+            for var, a in acc.items():
+                row = {
+                    "design": design,
+                    "n_draws": n,
+                    "variance": var,
+                    "any_pair": a["any"] / reps,
+                    "mean_share_of_pairs": a["share"] / reps,
+                    "largest_pair": a["largest"] / reps,
+                    "mc_se_largest": binom_se(a["largest"] / reps, reps),
+                }
+                out["power"][f"{design}/n={n}/{var}"] = row
+                print(
+                    f"power F1 k=5 tukey {design:8s} n={n:4d} {var}: any {row['any_pair']:.4f} "
+                    f"share {row['mean_share_of_pairs']:.4f} largest {row['largest_pair']:.4f}"
+                )
+    return out
+
+
+def f1_planning(pool, y, rng, budgets=(50, 100, 200, 400, 800), n_var=2000, reps=200):
+    """What ``planning`` predicts for the F1 comparison of section 3 (power at the section's
+    true difference and budgets from the delta-method variance per draw ``Σ p² u/q``), and the
+    mean per-draw variances of the score test (``n Σ v² ψ² / (Σ v)²``, its terms at the
+    null-restricted point) and of the Wald test (``n SE²``) over ``reps`` samples of ``n_var``
+    draws."""
+    from bayes_activeeval.comparison.pairwise import restricted_score_test
+    from bayes_activeeval.estimators import weighted_estimate
+
+    models = ("m0", "m1")
+    f1 = {m: _f1(pool.view(m).pred, y) for m in models}
+    delta = f1["m0"] - f1["m1"]
+    dm, views = pool.resolve(difference("f1", *models))
+    out = {"true_difference": delta, "n_variance": n_var, "reps_variance": reps, "designs": {}}
+    for design in ("optimal", "passive"):
+        plan = planning.labels_for_power(pool, "f1", delta, models, design=design)
+        prop = bae.comparison_proposal(pool, "f1", models, kind=design)
+        s0 = s1 = 0.0
+        for _ in range(reps):
+            d = prop.draw(n_var, rng)
+            L = dm.loss(y[d.indices], views(d.indices))
+            _, sums, _, _ = restricted_score_test(L, d.weights, dm, "f1", models, pool.n_classes)
+            s0 += n_var * sums.B / sums.W**2
+            s1 += n_var * float(weighted_estimate(L, d.weights, dm).stderrs[0]) ** 2
+        out["designs"][design] = {
+            "planned_variance": plan.variance,
+            "planned_draws_for_power_0.8": plan.n_draws,
+            "score_variance": s0 / reps,
+            "wald_variance": s1 / reps,
+            "planned_power": {str(n): planning.power(n, delta, plan.variance) for n in budgets},
+        }
+        print(f"f1 planning {design}: {out['designs'][design]}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # 4. model selection with five models
 # ------------------------------------------------------------------------------------------------
 def selection(pool5, y5, reps, budgets, rng):
@@ -493,6 +650,68 @@ def write_markdown(res, path):
                     f"| {'H0' if hyp == 'type1' else 'H1'} | {v['design']} | {v['n_draws']} | "
                     f"{v['rate']:.4f} | {v['mc_se']:.4f} | {v['rate_wald']:.4f} |"
                 )
+    if "fwer_f1" in res:
+        f = res["fwer_f1"]
+        lines += [
+            "",
+            "## 3b. F1 with k models: family-wise error (complete null) and Tukey's power",
+            "",
+            f"Pool F1 {{{', '.join(f'{m}: {v:.4f}' for m, v in f['pool_f1'].items())}}}; "
+            f"{f['reps']} repetitions per cell; k = 3 "
+            "takes m0-m2. `score` = multiple_comparison()'s default for F1 (each pair's "
+            "generalized score test at its own null-restricted point, jointly through "
+            'Σ v² ψ_p ψ_q), `wald` = the joint delta-method covariance (`variance="wald"`); '
+            "the same draws for both. Holm's family-wise error equals Bonferroni's (its first "
+            "step).",
+            "",
+            "| k | design | n draws | method | FWER score | FWER wald | MC s.e. (score) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for key, v in f["fwer"].items():
+            if not isinstance(v, dict) or v["variance"] != "score":
+                continue
+            w = f["fwer"][key[: -len("score")] + "wald"]
+            lines.append(
+                f"| {v['k']} | {v['design']} | {v['n_draws']} | {v['method']} | "
+                f"{v['fwer']:.4f} | {w['fwer']:.4f} | {v['mc_se']:.4f} |"
+            )
+        lines += [
+            "",
+            f"Tukey's power, five models (largest difference: {' vs '.join(f['largest_pair'])}):",
+            "",
+            "| design | n draws | variance | any pair | mean share of pairs | largest pair |",
+            "|---|---|---|---|---|---|",
+        ]
+        for v in f["power"].values():
+            lines.append(
+                f"| {v['design']} | {v['n_draws']} | {v['variance']} | {v['any_pair']:.4f} | "
+                f"{v['mean_share_of_pairs']:.4f} | {v['largest_pair']:.4f} |"
+            )
+    if "f1_planning" in res and "f1" in res:
+        fp = res["f1_planning"]
+        lines += [
+            "",
+            "## 3c. F1: planned power against the empirical power of section 3",
+            "",
+            "`planning.power` from the delta-method variance per draw (`Σ p² u/q`, at the "
+            "belief's risks; `planning.labels_for_power`); the tests' mean per-draw variance "
+            f"estimates over {fp['reps_variance']} samples of {fp['n_variance']} draws: score "
+            "`n Σ v² ψ² / (Σ v)²` (terms at the null-restricted point), Wald `n SE²`.",
+            "",
+            "| design | planned variance | score variance | Wald variance | n draws | planned "
+            "power | empirical power, default (score) | empirical power, Wald |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for design, v in fp["designs"].items():
+            for n, pw in v["planned_power"].items():
+                e = res["f1"]["power"].get(f"{design}/n={n}")
+                if e is None:
+                    continue
+                lines.append(
+                    f"| {design} | {v['planned_variance']:.4f} | {v['score_variance']:.4f} | "
+                    f"{v['wald_variance']:.4f} | {n} | {pw:.3f} | {e['rate']:.3f} | "
+                    f"{e['rate_wald']:.3f} |"
+                )
     sel = res["selection"]
     lines += [
         "",
@@ -524,7 +743,7 @@ def write_markdown(res, path):
     path.write_text("\n".join(lines) + "\n")
 
 
-SECTIONS = ("type1", "fwer", "power", "selection", "sequential", "f1")
+SECTIONS = ("type1", "fwer", "power", "selection", "sequential", "f1", "fwer_f1", "f1_planning")
 POWER_BUDGETS = (50, 100, 200, 300, 400, 600, 800, 1200, 1600, 2400, 3200, 4000)
 
 
@@ -532,6 +751,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="few repetitions (smoke run)")
+    ap.add_argument("--fwer-f1-reps", type=int, default=1000, help="repetitions of fwer_f1")
     ap.add_argument("--seed", type=int, default=20121203)
     ap.add_argument(
         "--sections",
@@ -571,6 +791,8 @@ def main(argv=None):
         "selection": lambda r: selection(pool5, y5, reps, (100, 200, 400, 800), r),
         "sequential": lambda r: sequential(pool, y, reps, r),
         "f1": lambda r: f1_cells(pool, y, reps, (50, 100, 300, 800), (50, 100, 200, 400, 800), r),
+        "fwer_f1": lambda r: fwer_f1(pool5, y5, 50 if args.quick else args.fwer_f1_reps, r),
+        "f1_planning": lambda r: f1_planning(pool, y, r),
     }
     for i, sec in enumerate(SECTIONS):
         if sec in todo:

@@ -323,6 +323,58 @@ class RestrictedScore:
         return _z(sums.A + sums.W * resid, np.sqrt(sums.B))
 
 
+def restricted_score_test(
+    L: np.ndarray,
+    v: np.ndarray,
+    diff_m: Measure,
+    spec: Any,
+    pair: tuple[str, str],
+    n_classes: int,
+) -> tuple[float, ScoreSums | None, np.ndarray | None, RestrictedScore | None]:
+    """The generalized score test of ``H0: g(R_a) = g(R_b)`` for one pair of models (Boos
+    (1992), Eqs. 5-6): the statistic ``Σ v ψ / sqrt(Σ v² ψ²)`` with the influence terms ``ψ`` at
+    the null-restricted point (:func:`restricted_influence`), as :func:`compare` and
+    :func:`~bayes_activeeval.multiple_comparison` test a ratio or non-linear measure.
+
+    Parameters
+    ----------
+    L : ndarray (n, 2d)
+        The difference measure's losses of the draws, model ``a``'s columns then ``b``'s.
+    v : ndarray (n,)
+        The draws' importance weights ``p/q`` (rescaled here by
+        :func:`~bayes_activeeval.intervals.unhuge`).
+    diff_m : Measure
+        The resolved difference measure of the pair.
+    spec : str or Measure
+        The measure as given by the caller (kept to rebuild ``diff_m`` after unpickling).
+    pair : (str, str)
+        ``(a, b)``.
+    n_classes : int
+        The pool's number of classes.
+
+    Returns
+    -------
+    statistic : float
+        NaN where the measure is not defined at the pooled point (e.g. no positive drawn), 0
+        without draws.
+    sums : ScoreSums or None
+        The sums of ``(v, ψ)`` (``None`` where the statistic is not defined).
+    terms : ndarray (n,) or None
+        ``ψ``.
+    restricted : RestrictedScore or None
+        The draws behind the test, to invert it.
+    """
+    vs = intervals.unhuge(v)[0]
+    path = RestrictedPath(L, vs, diff_m)
+    psi = path.influence(0.0)
+    if L.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
+        sums = ScoreSums.of(vs, psi)
+        restricted = RestrictedScore(L, vs, spec, pair, n_classes)
+        restricted.__dict__["_path"] = path
+        return _z(sums.A, np.sqrt(sums.B)), sums, psi, restricted
+    return (np.nan if L.shape[0] else 0.0), None, None, None
+
+
 def _check_alternative(alternative: str) -> str:
     if alternative not in _ALTERNATIVES:
         raise ValueError(
@@ -771,17 +823,8 @@ def compare(
     sums = restricted = None
     if variance == "score" and not is_linear(base):
         # the generalized score test: the paired influence terms at a null-restricted point
-        vs = intervals.unhuge(vk)[0]
-        path = RestrictedPath(Lk, vs, diff_m)
-        psi = path.influence(0.0)
-        if Lk.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
-            sums = ScoreSums.of(vs, psi)
-            z = _z(sums.A, np.sqrt(sums.B))
-            spec = measure if isinstance(measure, str) else base
-            restricted = RestrictedScore(Lk, vs, spec, (a, b), pool.n_classes)
-            restricted.__dict__["_path"] = path
-        else:  # the measure is not defined at the pooled point yet (e.g. no positive drawn)
-            z = np.nan if Lk.shape[0] else 0.0
+        spec = measure if isinstance(measure, str) else base
+        z, sums, _, restricted = restricted_score_test(Lk, vk, diff_m, spec, (a, b), pool.n_classes)
     elif variance == "score":
         sums = ScoreSums.of(vk, Lk[:, 0] - Lk[:, 1])
         z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0

@@ -699,6 +699,12 @@ class MultipleComparisonResult:
         models' losses can differ (default 1: not post-stratified).
     stratum_size : float, optional
         The Kish size of the draws in ``D`` (default ``None``: not post-stratified).
+    restricted : dict, optional
+        For a ratio or non-linear measure tested with the generalized score test:
+        ``(i, j) ↦ (RestrictedScore, Δ̂_ij, SE_ij)`` for every pair of the family whose test is
+        defined — the draws from which the test of any ``H0: Δ_ij = Δ0`` is recomputed at its
+        own null-restricted point, and the pair's own estimate and standard error where its
+        inversion starts (default ``None``: a plain risk, a Wald test or the studentized range).
 
     Attributes
     ----------
@@ -772,6 +778,7 @@ class MultipleComparisonResult:
     equal_weights: bool = False
     support_mass: float = 1.0
     stratum_size: float | None = None
+    restricted: dict | None = field(default=None, repr=False)
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -831,7 +838,11 @@ class MultipleComparisonResult:
             ``"test"`` (default otherwise): the intervals dual to the tests —
             Tukey/Dunnett ``Δ̂_ij ± c SE_ij`` with ``c`` the quantile of the tests' max-|z|
             (with ``variance="score"``: the pairs' score tests inverted at ``c`` by
-            :func:`invert_score_test`); studentized range: ``c = q_{k,ν}(level)/√2`` with the
+            :func:`invert_score_test`; for a ratio or non-linear measure each pair's
+            generalized score test, every ``Δ0`` at its own null-restricted point, by
+            :func:`invert_statistic`, and a pair whose interval would be the point ``Δ̂``
+            gets Newcombe's where it applies, as :meth:`ComparisonResult.confidence_interval`);
+            studentized range: ``c = q_{k,ν}(level)/√2`` with the
             pooled SE; Holm and Bonferroni: Bonferroni intervals (level ``1 − (1 − level)/K``;
             Holm has no matching simultaneous intervals); ``"none"``: per-pair Wald intervals —
             clipped to the range of a difference, which never changes whether an interval
@@ -856,7 +867,11 @@ class MultipleComparisonResult:
         if self.stratum_size is not None:  # post-stratified: Δ = P(D)·E[δ | D]
             d_lo, d_hi = self.support_mass * d_lo, self.support_mass * d_hi
         nan = np.isnan(self.difference)
-        if self.sums is not None:
+        if self.restricted is not None:
+            # a non-linear difference: each pair's generalized score test inverted at c, every
+            # Δ0 at its own restricted point (as compare())
+            lo, hi = self._restricted_intervals(c, (d_lo, d_hi))
+        elif self.sums is not None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
             lo, hi = lo * self.support_mass, hi * self.support_mass
@@ -871,7 +886,31 @@ class MultipleComparisonResult:
             if np.any(point):
                 wl, wh = self._stratum_wilson(c)
                 lo, hi = np.where(point, wl, lo), np.where(point, wh, hi)
+        if method is None and self.restricted is not None and newcombe_ok:
+            # a pair whose test interval is the point Δ̂ (every draw's terms alike): Newcombe's
+            # keeps the models' widths, as compare()
+            point = ~nan & ~(hi - lo > 1e-6 * (d_hi - d_lo))
+            if np.any(point):
+                nc = self._newcombe_interval(level)
+                lo, hi = np.where(point, nc.low, lo), np.where(point, nc.high, hi)
         return ConfidenceInterval(lo, hi)
+
+    def _restricted_intervals(
+        self, c: float, bounds: tuple[float, float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each pair's generalized score test inverted at ``c`` (:func:`invert_statistic` of its
+        :class:`~bayes_activeeval.comparison.pairwise.RestrictedScore`, from the pair's own
+        estimate and standard error, as :meth:`ComparisonResult.confidence_interval`); a pair
+        whose test is not defined keeps ``Δ̂ ± c·SE``."""
+        lo = self.difference - c * self.stderr
+        hi = self.difference + c * self.stderr
+        for (i, j), (rs, centre, scale) in self.restricted.items():
+            low, high = invert_statistic(
+                rs.statistic, c, centre, bounds, scale, float(self.statistic[i, j])
+            )
+            lo[i, j], hi[i, j] = low, high
+            lo[j, i], hi[j, i] = -high, -low
+        return lo, hi
 
     def _stratum_wilson(self, c: float) -> tuple[np.ndarray, np.ndarray]:
         d = np.where(np.isnan(self.difference), 0.0, self.difference)
