@@ -6,6 +6,47 @@ from typing import Any
 
 import numpy as np
 
+# the library's words for giving a missing input, which end a MissingInput's message
+_GIVE = {
+    "probs": "give the pool probs=",
+    "predictive_std": "give the pool predictive_std=",
+    "classes": "give classes=",
+}
+
+
+class MissingInput(ValueError):
+    """A ``ValueError`` for an input the call cannot do without (the pool's probabilities, its
+    predictive standard deviations, the classes), with the missing input named in ``needs``.
+
+    The message is ``reason`` followed by the library's words for giving the input
+    (``give the pool probs=``, and `` or pass belief=`` when a belief would do instead); a front
+    end with other words for it (the ``bae`` command line names its options) reads ``needs``,
+    ``or_belief`` and ``reason`` instead of rewriting the message.
+
+    Parameters
+    ----------
+    reason : str
+        The message up to the words for the missing input, its separator included
+        (``"the pool has no probs, so there is no belief about the labels; "``).
+    needs : {"probs", "predictive_std", "classes"}, optional
+        The missing input. ``None`` (a plain message, e.g. re-raised as ``type(exc)(text)`` with
+        context appended): the message is ``reason`` alone.
+    or_belief : bool
+        Whether passing ``belief=`` would do instead.
+    """
+
+    def __init__(self, reason: str, needs: str | None = None, or_belief: bool = False):
+        if needs is not None and needs not in _GIVE:
+            raise ValueError(f"needs must be one of {sorted(_GIVE)} or None, got {needs!r}")
+        self.reason = reason
+        self.needs = needs
+        self.or_belief = bool(or_belief)
+        words = "" if needs is None else _GIVE[needs] + (" or pass belief=" if or_belief else "")
+        super().__init__(reason + words)
+
+    def __reduce__(self):  # pickling and copying keep needs (the default rebuilds from args)
+        return type(self), (self.reason, self.needs, self.or_belief), self.__dict__
+
 
 def show(value: Any) -> str:
     """``repr`` of a value as a user wrote it: NumPy scalars and arrays as plain Python."""

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._validation import check_finite, check_probabilities, show
+from ._validation import MissingInput, check_finite, check_probabilities, show
 
 __all__ = ["Belief", "CategoricalBelief", "GaussianBelief", "pool_belief"]
 
@@ -176,17 +176,19 @@ def pool_belief(pool, models: tuple[str, ...]) -> Belief:
     """
     if pool.task == "regression":
         if not pool.has_std():
-            raise ValueError(
-                "the pool has no predictive_std, so there is no belief about the labels; "
-                "give the pool predictive_std= or pass belief="
+            raise MissingInput(
+                "the pool has no predictive_std, so there is no belief about the labels; ",
+                "predictive_std",
+                or_belief=True,
             )
         mean = np.stack([pool.view(m).pred for m in models], axis=1)
         std = np.stack([pool.view(m).std for m in models], axis=1)
         return GaussianBelief(mean, std)
     if not pool.has_probs():
-        raise ValueError(
-            "the pool has no probs, so there is no belief about the labels; "
-            "give the pool probs= or pass belief="
+        raise MissingInput(
+            "the pool has no probs, so there is no belief about the labels; ",
+            "probs",
+            or_belief=True,
         )
     probs = pool.view(models[0]).prob
     if len(models) > 1:

@@ -18,23 +18,50 @@ import time
 import click
 
 from . import __version__
+from ._validation import MissingInput
 
-#: Library messages name the API's arguments; on the command line the options say the same.
-_CLI_WORDS = (
-    ("give the pool probs= or pass belief=",
-     "name the probability column: --prob-col COLUMN (or --prob NAME=COLUMN)"),
-    ("give the pool predictive_std= or pass belief=",
-     "name the predictive std column: --std-col COLUMN (or --std NAME=COLUMN)"),
-    ("give the pool probs=", "name the probability column: --prob-col COLUMN"),
-    ("give classes=", "give the classes: --classes A,B,…"),
-)  # fmt: skip
+#: The command line's words for an input a library call misses (``MissingInput.needs``): the
+#: option that gives it, and the option that gives it per model where a belief would do instead
+#: (the library's ``or pass belief=``).
+_CLI_OPTIONS = {
+    "probs": ("name the probability column: --prob-col COLUMN", " (or --prob NAME=COLUMN)"),
+    "predictive_std": (
+        "name the predictive std column: --std-col COLUMN",
+        " (or --std NAME=COLUMN)",
+    ),
+    "classes": ("give the classes: --classes A,B,…", ""),
+}
 
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
-    for api, cli in _CLI_WORDS:
-        text = text.replace(api, cli)
     return text or type(exc).__name__
+
+
+def _missing_inputs(exc: BaseException | None, seen: set[int] | None = None):
+    """The :class:`MissingInput` errors (with ``needs``) in ``exc``'s chain, ``exc`` first: a
+    reader re-raises them with the file's name (:func:`~bayes_activeeval.io.read_pool`:
+    ``raise ValueError(f"{name}: {exc}") from exc``), and an exception group's members (errors
+    collected from several attempts) are searched too."""
+    seen = set() if seen is None else seen
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MissingInput) and exc.needs is not None:
+            yield exc
+        if isinstance(exc, BaseExceptionGroup):
+            for member in exc.exceptions:
+                yield from _missing_inputs(member, seen)
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+
+
+def _cli_message(exc: BaseException) -> str:
+    """``exc`` in one line, a missing input named by its option (:data:`_CLI_OPTIONS`)."""
+    text = _one_line(exc)
+    for missing in _missing_inputs(exc):
+        option, per_model = _CLI_OPTIONS[missing.needs]
+        words = missing.reason + option + (per_model if missing.or_belief else "")
+        text = text.replace(_one_line(missing), " ".join(words.split()))
+    return text
 
 
 class _BaeGroup(click.Group):
@@ -57,7 +84,7 @@ class _BaeGroup(click.Group):
         except (ValueError, TypeError) as exc:
             if os.environ.get("BAE_DEBUG"):
                 raise
-            click.echo(f"error: {_one_line(exc)}", err=True)
+            click.echo(f"error: {_cli_message(exc)}", err=True)
             sys.exit(2)
         except sqlite3.Error as exc:
             click.echo(f"error: session database: {_one_line(exc)}", err=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_model_names
+from ._validation import MissingInput, check_model_names
 
 __all__ = [
     "ClassParts",
@@ -86,7 +86,7 @@ class ModelView:
     def positive_prob(self) -> np.ndarray:
         """``P(y = pos | x)`` according to the model (binary measures such as Brier)."""
         if self.prob is None:
-            raise ValueError("this measure needs the model's probabilities: give the pool probs=")
+            raise MissingInput("this measure needs the model's probabilities: ", "probs")
         return self.prob[:, self._pos()]
 
     def _pos(self) -> int:
@@ -501,7 +501,7 @@ def _jac_fm(R):
 
 def _loss_brier(y, view):
     if view.prob is None:
-        raise ValueError("brier needs the model's probabilities: give the pool probs=")
+        raise MissingInput("brier needs the model's probabilities: ", "probs")
     if view.n_classes == 2:
         p1 = view.positive_prob()
         return (p1 - (y == view._pos())) ** 2

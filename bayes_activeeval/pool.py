@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._validation import as_1d, check_finite, check_probabilities, show
+from ._validation import MissingInput, as_1d, check_finite, check_probabilities, show
 from .measures import Measure, ModelView
 from .measures import get as get_measure
 
@@ -563,10 +563,11 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
                 )
     if n_cols is not None and seen.dtype.kind in "iu" and values <= set(range(n_cols)):
         return np.arange(n_cols)
-    raise ValueError(
+    raise MissingInput(
         f"cannot infer the classes from predictions {show(seen[:10])}"
         + (f" and probs with {n_cols} columns" if n_cols else "")
-        + "; give classes="
+        + "; ",
+        "classes",
     )
 
 

@@ -823,6 +823,7 @@ class ActiveEvaluator(EvaluatorState):
                     variance_weights=winf,
                     n_labels=self._n_labels,
                     belief=self._guard_probs(idx, models),
+                    items=idx,  # a class counted by its distinct items, as rank_estimate does
                 )
             if self.estimator == "model_assisted":
                 A = self._ma_arrays()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_fraction, check_rng, show
+from .._validation import MissingInput, check_count, check_fraction, check_rng, show
 from ..beliefs import as_belief
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
@@ -427,14 +427,16 @@ def optimal_proposal(
     use_costs = pool.has_costs and costs is not False
     pool.check_belief(belief)
     if pool.task == "regression" and belief is None and not pool.has_std():
-        raise ValueError(
-            "the pool has no predictive_std, so there is no belief about the labels; "
-            "give the pool predictive_std= or pass belief="
+        raise MissingInput(
+            "the pool has no predictive_std, so there is no belief about the labels; ",
+            "predictive_std",
+            or_belief=True,
         )
     if pool.task != "regression" and belief is None and not pool.has_probs():
-        raise ValueError(
-            "the pool has no probs, so there is no belief about the labels; "
-            "give the pool probs= or pass belief="
+        raise MissingInput(
+            "the pool has no probs, so there is no belief about the labels; ",
+            "probs",
+            or_belief=True,
         )
     if auto and pool.task != "regression":  # a categorical belief: the scaled floor
         floor = scaled_floor(pool, measure, model, belief, use_costs)

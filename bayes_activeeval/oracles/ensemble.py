@@ -312,6 +312,7 @@ class EnsembleOracle(OracleModel):
         self._members: list[OracleModel] = []
         self.member_names: list[str] = []
         errors = []
+        failed: list[ValueError] = []  # chained below: a front end reads them
         for name in self.members:
             m = make_oracle(
                 name, deterministic=self.deterministic, **self.member_options.get(name, {})
@@ -324,14 +325,18 @@ class EnsembleOracle(OracleModel):
                         m.initialize(pool, pool.models[0])
                     except ValueError as exc2:
                         errors.append(f"{name}: {exc2}")
+                        failed.append(exc2)
                         continue
                 else:
                     errors.append(f"{name}: {exc}")
+                    failed.append(exc)
                     continue
             self._members.append(m)
             self.member_names.append(name)
         if not self._members:
-            raise ValueError("no member oracle model can handle this pool: " + "; ".join(errors))
+            raise ValueError(
+                "no member oracle model can handle this pool: " + "; ".join(errors)
+            ) from ExceptionGroup("the member oracle models' errors", failed)
         K = len(self._members)
         self.n_items = pool.n_items
         self.n_classes = pool.n_classes
