@@ -328,7 +328,7 @@ class Estimate:
             - ``"t"``: ``Ĝ ± t_{ν−1} SE``, ``ν`` the Satterthwaite effective degrees of freedom of
               the variance estimate (:attr:`effective_df`); in
               ``benchmarks/results/static_estimation.md`` it brought recall at 0.1% positives
-              from 0.90-0.92 (Wald) to 0.95. Zero width when ``SE = 0``.
+              from 0.92-0.93 (Wald) to 0.95. Zero width when ``SE = 0``.
             - ``"wald"``: ``Ĝ ± z_{1−α/2} SE`` (Sawade (2012), Lemma 3.3, Eq. 3.16).
             - ``"logit"``: the Wald interval on ``logit((G − lo)/(hi − lo))`` (``log(G − lo)`` for
               a range bounded below), mapped back; the clipped Wald interval at a bound.
