@@ -33,7 +33,6 @@ from scipy import optimize, stats
 from ._validation import check_count, check_fraction, check_rng, show
 from .comparison import ComparisonResult, compare, comparison_proposal
 from .estimators import ConfidenceInterval
-from .measures import get as get_measure
 from .proposals import Proposal
 
 __all__ = ["GroupSequentialDesign", "SequentialResult", "sequential_compare", "spending_function"]
@@ -456,7 +455,6 @@ def sequential_compare(
             raise ValueError(
                 f"spending={spending!r} differs from design.spending={design.spending!r}"
             )
-    measure = get_measure(measure)  # one object for every look: compare() caches P(D) by it
     if isinstance(proposal, str):
         prop = comparison_proposal(pool, measure, models, kind=proposal, **proposal_kwargs)
     elif isinstance(proposal, Proposal):

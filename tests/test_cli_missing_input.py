@@ -38,25 +38,28 @@ def _init(path, *extra):
     return ["init", path, "--session", path.parent / "s.bae", "--id-col", "id", *extra]
 
 
-def test_no_prob_column_names_the_option(tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "extra", "line"),
+    [
+        (
+            "binary",
+            ("--measure", "f1"),
+            "error: the pool has no probs, so there is no belief about the labels; name the "
+            "probability column: --prob-col COLUMN (or --prob NAME=COLUMN)",
+        ),
+        (
+            "regression",
+            ("--measure", "mse", "--task", "regression"),
+            "error: the pool has no predictive_std, so there is no belief about the labels; name "
+            "the predictive std column: --std-col COLUMN (or --std NAME=COLUMN)",
+        ),
+    ],
+)
+def test_missing_belief_column_names_the_option(tmp_path, kind, extra, line):
     path = tmp_path / "pool.csv"
-    _frame("binary").to_csv(path, index=False)
-    line = fails(*_init(path, "--measure", "f1", "--pred-col", "pred"), message="--prob-col")
-    assert line == (
-        "error: the pool has no probs, so there is no belief about the labels; name the "
-        "probability column: --prob-col COLUMN (or --prob NAME=COLUMN)"
-    )
-
-
-def test_no_std_column_names_the_option(tmp_path):
-    path = tmp_path / "pool.csv"
-    _frame("regression").to_csv(path, index=False)
-    args = _init(path, "--measure", "mse", "--pred-col", "pred", "--task", "regression")
-    line = fails(*args, message="--std-col")
-    assert line == (
-        "error: the pool has no predictive_std, so there is no belief about the labels; name the "
-        "predictive std column: --std-col COLUMN (or --std NAME=COLUMN)"
-    )
+    _frame(kind).to_csv(path, index=False)
+    option = "--prob-col" if kind == "binary" else "--std-col"
+    assert fails(*_init(path, *extra, "--pred-col", "pred"), message=option) == line
 
 
 def test_classes_not_inferred_names_the_option_after_the_file_name(tmp_path):

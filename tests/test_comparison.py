@@ -1020,3 +1020,18 @@ def test_post_stratified_mass_is_computed_once_per_measure(monkeypatch):
     )
     assert len(res.history) >= 2  # several looks, each a compare() call
     assert calls.count(pool.n_items) == 1
+
+
+def test_sequential_compare_of_a_registered_ratio_measure_pickles():
+    """sequential_compare resolved the measure once so that compare()'s P(D) cache hit; the
+    resolved F1 (a local loss) then went into the result, which no longer pickled. The cache is
+    keyed by the registered name instead, and the result pickles."""
+    import pickle
+
+    sp = bae.datasets.make_classification_pool(3_000, 0.3, n_models=2, rng=0)
+    pool, y = sp.pool, np.asarray(sp.labels)
+    res = bae.sequential_compare(
+        pool, "f1", lambda i: y[i], ("m0", "m1"), max_draws=200, batch=50, rng=0
+    )
+    back = pickle.loads(pickle.dumps(res))
+    assert back.reject == res.reject and len(back.history) == len(res.history)

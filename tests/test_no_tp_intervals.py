@@ -251,14 +251,24 @@ def test_a_stack_gives_each_model_its_own_interval(name):
 
 
 def test_differences_and_other_estimators_keep_their_intervals():
-    pool, y, a, _ = _two_model_pool()
-    idx = np.flatnonzero((y == 0) & (a == 1))[:5]
-    idx = np.concatenate([idx, np.flatnonzero(y == 1)[:5], np.flatnonzero(y == 0)[:200]])
+    """On a sample where neither model has a labeled true positive (so the plain estimate of
+    each does take the substitution), a difference and the model-assisted estimate do not."""
+    pool, y, a, b = _two_model_pool()
+    idx = np.concatenate(
+        [
+            np.flatnonzero((y == 0) & (a == 1))[:5],
+            np.flatnonzero((y == 0) & (b == 1))[:5],
+            np.flatnonzero((y == 1) & (a == 0) & (b == 0))[:5],
+            np.flatnonzero((y == 0) & (a == 0) & (b == 0))[:200],
+        ]
+    )
     draws = bae.Draws(indices=idx, weights=np.ones(idx.size), q=np.full(idx.size, 1.0 / 20_000))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        plain = [bae.estimate(pool, "f1", draws, y[idx], model=m) for m in "ab"]
         diff = bae.estimate(pool, difference("f1", "a", "b"), draws, y[idx])
         ma = bae.estimate(pool, "f1", draws, y[idx], model="a", estimator="model_assisted")
+    assert all("no_true_positive" in e.details for e in plain)
     assert "no_true_positive" not in diff.details
     assert "no_true_positive" not in ma.details
 

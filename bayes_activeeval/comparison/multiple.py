@@ -251,7 +251,7 @@ def multiple_comparison(
         )
         n_labels = est.n_labels
     else:
-        variance = resolve_variance(base, variance, nonlinear_score=True)  # as compare() does
+        variance = resolve_variance(variance)  # as compare() does
         st, views = pool.resolve(stack(base, models))
         y = draw_labels(pool, draws.indices, labels, oracle=oracle)
         L = st.loss(y, views(draws.indices))
@@ -265,7 +265,9 @@ def multiple_comparison(
         )
     # the differences: post-stratified on the set D where some two models' losses can differ
     # (as compare() does for two), for plain risks under an active proposal
-    strat = post_stratum(pool, base, models, draws, proposal)
+    strat = post_stratum(
+        pool, base, models, draws, proposal, measure if isinstance(measure, str) else None
+    )
     mass = strat.mass
     Gt, covt = G, cov
     if strat.size is not None:

@@ -72,19 +72,10 @@ def check_inputs(draws: Draws, oracle: str, variance: str) -> None:
         raise ValueError(f"variance must be 'auto', 'wald' or 'score', got {variance!r}")
 
 
-def resolve_variance(base: Measure, variance: str, *, nonlinear_score: bool = False) -> str:
-    """``"auto"``: ``"score"`` for plain risks, ``"wald"`` otherwise; ``"score"`` needs a plain
-    risk. With ``nonlinear_score`` (:func:`compare`) ratio and other non-linear measures take
-    the generalized score test (:func:`restricted_influence`) too, by default and on request."""
-    if variance == "auto":
-        return "score" if is_linear(base) or nonlinear_score else "wald"
-    if variance == "score" and not (is_linear(base) or nonlinear_score):
-        raise ValueError(
-            f"variance='score' needs a plain risk (g the identity); {base.name!r} is a ratio or "
-            "non-linear measure: use variance='wald' (compare() tests it with the generalized "
-            "score test)"
-        )
-    return variance
+def resolve_variance(variance: str) -> str:
+    """``"auto"``: ``"score"`` — the score test for plain risks and the generalized score test
+    (:func:`restricted_influence`) for ratio and other non-linear measures."""
+    return "score" if variance == "auto" else variance
 
 
 def restricted_influence(
@@ -498,7 +489,9 @@ def _chunk_disagreement_mass(chunk_pool, offset, measure, models) -> float:
     )
 
 
-def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray]:
+def disagreement_mass(
+    pool, measure, models, indices, name: str | None = None
+) -> tuple[float, np.ndarray]:
     """``P(D)`` and membership of ``indices`` in ``D``, the items where the losses of some two
     of ``models`` can differ — what the post-stratified difference of :func:`compare` and
     :func:`~bayes_activeeval.multiple_comparison` needs. On a lazy pool ``P(D)`` is a sum per
@@ -513,6 +506,9 @@ def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray
         At least two models.
     indices : ndarray of int
         Pool indices (the draws).
+    name : str, optional
+        The registered name the caller gave for ``measure``: the pool-wide pass is cached under
+        it (default ``None``: cached under the measure object).
 
     Returns
     -------
@@ -523,13 +519,14 @@ def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray
     """
     idx = np.asarray(indices, dtype=np.int64)
     lazy = getattr(pool, "is_lazy", False)
-    # one pool-wide pass per (measure object, models): sequential_compare calls compare() at
-    # every look with the same measure; the cache holds the measure itself, so an id is never
-    # matched to another object
+    # one pool-wide pass per (measure, models): sequential_compare calls compare() at every
+    # look with the same measure. A registered measure is keyed by its name (``get`` builds a
+    # new object per call), any other by the object, which the cache holds so that an id is
+    # never matched to another object
     cache = pool.__dict__.setdefault("_disagreement_mass", {})
-    key = (id(measure), tuple(models))
+    key = (name if name is not None else id(measure), tuple(models))
     hit = cache.get(key)
-    if hit is None or hit[0] is not measure:
+    if hit is None or (name is None and hit[0] is not measure):
         if lazy:
             mask = None
             mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
@@ -611,7 +608,9 @@ class Stratum:
     passive: bool
 
 
-def post_stratum(pool, base: Measure, models, draws: Draws, proposal) -> Stratum:
+def post_stratum(
+    pool, base: Measure, models, draws: Draws, proposal, name: str | None = None
+) -> Stratum:
     """The post-stratification of :func:`compare` and :func:`multiple_comparison`: for a plain
     risk under any design but passive sampling, the draws in the set ``D`` where some two of
     ``models`` can differ (``δ ≡ 0`` off it) and ``P(D)``, so that a difference is ``P(D)`` times
@@ -620,7 +619,7 @@ def post_stratum(pool, base: Measure, models, draws: Draws, proposal) -> Stratum
     passive = is_passive(draws, proposal)
     if passive or isinstance(base, RankMeasure) or not is_linear(base):
         return Stratum(slice(None), 1.0, None, passive)
-    mass, in_d = disagreement_mass(pool, base, models, draws.indices)
+    mass, in_d = disagreement_mass(pool, base, models, draws.indices, name)
     if mass >= 1.0 - 1e-12:
         return Stratum(slice(None), 1.0, None, passive)
     vk = np.asarray(draws.weights, dtype=float)[in_d]
@@ -812,8 +811,10 @@ def compare(
 
     if scale < 1.0 - 1e-12:
         _check_restricted(pool, base, a, b, proposal, draws)
-    variance = resolve_variance(base, variance, nonlinear_score=True)
-    strat = post_stratum(pool, base, (a, b), draws, proposal)
+    variance = resolve_variance(variance)
+    strat = post_stratum(
+        pool, base, (a, b), draws, proposal, measure if isinstance(measure, str) else None
+    )
     Lk, vk = L[strat.keep], np.asarray(draws.weights, dtype=float)[strat.keep]
     if Lk.shape[0]:
         est = weighted_estimate(Lk, vk, diff_m, n_labels=n_labels)

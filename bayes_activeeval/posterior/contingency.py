@@ -825,17 +825,18 @@ def cell_posterior(
             + ")"
         )
     extra: dict[str, np.ndarray] = {}
-    if method == "conjugate" and prior == "recalibrated":
-        rec = _recalibrated_prior(table, s0, chains * draws, rng)
-        g = rng.standard_gamma(rec["alpha"].reshape(chains, draws, n_cells, C))
-        tot = g.sum(axis=-1, keepdims=True)
-        theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
-        extra = {
-            f"prior_{k}": rec[k].reshape(chains, draws, -1) for k in ("shift", "slope", "strength")
-        }
-    elif method == "conjugate":
-        alpha = s0 * prior_mean + table["pseudo"]
-        g = rng.standard_gamma(np.broadcast_to(alpha, (chains, draws, n_cells, C)))
+    if method == "conjugate":  # Dirichlet rows drawn as normalized gammas
+        shape = (chains, draws, n_cells, C)
+        if prior == "recalibrated":
+            rec = _recalibrated_prior(table, s0, chains * draws, rng)
+            alpha = rec["alpha"].reshape(shape)
+            extra = {
+                f"prior_{k}": rec[k].reshape(chains, draws, -1)
+                for k in ("shift", "slope", "strength")
+            }
+        else:
+            alpha = np.broadcast_to(s0 * prior_mean + table["pseudo"], shape)
+        g = rng.standard_gamma(alpha)
         tot = g.sum(axis=-1, keepdims=True)
         theta = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), prior_mean)
     else:
