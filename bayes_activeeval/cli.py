@@ -362,8 +362,6 @@ def _refuse_given(options, why: str) -> None:
 def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relevance_cols,
                   cost_col, models, budget, seed, mix, overwrite, text_cols=(),
                   max_grade=None, estimator=None):  # fmt: skip
-    from ._validation import check_budget, check_fraction
-    from .ranking import get as ranking_measure
     from .ranking_session import RankingSession
 
     read = {"query": query_col, "item": item_col, "ranks": _pairs(ranks, "rank")}
@@ -385,20 +383,6 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         read["max_grade"] = int(max_grade)
     if cost_col:
         read["cost"] = cost_col
-    # checked here, before the pool file is read, so that the errors name the options
-    # (RankingSession.create names its arguments; a column the pool lacks, by its option)
-    try:
-        ranking_measure(measure)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--measure'") from None
-    unknown = [m for m in models if m not in read["ranks"]]
-    if unknown:
-        raise ValueError(
-            f"--model {unknown[0]!r} is not a ranker of the pool {list(read['ranks'])}"
-        )
-    if budget is not None:
-        check_budget(budget, "--budget")
-    check_fraction(mix, "--mix", allow_one=True)
     opts = {} if estimator is None else {"estimator": estimator}
     with RankingSession.create(
         session_path, pool, read, measure=measure, models=tuple(models), budget=budget,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validation import check_count, show
+from ._validation import check_budget, check_count, check_fraction, show
 from .io import file_checksum
 from .proposals import Draws
 from .ranking import RankingPool, draw, estimate, get, proposal, test
@@ -354,10 +354,21 @@ class RankingSession:
         RankingSession
             The new session, open.
         """
+        # checked before the pool is read; the errors name the argument and its CLI option
         if budget is None:
             raise ValueError("a ranking session needs --budget (label cost units)")
+        check_budget(budget, "budget (--budget)")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed (--seed) must be a non-negative integer, got {seed!r}")
+        check_fraction(mix, "mix (--mix)", allow_one=True)
+        try:
+            rm = get(measure)
+        except ValueError as exc:
+            raise ValueError(f"--measure: {exc}") from None
+        ranks = list(read.get("ranks") or ())
+        unknown = [m for m in models if ranks and m not in ranks]
+        if unknown:
+            raise ValueError(f"models (--model) {unknown[0]!r} is not a ranker of the pool {ranks}")
         path = str(Path(path).expanduser())
         refuse_same_file(path, pool_path, "the pool file")
         if os.path.exists(path) and overwrite and is_ranking_session(path):
@@ -374,7 +385,6 @@ class RankingSession:
         models = tuple(models) or pool.models
         if len(models) not in (1, 2):
             raise ValueError(f"name one ranker to evaluate or two to compare, got {list(models)}")
-        rm = get(measure)
         kw = {"model": models[0]} if len(models) == 1 else {"models": models}
         prop_rng, draw_rng = seeded_streams(seed)  # independent streams (seeding 2)
         prop = proposal(pool, rm, design=design, mix=mix, estimator=estimator, rng=prop_rng, **kw)

@@ -133,13 +133,14 @@ def test_init_ranking_refuses_labeling_options(tmp_path, extra, option):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--budget", -1], "--budget must be positive"),
+        (["--budget", -1], "budget (--budget) must be positive"),
         (["--budget", 5, "--cost-col", "nope"], "column 'nope' (--cost-col)"),
         (["--budget", 5, "--rank", "b=nocol"], "column 'nocol' (--rank b="),
-        (["--budget", 5, "--mix", 2], "--mix must be"),
+        (["--budget", 5, "--mix", 2], "mix (--mix) must be"),
         (["--budget", 5, "--query-col", "nope"], "(--query-col)"),
         (["--budget", 5, "--relevance-cols", "p0,nope"], "(--relevance-cols)"),
-        (["--budget", 5, "--model", "zz"], "--model 'zz'"),
+        (["--budget", 5, "--model", "zz"], "(--model) 'zz'"),
+        (["--budget", 5, "--measure", "dcg@x"], "--measure: measure='dcg@x'"),
     ],
 )
 def test_init_ranking_errors_name_options(tmp_path, extra, message):
@@ -182,3 +183,25 @@ def test_generators_check_n_models(make):
     make(n=100, noise=0.0, rng=0)
     p = make(n=100, noise=np.float32(0.3), n_models=np.int64(2), rng=0)
     assert list(p.pool.models) == ["m0", "m1"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"measure": "dcg@x"}, "--measure: measure='dcg@x'"),
+        ({"budget": -1.0}, r"budget \(--budget\) must be positive"),
+        ({"mix": 2.0}, r"mix \(--mix\) must be"),
+        ({"models": ("zz",)}, r"models \(--model\) 'zz' is not a ranker"),
+    ],
+)
+def test_create_checks_its_arguments_before_reading_the_pool(tmp_path, kwargs, message):
+    # the pool file does not exist: an argument error must come first, naming the argument
+    args = {"measure": "dcg", "budget": 5.0, "models": ("a",), **kwargs}
+    with pytest.raises(ValueError, match=message):
+        RankingSession.create(
+            str(tmp_path / "r.bae"),
+            str(tmp_path / "missing.parquet"),
+            {"query": "qid", "item": "doc", "ranks": {"a": "rank_a"}},
+            **args,
+        )
+    assert not (tmp_path / "r.bae").exists()
