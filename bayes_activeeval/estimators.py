@@ -28,7 +28,6 @@ import pandas as pd
 from scipy import special
 
 from . import intervals
-from . import measures as _measures
 from ._validation import check_finite, check_level
 from .beliefs import as_belief
 from .measures import FBeta, Measure
@@ -91,6 +90,10 @@ class ClassEstimates(NamedTuple):
         model predicts nowhere; :class:`~bayes_activeeval.measures.ClassParts`): a part's
         interval is cut to ``[low_k, high_k]``, and is ``[low_k, high_k]`` where no draw
         carries the part.
+    kind : str or None, optional
+        Which one-vs-rest ratio every part is (``"precision"``, ``"recall"``, ``"f1"``) or
+        ``None`` (:class:`~bayes_activeeval.measures.ClassParts`); a part of kind ``"f1"`` at 0
+        gets the upper limit ``2J_U/(1 + J_U)`` (:meth:`Estimate.confidence_interval`).
     """
 
     values: np.ndarray
@@ -101,6 +104,7 @@ class ClassEstimates(NamedTuple):
     bounds: tuple[float, float]
     low: np.ndarray
     high: np.ndarray
+    kind: str | None = None
 
 
 class NoTruePositive(NamedTuple):
@@ -441,7 +445,7 @@ class Estimate:
             n_df=None if self.n_max is not None else np.maximum(p.weight_df - 1.0, 1.0),
             n_max=self.n_max,
         )
-        if self.measure.partition("[")[0] == "f1_macro":
+        if p.kind == "f1":
             # a class with no labeled true positive: its one-vs-rest F1 is 2J/(1 + J), J the
             # true positives' share of its carrying draws, and [0, hi_k] is J's interval there
             # (the estimate 0 on their Kish size; see confidence_interval)
@@ -672,28 +676,15 @@ def _true_positive_kind(measure: Measure) -> str | None:
 
 def _true_positive_blocks(measure: Measure) -> tuple[str, int] | None:
     """The kind (:func:`_true_positive_kind`) and number of models of an F-beta, MCC or
-    Fowlkes-Mallows measure or of a :func:`~bayes_activeeval.measures.stack` of one (output
-    ``i`` reads the ``i``-th block of the loss components); ``None`` for any other measure,
-    a difference of two models among them."""
+    Fowlkes-Mallows measure or of a :func:`~bayes_activeeval.measures.stack` of one (its
+    :attr:`~bayes_activeeval.measures.Measure.base`; output ``i`` reads the ``i``-th block of
+    the loss components); ``None`` for any other measure, a difference of two models or a
+    measure bound to models by hand among them."""
     if measure.models is None:
         kind = _true_positive_kind(measure)
         return None if kind is None else (kind, 1)
-    models = measure.models
-    base_name = measure.name.partition("[")[0]
-    if measure.name != f"{base_name}[{','.join(models)}]":
-        return None  # a difference name[a]-name[b]
-    try:
-        base = _measures.get(base_name)
-    except (TypeError, ValueError):
-        return None
-    kind = _true_positive_kind(base) if isinstance(base, Measure) else None
-    if kind is None:
-        return None
-    comps = tuple(f"{c}[{mod}]" for mod in models for c in base.components)
-    outs = tuple(f"{o}[{mod}]" for mod in models for o in base.outputs)
-    if measure.components != comps or measure.outputs != outs:
-        return None
-    return kind, len(models)
+    kind = None if measure.base is None else _true_positive_kind(measure.base)
+    return None if kind is None else (kind, len(measure.models))
 
 
 def _no_true_positive(
@@ -754,6 +745,7 @@ def _class_estimates(
         np.atleast_2d(np.asarray(parts.average, dtype=float)),
         parts.bounds,
         *parts.limits(),
+        parts.kind,
     )
 
 

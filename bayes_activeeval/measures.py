@@ -132,6 +132,13 @@ class ClassParts:
         F1 exactly 0 (``low = high = 0``); its balanced-accuracy part, when no draw carries the
         class, lies in ``[0, θ̄]`` (recall 0 if the class occurs, dropped if not). Set by
         :meth:`Measure.class_parts` from the pool's predictions (:meth:`Measure.with_predicted`).
+    kind : {"precision", "recall", "f1"} or None, optional
+        Which one-vs-rest ratio every part is: set by the macro averages (``"recall"`` also by
+        balanced accuracy, macro recall over the classes present) and kept by their stacks and
+        differences; ``None`` (the default) for a measure's own parts. A part of kind ``"f1"``
+        at 0 has the upper limit ``2J_U/(1 + J_U)``, ``F1 = 2J/(1 + J)`` at the upper limit
+        ``J_U`` of its true-positive share (:meth:`Estimate.confidence_interval
+        <bayes_activeeval.Estimate.confidence_interval>`).
     """
 
     values: np.ndarray
@@ -140,6 +147,7 @@ class ClassParts:
     bounds: tuple[float, float] = (0.0, 1.0)
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    kind: str | None = None
 
     def limits(self) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` as arrays ``(K,)`` (``bounds`` where not set)."""
@@ -211,6 +219,10 @@ class Measure:
         measure not bound to models) predicts class ``c`` on some item of positive weight. The
         labels are unknown but the predictions are not: a class a model never predicts has
         precision, recall and F1 exactly 0, and :meth:`class_parts` says so.
+    base : Measure or None
+        For a measure made by :func:`stack`: the measure it evaluates for each model (output
+        block ``i`` is ``base`` on model ``i``'s block of the loss components); ``None`` for
+        any other measure, a :func:`difference` or a measure built by hand among them.
 
     Notes
     -----
@@ -267,6 +279,7 @@ class Measure:
         self.affine = g is None if affine is None else bool(affine)
         self._class_parts = class_parts
         self.predicted: np.ndarray | None = None
+        self.base: Measure | None = None
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -650,7 +663,7 @@ def _make_averaged(kind: str, average: str):
             never = ~np.asarray(predicted, bool).reshape(-1)[:C]
             values = np.where(never, 0.0, values)
             high = np.where(never, 0.0, high)
-        return ClassParts(values, J, np.full((1, C), 1.0 / C), UNIT, low, high)
+        return ClassParts(values, J, np.full((1, C), 1.0 / C), UNIT, low, high, kind)
 
     return g, jac, (class_parts if average == "macro" else None)
 
@@ -721,7 +734,7 @@ def _balanced_multiclass() -> Measure:
             never = ~np.asarray(predicted, bool).reshape(-1)[:C]
             values = np.where(never & present, 0.0, values)
             high = np.where(never, np.where(present, 0.0, fill), high)
-        return ClassParts(values, J, average, UNIT, low, high)
+        return ClassParts(values, J, average, UNIT, low, high, "recall")
 
     return Measure(
         "balanced_accuracy",
@@ -925,8 +938,9 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
     -------
     Measure
         Bound to ``models``: its loss reads a dict of :class:`ModelView` keyed by model name and
-        has ``k·d`` components, and ``g`` has ``k·m`` outputs named ``"output[model]"`` (for a
-        threshold-free measure, its bound ``RankMeasure``).
+        has ``k·d`` components, ``g`` has ``k·m`` outputs named ``"output[model]"``, and
+        :attr:`Measure.base` is the stacked measure (for a threshold-free measure, its bound
+        ``RankMeasure``).
     """
     base = get(measure)
     if _rank(base) is not None:
@@ -949,7 +963,7 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
             J[i * m : (i + 1) * m, i * d : (i + 1) * d] = base.jacobian(part)
         return J
 
-    return Measure(
+    out = Measure(
         f"{base.name}[{','.join(models)}]",
         loss,
         g,
@@ -965,6 +979,8 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
         affine=base.affine,
         class_parts=_blocks_parts(base, k, _block_diagonal) if base.averaged else None,
     )
+    out.base = base
+    return out
 
 
 def _block_diagonal(averages: list[np.ndarray]) -> np.ndarray:
@@ -996,7 +1012,13 @@ def _blocks_parts(base: Measure, k: int, combine: Callable[[list[np.ndarray]], n
             row += b.values.size
         low, high = (np.concatenate(x) for x in zip(*(b.limits() for b in blocks), strict=True))
         return ClassParts(
-            values, J, combine([b.average for b in blocks]), blocks[0].bounds, low, high
+            values,
+            J,
+            combine([b.average for b in blocks]),
+            blocks[0].bounds,
+            low,
+            high,
+            blocks[0].kind,
         )
 
     return class_parts

@@ -225,10 +225,9 @@ def _two_model_pool():
     return bae.Pool(predictions={"a": a, "b": b}, probs=probs, classes=[0, 1]), y, a, b
 
 
-@pytest.mark.parametrize("name", ["f1", "mcc"])
-def test_a_stack_gives_each_model_its_own_interval(name):
-    pool, y, a, b = _two_model_pool()
-    # a sample where model a has no true positive and model b has some
+def _a_without_true_positive(y, a, b):
+    """Unit-weight draws of :func:`_two_model_pool` where model ``a`` has no true positive and
+    ``b`` has some."""
     idx = np.concatenate(
         [
             np.flatnonzero((y == 1) & (a == 0) & (b == 1))[:4],
@@ -236,7 +235,14 @@ def test_a_stack_gives_each_model_its_own_interval(name):
             np.flatnonzero((y == 0) & (a == 0) & (b == 0))[:300],
         ]
     )
-    draws = bae.Draws(indices=idx, weights=np.ones(idx.size), q=np.full(idx.size, 1.0 / 20_000))
+    return idx, bae.Draws(indices=idx, weights=np.ones(idx.size), q=np.full(idx.size, 1 / 20_000))
+
+
+@pytest.mark.parametrize("name", ["f1", "mcc"])
+def test_a_stack_gives_each_model_its_own_interval(name):
+    pool, y, a, b = _two_model_pool()
+    # a sample where model a has no true positive and model b has some
+    idx, draws = _a_without_true_positive(y, a, b)
     st = bae.estimate(pool, stack(name, ["a", "b"]), draws, y[idx])
     gap = st.details["no_true_positive"]
     assert gap.at.tolist() == [True, False]
@@ -351,3 +357,111 @@ def test_macro_f1_maps_a_class_part_with_no_true_positive():
         assert ci.low == pytest.approx(low[0], rel=1e-12)
         old = intervals.mover(est.values, p.values, (lo_k, hi_k), p.average, corr, (0, 1))
         assert ci.high > old[1][0] + 0.01
+
+
+# ------------------------------------------------------------------------------------------------
+# what a measure is, not what it is called
+# ------------------------------------------------------------------------------------------------
+def _jaccard_pair(name):
+    """Two models' Jaccard indices ``TP/(TP + FP + FN) = R1/(2 R2 − R1)`` on F1's loss
+    ``ℓ = [y f, (y + f)/2]`` per model, built by hand and named ``name`` with F1's component and
+    output names: a measure no :func:`stack` made."""
+
+    def loss(y, views):
+        cols = []
+        for v in (views["a"], views["b"]):
+            yy, ff = (y == 1).astype(float), (v.pred == 1).astype(float)
+            cols += [yy * ff, (yy + ff) / 2]
+        return np.stack(cols, axis=1)
+
+    def g(R):
+        return np.array([R[0] / (2 * R[1] - R[0]), R[2] / (2 * R[3] - R[2])])
+
+    def jac(R):
+        da, db = (2 * R[1] - R[0]) ** 2, (2 * R[3] - R[2]) ** 2
+        return np.array(
+            [[2 * R[1] / da, -2 * R[0] / da, 0, 0], [0, 0, 2 * R[3] / db, -2 * R[2] / db]]
+        )
+
+    return bae.Measure(
+        name,
+        loss,
+        g,
+        jac,
+        components=("tp[a]", "weight[a]", "tp[b]", "weight[b]"),
+        outputs=("f1[a]", "f1[b]"),
+        task="binary",
+        greater_is_better=True,
+        scale_invariant=True,
+        models=("a", "b"),
+        bounds=(0.0, 1.0),
+    )
+
+
+def test_a_hand_built_measure_named_like_a_stack_of_f1_gets_no_substitution():
+    """The F1 substitution follows :attr:`Measure.base` (set by :func:`stack`), not the name: a
+    pair of Jaccard indices named ``"f1[a,b]"`` with F1's loss and names keeps its own upper
+    limit ``J_U`` where its model has no labeled true positive (the Jaccard index is the share
+    ``J`` itself), as under any other name; the name-parsing code gave it F1's
+    ``2J_U/(1 + J_U)``."""
+    pool, y, a, b = _two_model_pool()
+    idx, draws = _a_without_true_positive(y, a, b)
+    named, other = (
+        bae.estimate(pool, _jaccard_pair(n), draws, y[idx]) for n in ("f1[a,b]", "jaccard[a,b]")
+    )
+    assert named.values[0] == 0.0 and named.values[1] > 0.0  # model a: no true positive
+    lo, hi = named.confidence_interval()
+    assert (lo.tolist(), hi.tolist()) == tuple(x.tolist() for x in other.confidence_interval())
+    assert hi[0] == intervals.modified_wilson(0.0, named.kish[0])[1]  # 7 carrying draws
+    assert "no_true_positive" not in named.details
+    # the stacked measure is recorded; a measure built by hand has none
+    f1 = get("f1")
+    assert stack(f1, ["a", "b"]).base is f1 and _jaccard_pair("f1[a,b]").base is None
+
+
+def test_a_hand_built_average_named_f1_macro_keeps_its_parts_intervals():
+    """The per-class F1 map ``2J/(1 + J)`` follows the kind of the parts
+    (:attr:`~bayes_activeeval.measures.ClassParts.kind`), not the name: macro precision's maps
+    under the name ``"f1_macro"`` keep macro precision's interval (the name-parsing code mapped
+    its class with no labeled true positive as an F1)."""
+    pm = get("precision_macro").resolve(3)
+    hand = bae.Measure(
+        "f1_macro",
+        pm.loss,
+        pm.g,
+        pm.jacobian,
+        components=pm.components,
+        task="classification",
+        greater_is_better=True,
+        scale_invariant=True,
+        bounds=(0.0, 1.0),
+        tabular=True,
+        class_parts=lambda R, predicted=None: pm.class_parts(R),
+    )
+    y = np.repeat([0, 0, 1, 1, 2, 2, 0], [300, 20, 30, 4, 5, 4, 3])
+    f = np.repeat([0, 1, 1, 0, 0, 0, 2], [300, 20, 30, 4, 5, 4, 3])  # class 2: no true positive
+    L = pm.loss(y, ModelView(pred=f, n_classes=3, pos=1))
+    rng = np.random.default_rng(7)
+    for w in (np.ones(y.size), rng.gamma(2.0, 1.0, y.size)):
+        est, ref = bae.weighted_estimate(L, w, hand), bae.weighted_estimate(L, w, pm)
+        assert est.class_parts.values[2] == 0.0 and est.class_parts.kish[2] > 0
+        for method in ("modified_wilson", "wilson", "jeffreys", "clopper_pearson"):
+            assert tuple(est.confidence_interval(method=method)) == tuple(
+                ref.confidence_interval(method=method)
+            )
+
+
+def test_a_stack_of_an_f_beta_whose_name_get_cannot_read_takes_the_substitution():
+    """``FBeta(1e-5)`` is named ``"f1e-05"``, which :func:`get` does not read back: the stack's
+    substitution follows the stacked measure itself, so each model's interval is its own
+    estimate's, as for ``"f1"`` (the name-parsing code gave model a the plain upper limit)."""
+    pool, y, a, b = _two_model_pool()
+    idx, draws = _a_without_true_positive(y, a, b)
+    m = FBeta(1e-5)
+    with pytest.raises(ValueError, match="unknown measure"):
+        get(m.name)
+    lo, hi = bae.estimate(pool, stack(m, ["a", "b"]), draws, y[idx]).confidence_interval()
+    for i, model in enumerate("ab"):
+        alone = bae.estimate(pool, m, draws, y[idx], model=model)
+        assert (lo[i], hi[i]) == tuple(alone.confidence_interval())
+    assert "no_true_positive" in bae.estimate(pool, m, draws, y[idx], model="a").details
