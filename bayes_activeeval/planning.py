@@ -37,9 +37,9 @@ from scipy import optimize, stats
 from ._validation import check_count, check_fraction, check_level, check_number, show
 from .comparison.pairwise import (
     comparison_proposal,
-    disagreement,
     is_linear,
     models_arg,
+    pair_disagreement,
     support_mass_of,
 )
 from .kernel import deviation_integrand
@@ -250,7 +250,8 @@ def restricted_variance(
                 f"the non-linear measure {base.name!r} every item moves the estimate: use mix > 0"
             )
         return proposal.predicted_variance(optimal.info.u)
-    in_d = disagreement(pool, base, a, b)
+    # D through the pool's cache: the active_neq proposal of the same call read it too
+    in_d = pair_disagreement(pool, base, a, b, measure if isinstance(measure, str) else None)
     bad = np.flatnonzero(off & in_d)
     if bad.size:
         raise ValueError(

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .. import intervals
 from .._validation import check_count, check_level, check_rng
 from ..estimators import Estimate, draw_labels, weighted_estimate
 from ..measures import Measure, difference, stack
@@ -45,8 +46,12 @@ def _contrasts(k: int, pairs: list[tuple[int, int]]) -> np.ndarray:
     return C
 
 
-def _restricted_family(pool, base, spec, models, pairs, draws, y, n_labels):
+def _restricted_family(pool, base, spec, models, pairs, L, v, n_labels):
     """The generalized score tests of a ratio or non-linear measure for a family of pairs.
+
+    ``L`` holds the stacked losses of the ``k`` models (``d`` columns each, in the order of
+    ``models``) and ``v`` the draws' importance weights; pair ``(i, j)``'s losses are model
+    ``i``'s columns then model ``j``'s, as :func:`~bayes_activeeval.measures.difference` gives.
 
     Each pair ``p = (i, j)`` is tested as :func:`compare` tests it, with the influence terms
     ``ψ_p`` of ``g(R_i) − g(R_j)`` at the pair's own null-restricted point (Boos (1992),
@@ -74,22 +79,21 @@ def _restricted_family(pool, base, spec, models, pairs, draws, y, n_labels):
         delta-method estimate and standard error, as in :func:`compare`.
     """
     k, K = len(models), len(pairs)
-    v = np.asarray(draws.weights, dtype=float)
-    n = v.size
+    n, d = v.size, L.shape[1] // k
+    # the weights of every pair's test (restricted_score_test leaves rescaled weights as they are)
+    vs = intervals.unhuge(v)[0]
     z = np.full((k, k), np.nan)
     var = np.full((k, k), np.nan)
     terms = np.zeros((n, K))
     restricted = {}
-    vs = v
     for r, (i, j) in enumerate(pairs):
         pair = (models[i], models[j])
-        dm, views = pool.resolve(difference(base, *pair))
-        Lp = dm.loss(y, views(draws.indices))
-        zp, sums, psi, rs = restricted_score_test(Lp, v, dm, spec, pair, pool.n_classes)
+        dm, _ = pool.resolve(difference(base, *pair))
+        Lp = np.concatenate([L[:, i * d : (i + 1) * d], L[:, j * d : (j + 1) * d]], axis=1)
+        zp, sums, psi, rs = restricted_score_test(Lp, vs, dm, spec, pair, pool.n_classes)
         z[i, j], z[j, i] = zp, -zp
         if rs is None:
             continue
-        vs = rs.weights
         terms[:, r] = psi
         var[i, j] = var[j, i] = sums.B / sums.W**2
         est = weighted_estimate(Lp, v, dm, n_labels=n_labels)
@@ -270,16 +274,14 @@ def multiple_comparison(
     )
     mass = strat.mass
     Gt, covt = G, cov
+    if not isinstance(base, RankMeasure):  # the draws the differences are estimated from
+        Lk, vk = L[strat.keep], np.asarray(draws.weights, dtype=float)[strat.keep]
     if strat.size is not None:
-        v = np.asarray(draws.weights, dtype=float)
-        Lk, vk = L[strat.keep], v[strat.keep]
         if vk.size:
             st_d = weighted_estimate(Lk, vk, st, n_labels=n_labels)
             Gt, covt = mass * st_d.values, mass * mass * st_d.cov
         else:  # no draw where two models can differ: no evidence either way
             Gt, covt = np.zeros(k), np.zeros((k, k))
-    elif not isinstance(base, RankMeasure):
-        Lk, vk = L, np.asarray(draws.weights, dtype=float)
     diff = Gt[:, None] - Gt[None, :]
     wald_var = np.diag(covt)[:, None] + np.diag(covt)[None, :] - 2 * covt
     if baseline is not None:
@@ -297,7 +299,7 @@ def multiple_comparison(
         # null-restricted point (as compare()), jointly through the covariance of their terms
         spec = measure if isinstance(measure, str) else base
         z, var, test_cov, restricted = _restricted_family(
-            pool, base, spec, models, pairs, draws, y, n_labels
+            pool, base, spec, models, pairs, L, np.asarray(draws.weights, dtype=float), n_labels
         )
         contrasts = np.eye(K)
     else:
@@ -321,7 +323,7 @@ def multiple_comparison(
         if strat.size is not None and np.any(flat):
             # a pair whose draws in D all have the same δ has Wald SE 0 (it would reject at any
             # n); as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them
-            A, B = pair_sums(Lk, vk)
+            A, B = pair_sums(Lk, vk) if score is None else (score["A"], score["B"])
             with np.errstate(invalid="ignore", divide="ignore"):
                 zs = np.where(B > 0, A / np.sqrt(np.clip(B, 0.0, None)), 0.0)
             z = np.where(flat, zs, z)

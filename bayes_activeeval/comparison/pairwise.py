@@ -489,13 +489,68 @@ def _chunk_disagreement_mass(chunk_pool, offset, measure, models) -> float:
     )
 
 
+def disagreement_set(
+    pool, measure, models, name: str | None = None
+) -> tuple[float, np.ndarray | None]:
+    """``P(D)`` and the membership of every pool item in ``D``, the items where the losses of
+    some two of ``models`` can differ (:func:`disagreement`; for two models ``D_≠``), computed
+    once per pool, measure and models and kept on the pool: :func:`compare` (at every look of
+    :func:`~bayes_activeeval.sequential_compare`), :func:`comparison_proposal` (``active_neq``)
+    and the planning functions need the same set. On a lazy pool ``P(D)`` is a sum per chunk and
+    the membership is not kept (``None``).
+
+    Parameters
+    ----------
+    pool : Pool or LazyPool
+    measure : Measure
+        The measure whose losses are compared (unbound).
+    models : sequence of str
+        At least two models.
+    name : str, optional
+        The registered name the caller gave for ``measure``: the set is cached under it (default
+        ``None``: cached under the measure object).
+
+    Returns
+    -------
+    mass : float
+        ``Σ_{x ∈ D} p(x)``.
+    in_d : ndarray of bool (n_items,) or None
+        Whether each pool item lies in ``D`` (``None`` on a lazy pool). Shared: do not modify.
+    """
+    lazy = getattr(pool, "is_lazy", False)
+    # a registered measure is keyed by its name (``get`` builds a new object per call), any
+    # other by the object, which the cache holds so that an id is never matched to another object
+    cache = pool.__dict__.setdefault("_disagreement_mass", {})
+    key = (name if name is not None else id(measure), tuple(models))
+    hit = cache.get(key)
+    if hit is None or (name is None and hit[0] is not measure):
+        if lazy:
+            mask = None
+            mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
+        else:
+            mask = _disagreement_any(pool, measure, models)
+            mass = float(np.asarray(pool.p, dtype=float)[mask].sum())
+        if len(cache) >= 8:
+            cache.clear()
+        hit = cache[key] = (measure, mass, mask)
+    return hit[1], hit[2]
+
+
+def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) -> np.ndarray:
+    """:func:`disagreement` of ``a`` and ``b`` through the pool's cache of
+    :func:`disagreement_set` (computed afresh on a lazy pool). Shared: do not modify."""
+    in_d = disagreement_set(pool, measure, (a, b), name)[1]
+    return disagreement(pool, measure, a, b) if in_d is None else in_d
+
+
 def disagreement_mass(
     pool, measure, models, indices, name: str | None = None
 ) -> tuple[float, np.ndarray]:
     """``P(D)`` and membership of ``indices`` in ``D``, the items where the losses of some two
     of ``models`` can differ — what the post-stratified difference of :func:`compare` and
-    :func:`~bayes_activeeval.multiple_comparison` needs. On a lazy pool ``P(D)`` is a sum per
-    chunk and only the drawn items are read for the membership.
+    :func:`~bayes_activeeval.multiple_comparison` needs (:func:`disagreement_set`: one
+    pool-wide pass per measure and models; on a lazy pool only the drawn items are read for
+    the membership).
 
     Parameters
     ----------
@@ -518,25 +573,7 @@ def disagreement_mass(
         Whether each of ``indices`` lies in ``D``.
     """
     idx = np.asarray(indices, dtype=np.int64)
-    lazy = getattr(pool, "is_lazy", False)
-    # one pool-wide pass per (measure, models): sequential_compare calls compare() at every
-    # look with the same measure. A registered measure is keyed by its name (``get`` builds a
-    # new object per call), any other by the object, which the cache holds so that an id is
-    # never matched to another object
-    cache = pool.__dict__.setdefault("_disagreement_mass", {})
-    key = (name if name is not None else id(measure), tuple(models))
-    hit = cache.get(key)
-    if hit is None or (name is None and hit[0] is not measure):
-        if lazy:
-            mask = None
-            mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
-        else:
-            mask = _disagreement_any(pool, measure, models)
-            mass = float(np.asarray(pool.p, dtype=float)[mask].sum())
-        if len(cache) >= 8:
-            cache.clear()
-        hit = cache[key] = (measure, mass, mask)
-    _, mass, mask = hit
+    mass, mask = disagreement_set(pool, measure, models, name)
     if mask is not None:
         return mass, mask[idx]
     in_d = (
@@ -809,12 +846,11 @@ def compare(
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
     per = weighted_estimate(L, draws.weights, st_m, n_labels=n_labels)
 
+    name = measure if isinstance(measure, str) else None
     if scale < 1.0 - 1e-12:
-        _check_restricted(pool, base, a, b, proposal, draws)
+        _check_restricted(pool, base, a, b, proposal, draws, name)
     variance = resolve_variance(variance)
-    strat = post_stratum(
-        pool, base, (a, b), draws, proposal, measure if isinstance(measure, str) else None
-    )
+    strat = post_stratum(pool, base, (a, b), draws, proposal, name)
     Lk, vk = L[strat.keep], np.asarray(draws.weights, dtype=float)[strat.keep]
     if Lk.shape[0]:
         est = weighted_estimate(Lk, vk, diff_m, n_labels=n_labels)
@@ -902,7 +938,9 @@ def _compare_rank(
     )
 
 
-def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> None:
+def _check_restricted(
+    pool, base, a, b, proposal: Proposal, draws: Draws, name: str | None = None
+) -> None:
     """A proposal with zero mass somewhere is only valid for a plain risk and only where the
     paired loss difference is identically zero (Sawade (2012), Sec. 5.2.2, ``active_≠``, with the variance of Eq. 3.22)."""
     if not is_linear(base):
@@ -912,7 +950,7 @@ def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> Non
             "proposal with full support (mix > 0)"
         )
     off = (proposal.q <= 0) & (proposal.p > 0)
-    bad = np.flatnonzero(off & disagreement(pool, base, a, b))
+    bad = np.flatnonzero(off & pair_disagreement(pool, base, a, b, name))
     if bad.size:
         raise ValueError(
             f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) where the "
@@ -925,8 +963,9 @@ def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> Non
 # ------------------------------------------------------------------------------------------------
 # proposals for comparisons
 # ------------------------------------------------------------------------------------------------
-def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
-    """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair."""
+def _pair_scores(pool, base, a, b, kind, belief, costs, floor, name=None) -> np.ndarray:
+    """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair (``name``:
+    the registered name of ``base``, for the cache of :func:`disagreement_set`)."""
     p = pool.p
     c = label_costs(pool, costs)
     if kind == "optimal":
@@ -942,7 +981,7 @@ def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
         gap = np.abs(pool.view(a).pred - pool.view(b).pred)
         scores = gap**2 if kind == "active_0" else gap
     elif kind == "active_neq":
-        scores = disagreement(pool, base, a, b).astype(float)
+        scores = pair_disagreement(pool, base, a, b, name).astype(float)
     else:  # pragma: no cover - guarded by the caller
         raise AssertionError(kind)
     return proposal_scores(scores, p, c)
@@ -1069,9 +1108,10 @@ def comparison_proposal(
             b = None
         q = np.zeros(pool.n_items)
         n_pairs = 0
+        name = measure if isinstance(measure, str) else None
         for i in range(k):
             for j in range(i + 1, k):
-                s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor)
+                s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor, name)
                 if s.sum() > 0:
                     q += s / s.sum()
                     n_pairs += 1

@@ -163,8 +163,18 @@ def invert_statistic(
         scale = 0.01 * width if np.isfinite(width) else 0.01
     h = 0.5 * scale
 
+    seen: dict[float, float] = {}
+
+    def stat(x: float) -> float:
+        # one evaluation per point: brentq starts from grid points already evaluated, and the
+        # start c is checked more than once
+        x = float(x)
+        if x not in seen:
+            seen[x] = statistic(x)
+        return seen[x]
+
     def excess(x: float) -> float:
-        t = statistic(x)
+        t = stat(x)
         return -z if np.isnan(t) else min(abs(t), 1e12) - z
 
     def rejects(x: float) -> bool:
@@ -172,7 +182,7 @@ def invert_statistic(
 
     c = float(np.clip(centre, lo_b, hi_b)) if np.isfinite(centre) else 0.0
     if rejects(c):  # T(Δ̂) not about 0 (a very few draws): start where T changes sign
-        t = statistic(c)
+        t = stat(c)
         step = 1.0 if t > 0 else -1.0
         for k in range(120):
             x = c + step * h * np.sqrt(2.0) ** k
@@ -882,17 +892,11 @@ class MultipleComparisonResult:
         if method is None and self.stratum_size is not None and np.isfinite(d_hi - d_lo):
             # a pair whose draws in D all have the same δ (or no draw in D): the test's interval
             # is a point; Wilson's on D's Kish size at the family's critical value, as compare()
-            point = ~nan & ~(hi - lo > 1e-6 * (d_hi - d_lo))
-            if np.any(point):
-                wl, wh = self._stratum_wilson(c)
-                lo, hi = np.where(point, wl, lo), np.where(point, wh, hi)
+            lo, hi = _fill_points(lo, hi, nan, d_hi - d_lo, lambda: self._stratum_wilson(c))
         if method is None and self.restricted is not None and newcombe_ok:
             # a pair whose test interval is the point Δ̂ (every draw's terms alike): Newcombe's
             # keeps the models' widths, as compare()
-            point = ~nan & ~(hi - lo > 1e-6 * (d_hi - d_lo))
-            if np.any(point):
-                nc = self._newcombe_interval(level)
-                lo, hi = np.where(point, nc.low, lo), np.where(point, nc.high, hi)
+            lo, hi = _fill_points(lo, hi, nan, d_hi - d_lo, lambda: self._newcombe_interval(level))
         return ConfidenceInterval(lo, hi)
 
     def _restricted_intervals(
@@ -1082,6 +1086,17 @@ class MultipleComparisonResult:
             f"models={list(self.models)}, level={self.level}, rejected_pairs={n_rej}, "
             f"best={self.ranking().index[0]!r})"
         )
+
+
+def _fill_points(lo, hi, nan, width, fill) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` with the pairs whose interval is a point (``hi − lo ≤ 1e-6 · width``; not
+    the NaN ones outside the family) replaced by those of ``fill()``, which gives the ``k × k``
+    ends of the fallback interval and is only called when some pair needs it."""
+    point = ~nan & ~(hi - lo > 1e-6 * width)
+    if np.any(point):
+        low, high = fill()
+        lo, hi = np.where(point, low, lo), np.where(point, high, hi)
+    return lo, hi
 
 
 def _posterior_samples(posterior, models) -> np.ndarray:
