@@ -462,6 +462,26 @@ def test_comparison_proposal_and_tests_on_a_lazy_pool(parquet_path, frame, two_m
     assert repr(lm) == repr(mm)
 
 
+@pytest.mark.parametrize("mix", [0.0, 0.1])
+def test_active_neq_comparison_proposal_on_a_lazy_pool(parquet_path, frame, two_model, mix):
+    # Sawade's active_≠ proposal (uniform on the items where the two models disagree) raised a
+    # dask NotImplementedError on a lazy pool; it equals the in-memory one, and compare() on it
+    # (the zero-mass check of mix=0 included) gives the in-memory result
+    lazy, mem = lazy_pair(parquet_path, frame)
+    lp = bae.comparison_proposal(lazy, "error_rate", ("a", "b"), kind="active_neq", mix=mix)
+    mp = bae.comparison_proposal(mem, "error_rate", ("a", "b"), kind="active_neq", mix=mix)
+    lq = np.asarray(lp.q)
+    assert rel(lq, mp.q) < 1e-12 and (mix > 0 or (lq == 0).any())
+    d = mp.draw(300, rng=5)
+    y = two_model.labels[d.indices]
+    lr = bae.compare(lazy, "error_rate", d, y, models=("a", "b"), proposal=lp)
+    mr = bae.compare(mem, "error_rate", d, y, models=("a", "b"), proposal=mp)
+    assert lr.estimate == pytest.approx(mr.estimate, rel=1e-12)
+    assert lr.pvalue == pytest.approx(mr.pvalue, rel=1e-9)
+    with pytest.raises(NotImplementedError, match="active_risk"):
+        bae.comparison_proposal(lazy, "error_rate", ("a", "b"), kind="active_risk")
+
+
 @pytest.mark.parametrize("method", ["sqrt", "paper", "proportional"])
 def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, method):
     from bayes_activeeval.benchmark.lazy import LazyBenchmarkDesign

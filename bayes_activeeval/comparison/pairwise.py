@@ -538,9 +538,10 @@ def disagreement_set(
 
 def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) -> np.ndarray:
     """:func:`disagreement` of ``a`` and ``b`` through the pool's cache of
-    :func:`disagreement_set` (computed afresh on a lazy pool). Shared: do not modify."""
+    :func:`disagreement_set` (computed afresh on a lazy pool, as a NumPy array: one boolean
+    per item, like the proposal's ``q``). Shared: do not modify."""
     in_d = disagreement_set(pool, measure, (a, b), name)[1]
-    return disagreement(pool, measure, a, b) if in_d is None else in_d
+    return np.asarray(disagreement(pool, measure, a, b)) if in_d is None else in_d
 
 
 def disagreement_mass(
@@ -949,7 +950,7 @@ def _check_restricted(
             f"non-linear measure {base.name!r} every item can move the estimate, so use a "
             "proposal with full support (mix > 0)"
         )
-    off = (proposal.q <= 0) & (proposal.p > 0)
+    off = (np.asarray(proposal.q) <= 0) & (np.asarray(proposal.p) > 0)  # dask on a lazy pool
     bad = np.flatnonzero(off & pair_disagreement(pool, base, a, b, name))
     if bad.size:
         raise ValueError(
@@ -1093,6 +1094,11 @@ def comparison_proposal(
         prop.info = prop.info.replace(support_mass=support_mass_of(prop))
         return prop
     elif kind == "active_risk":
+        if getattr(pool, "is_lazy", False):
+            raise NotImplementedError(
+                "kind='active_risk' (a baseline) needs an in-memory pool; on a lazy pool use "
+                "kind='optimal' or 'active_neq'"
+            )
         q = np.zeros(pool.n_items)
         c = label_costs(pool, costs)
         for mod in models:
@@ -1113,7 +1119,7 @@ def comparison_proposal(
             for j in range(i + 1, k):
                 s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor, name)
                 if s.sum() > 0:
-                    q += s / s.sum()
+                    q = q + s / s.sum()  # s is a dask array on a lazy pool: no in-place add
                     n_pairs += 1
         if n_pairs == 0:
             raise ValueError(
