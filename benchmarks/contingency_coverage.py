@@ -10,20 +10,37 @@ or Dirichlet-tree oracle, deterministic labeler) and computes 95 % intervals for
 - ``pymc``: the hierarchical PyMC cell model (``weighting="none"``; 300 draws, 500 tuning steps);
 - ``calibration``: the item-level finite-population posterior (``method="calibration"``: the
   Bayesian calibration of the model's log-odds fitted to the labeled items, unlabeled items'
-  labels drawn from its posterior predictive).
+  labels drawn from its posterior predictive);
+- ``conjugate_recal`` / ``conjugate_design_recal``: ``conjugate`` / ``conjugate_design`` with the
+  recalibrated cell prior (``prior="recalibrated"``: a Platt map of the model's log-odds and a
+  prior strength, integrated over their grid posterior given all cells' counts — the
+  hierarchical beta-binomial model of Gelman et al., *Bayesian Data Analysis*, Sec. 5.3).
+
+``--methods`` (comma list, default all) restricts a run to some of them (the adaptive run and
+the Wald intervals are always computed).
 
 Each run handles one oracle (``--oracle``) and writes its raw records to
-``results/contingency_coverage_<oracle>.json``; ``--report`` merges the runs into
+``results/contingency_coverage_<oracle>.json`` (``--tag recal``:
+``results/contingency_coverage_recal_<oracle>.json``); ``--report`` merges the runs into
 ``results/contingency_coverage.json`` and ``.md`` (coverage ± its binomial Monte Carlo standard
-error, mean width). An interval covers when ``lo − 1e-9 ≤ F1 ≤ hi + 1e-9``: once every positive
-is labeled the pool F1 is the upper end of the finite-population posteriors, reached up to the
-last bit of floating point.
+error, mean width). The untagged runs make the main table; the ``recal`` runs (the adaptive runs
+of the same seeds under the current code, with ``conjugate`` and ``conjugate_design`` again next
+to their recalibrated versions, for a paired comparison) a second table of their own, with the
+paired differences: no repetition is counted twice. An interval covers when
+``lo − 1e-9 ≤ F1 ≤ hi + 1e-9``: once every positive is labeled the pool F1 is the upper end of
+the finite-population posteriors, reached up to the last bit of floating point.
 
 Run (each run ≤ 20 min on the shared machine):
     PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle model --minutes 20 --max-reps 40
     PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle dirichlet-tree --minutes 20
     (more runs with --seed0 100, 200, … are merged by the report)
     PYTHONPATH=. python benchmarks/contingency_coverage.py --report
+The paired model-prior / recalibrated-prior runs (the seeds of the untagged runs):
+    M=wald_martingale,conjugate,conjugate_design,conjugate_recal,conjugate_design_recal
+    PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle model --tag recal \
+        --seeds 0-10,100-110,200-212,300-315 --max-reps 51 --minutes 35 --methods $M
+    PYTHONPATH=. python benchmarks/contingency_coverage.py --oracle dirichlet-tree --tag recal \
+        --seeds 0-9,100-111,200-212,300-315 --max-reps 51 --minutes 35 --methods $M
 """
 
 from __future__ import annotations
@@ -49,6 +66,16 @@ METHODS = (
     "pymc",
     "calibration",
 )
+#: the columns of the recalibrated-prior runs (``--tag recal``): the model's prior and the
+#: recalibrated one on the same adaptive runs
+RECAL_METHODS = (
+    "wald_martingale",
+    "conjugate",
+    "conjugate_recal",
+    "conjugate_design",
+    "conjugate_design_recal",
+)
+ALL_METHODS = (*METHODS, "conjugate_recal", "conjugate_design_recal")
 LABELS = {
     "wald_clt": "Wald CLT",
     "wald_martingale": "Wald martingale",
@@ -56,6 +83,16 @@ LABELS = {
     "conjugate_design": "design cells",
     "pymc": "pymc cells",
     "calibration": "calibration (new)",
+    "conjugate_recal": "finite-pop. cells, recalibrated prior",
+    "conjugate_design_recal": "design cells, recalibrated prior",
+}
+CALLS = {
+    "conjugate": dict(method="conjugate", draws=500, weighting="none"),
+    "conjugate_design": dict(method="conjugate", draws=500),
+    "pymc": dict(method="pymc", draws=300, tune=500),
+    "calibration": dict(method="calibration", draws=500),
+    "conjugate_recal": dict(method="conjugate", draws=500, weighting="none", prior="recalibrated"),
+    "conjugate_design_recal": dict(method="conjugate", draws=500, prior="recalibrated"),
 }
 
 
@@ -66,61 +103,86 @@ def interval(post):
     return float(lo), float(hi), float(g.mean())
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"0-10,100-111"`` -> ``[0, …, 10, 100, …, 111]`` (inclusive ranges)."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def run(args) -> None:
     warnings.simplefilter("ignore", UndefinedEstimateWarning)
+    methods = ALL_METHODS if args.methods is None else tuple(args.methods.split(","))
+    bad = [m for m in methods if m not in ALL_METHODS]
+    if bad:
+        raise ValueError(f"--methods: unknown method(s) {bad}; choose from {list(ALL_METHODS)}")
+    seeds = (
+        list(range(args.seed0, args.seed0 + args.max_reps))
+        if args.seeds is None
+        else parse_seeds(args.seeds)[: args.max_reps]
+    )
     datas = [make(s) for s in SETTINGS]
     truths = [truth_f1(d) for d in datas]
     names = [s["name"] for s in SETTINGS]
     rec: dict[str, list] = {n: [] for n in names}
-    secs: dict[str, list] = {m: [] for m in METHODS[2:]}
+    secs: dict[str, list] = {m: [] for m in CALLS if m in methods}
     t0 = time.time()
     t_end = t0 + 60 * args.minutes
-    seed = args.seed0
-    while time.time() < t_end and seed < args.seed0 + args.max_reps:
+    done: list[int] = []
+    for seed in seeds:
+        if time.time() >= t_end:
+            break
         for name, d in zip(names, datas, strict=True):
             ev = bae.ActiveEvaluator(d.pool, "f1", oracle=args.oracle, rng=seed)
             est = ev.run(d.labeler, budget=BUDGET, progress=False)
-            r = {"positives_found": int((ev.known & (d.labels == 1)).sum()), "version": 3}
+            r = {
+                "positives_found": int((ev.known & (d.labels == 1)).sum()),
+                "version": 3,
+                "seed": seed,
+            }
             # the CLT variance is the AIS estimate's (estimator="ipw"); the model-assisted
             # default has the martingale one only (asking it for "clt" raises)
             walds = [("wald_martingale", est)]
-            if ev.estimator == "ipw":
+            if ev.estimator == "ipw" and "wald_clt" in methods:
                 walds.insert(0, ("wald_clt", ev.estimate("clt")))
             for key, e in walds:
                 lo, hi = e.confidence_interval(0.95, "wald")
                 r[key] = (lo, hi, e.value)
-            calls = {
-                "conjugate": dict(method="conjugate", draws=500, weighting="none"),
-                "conjugate_design": dict(method="conjugate", draws=500),
-                "pymc": dict(method="pymc", draws=300, tune=500),
-                "calibration": dict(method="calibration", draws=500),
-            }
-            for key, kw in calls.items():
+            for key, kw in CALLS.items():
+                if key not in methods:
+                    continue
                 t = time.perf_counter()
                 r[key] = interval(ev.posterior(rng=seed, **kw))
                 secs[key].append(time.perf_counter() - t)
             rec[name].append(r)
-        seed += 1
-        print(f"{seed - args.seed0} reps, {(t_end - time.time()) / 60:.1f} min left", flush=True)
+        done.append(seed)
+        print(
+            f"seed {seed}: {len(done)} reps, {(t_end - time.time()) / 60:.1f} min left", flush=True
+        )
     OUT.mkdir(exist_ok=True)
     out = {
         "oracle": args.oracle,
         "budget": BUDGET,
-        "seed0": args.seed0,
-        "repetitions": seed - args.seed0,
+        "seed0": seeds[0],
+        "seeds": done,
+        "methods": list(methods),
+        "repetitions": len(done),
         "wall_minutes": (time.time() - t0) / 60,
         "truths": dict(zip(names, truths, strict=True)),
         "seconds_per_posterior": {k: float(np.median(v)) for k, v in secs.items() if v},
         "records": rec,
     }
-    tag = f"_s{args.seed0}" if args.seed0 else ""
-    (OUT / f"contingency_coverage_{args.oracle}{tag}.json").write_text(json.dumps(out, indent=1))
+    tag = f"_s{seeds[0]}" if seeds[0] else ""
+    prefix = f"contingency_coverage_{args.tag}_" if args.tag else "contingency_coverage_"
+    (OUT / f"{prefix}{args.oracle}{tag}.json").write_text(json.dumps(out, indent=1))
 
 
-def report() -> None:
-    # merge the runs of each oracle (several runs with different --seed0)
+def merge(paths) -> dict[str, dict]:
+    """The runs of each oracle merged (several runs with different seeds)."""
     runs: dict[str, dict] = {}
-    for p in sorted(OUT.glob("contingency_coverage_*.json")):
+    for p in paths:
         part = json.loads(p.read_text())
         run_ = runs.setdefault(
             part["oracle"],
@@ -129,13 +191,69 @@ def report() -> None:
                 "records": {k: [] for k in part["records"]},
                 "repetitions": 0,
                 "wall_minutes": 0,
+                "seeds": [],
             },
         )
+        run_["seeds"] += part.get("seeds", [])
         run_["repetitions"] += part["repetitions"]
         run_["wall_minutes"] += part["wall_minutes"]
         for k, v in part["records"].items():
             run_["records"][k].extend(v)
-    runs = list(runs.values())
+    return runs
+
+
+def covers(interval_, truth: float) -> bool:
+    # floating-point tolerance: when every positive is labeled, the truth is the upper end of
+    # the posterior and g(R) may differ from it in the last bit
+    tol = 1e-9 * max(1.0, abs(truth))
+    return interval_[0] - tol <= truth <= interval_[1] + tol
+
+
+def recal_rows(recal_runs: dict[str, dict]) -> list[dict]:
+    """Rows of the recalibrated-prior runs: every column on the same adaptive runs, and the
+    paired differences (recalibrated − model prior) of coverage and width with their s.e."""
+    rows = []
+    for oracle, run_ in recal_runs.items():
+        for name, rs in run_["records"].items():
+            truth = run_["truths"][name]
+            row = {"setting": name, "oracle": oracle, "true_f1": truth, "n": len(rs)}
+            row["mean_positives_found"] = float(np.mean([r["positives_found"] for r in rs]))
+            for key in RECAL_METHODS:
+                vals = [r[key] for r in rs]
+                c = np.array([covers(v, truth) for v in vals], dtype=float)
+                w = np.array([v[1] - v[0] for v in vals])
+                centre = np.array([v[2] for v in vals])
+                row[key] = {
+                    "coverage": float(c.mean()),
+                    "coverage_mc_se": float(np.sqrt(c.mean() * (1 - c.mean()) / len(c))),
+                    "mean_width": float(w.mean()),
+                    "rmse_center": float(np.sqrt(np.mean((centre - truth) ** 2))),
+                    "bias_center": float(np.mean(centre - truth)),
+                    "n": len(c),
+                }
+            for new, old in (
+                ("conjugate_recal", "conjugate"),
+                ("conjugate_design_recal", "conjugate_design"),
+            ):
+                dc = np.array([covers(r[new], truth) - covers(r[old], truth) for r in rs], float)
+                dw = np.array([(r[new][1] - r[new][0]) - (r[old][1] - r[old][0]) for r in rs])
+                row[f"{new}_minus_{old}"] = {
+                    "coverage_diff": float(dc.mean()),
+                    "coverage_diff_se": float(dc.std(ddof=1) / np.sqrt(len(dc))),
+                    "width_diff": float(dw.mean()),
+                    "width_diff_se": float(dw.std(ddof=1) / np.sqrt(len(dw))),
+                }
+            rows.append(row)
+    return rows
+
+
+def report() -> None:
+    # the untagged runs make the main table; the recal runs (current code, the model's and the
+    # recalibrated prior on the same adaptive runs) a table of their own: no run counted twice
+    recal = sorted(OUT.glob("contingency_coverage_recal_*.json"))
+    base = sorted(set(OUT.glob("contingency_coverage_*.json")) - set(recal))
+    recal_runs = merge(recal)
+    runs = list(merge(base).values())
     rows = []
     for run_ in runs:
         for name, rs in run_["records"].items():
@@ -156,10 +274,7 @@ def report() -> None:
                 ]
                 if not vals:
                     continue
-                # floating-point tolerance: when every positive is labeled, the truth is the
-                # upper end of the posterior and g(R) may differ from it in the last bit
-                tol = 1e-9 * max(1.0, abs(truth))
-                cov = float(np.mean([lo - tol <= truth <= hi + tol for lo, hi, _ in vals]))
+                cov = float(np.mean([covers(v, truth) for v in vals]))
                 row[key] = {
                     "coverage": cov,
                     "coverage_mc_se": float(np.sqrt(cov * (1 - cov) / len(vals))),
@@ -176,9 +291,20 @@ def report() -> None:
         }
         for r in runs
     }
-    (OUT / "contingency_coverage.json").write_text(
-        json.dumps({"runs": meta, "rows": rows}, indent=2)
-    )
+    meta_recal = {
+        o: {
+            "repetitions": r["repetitions"],
+            "seeds": sorted(r["seeds"]),
+            "wall_minutes": r["wall_minutes"],
+            "seconds_per_posterior": r["seconds_per_posterior"],
+        }
+        for o, r in recal_runs.items()
+    }
+    rrows = recal_rows(recal_runs)
+    out = {"runs": meta, "rows": rows}
+    if recal_runs:
+        out |= {"recal_runs": meta_recal, "recal_rows": rrows}
+    (OUT / "contingency_coverage.json").write_text(json.dumps(out, indent=2))
     lines = [
         f"# Coverage of 95 % intervals for the pool F1 at {BUDGET} labels",
         "",
@@ -220,8 +346,72 @@ def report() -> None:
     for o, m in meta.items():
         s = ", ".join(f"{k} {v:.2f}" for k, v in m["seconds_per_posterior"].items())
         lines.append(f"- {o}: {m['repetitions']} repetitions in {m['wall_minutes']:.0f} min; {s}")
+    if recal_runs:
+        lines += recal_lines(rrows, meta_recal)
     (OUT / "contingency_coverage.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def recal_lines(rows: list[dict], meta: dict) -> list[str]:
+    """The markdown section of the recalibrated-prior runs."""
+    lines = [
+        "",
+        "## The cells' prior: the model's probabilities or recalibrated (paired re-run)",
+        "",
+        "A separate run per oracle (`--tag recal`, files `contingency_coverage_recal_<oracle>.json`) "
+        "of the current code on the seeds of the runs above. It repeats the adaptive runs and "
+        "computes on each the martingale Wald interval and both conjugate cell models with the "
+        "model's prior (`prior='model'`, the default) and with the recalibrated one "
+        "(`prior='recalibrated'`), so the two priors are compared on the same runs. The adaptive "
+        "runs are those of the current evaluator, not of the runs above (its defaults have "
+        "changed since), so its model-prior columns are not the ones above. Coverage ± binomial "
+        "Monte Carlo s.e. (mean width; mean bias of the centre); Δ = recalibrated − model "
+        "prior, mean paired difference of coverage ± its s.e. (mean paired difference of width "
+        "in brackets).",
+        "",
+        "| setting | oracle | runs | positives found | "
+        + " | ".join(LABELS[m] for m in RECAL_METHODS)
+        + " | Δ finite-pop. | Δ design |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in RECAL_METHODS) + " | --- | --- |",
+    ]
+    for r in rows:
+        cells = [
+            f"{r[m]['coverage']:.2f} ± {r[m]['coverage_mc_se']:.2f} "
+            f"({r[m]['mean_width']:.3f}; {r[m]['bias_center']:+.3f})"
+            for m in RECAL_METHODS
+        ]
+        for key in (
+            "conjugate_recal_minus_conjugate",
+            "conjugate_design_recal_minus_conjugate_design",
+        ):
+            d = r[key]
+            cells.append(
+                f"{d['coverage_diff']:+.2f} ± {d['coverage_diff_se']:.2f} ({d['width_diff']:+.3f})"
+            )
+        lines.append(
+            f"| {r['setting']} | {r['oracle']} | {r['n']} | {r['mean_positives_found']:.1f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += ["", "Median seconds per posterior call in these runs:", ""]
+    for o, m in meta.items():
+        s = ", ".join(f"{k} {v:.2f}" for k, v in m["seconds_per_posterior"].items())
+        lines.append(
+            f"- {o}: {m['repetitions']} repetitions (seeds {seed_ranges(m['seeds'])}) in "
+            f"{m['wall_minutes']:.0f} min; {s}"
+        )
+    return lines
+
+
+def seed_ranges(seeds: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    parts: list[str] = []
+    for s in sorted(seeds):
+        if parts and s == parts[-1][1] + 1:
+            parts[-1][1] = s
+        else:
+            parts.append([s, s])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in parts)
 
 
 def main() -> None:
@@ -230,6 +420,15 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=20.0)
     ap.add_argument("--max-reps", type=int, default=40)
     ap.add_argument("--seed0", type=int, default=0, help="first seed (runs to be merged)")
+    ap.add_argument(
+        "--seeds", default=None, help="explicit seeds, e.g. 0-10,100-111 (overrides --seed0)"
+    )
+    ap.add_argument(
+        "--methods",
+        default=None,
+        help=f"comma list of columns to compute (default all: {','.join(ALL_METHODS)})",
+    )
+    ap.add_argument("--tag", default="", help="file name tag: contingency_coverage_<tag>_<oracle>")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args()
     if args.report:
