@@ -308,6 +308,11 @@ def report() -> None:
     lines = [
         f"# Coverage of 95 % intervals for the pool F1 at {BUDGET} labels",
         "",
+        "**Recorded with old code.** The runs of this table were made with the code of commit "
+        "cf558fe (the AIS estimate was then the evaluator's default, and the plug-in oracle's "
+        "proposal re-drew the same items: 344,967 draws for 2,000 items in one run); they do "
+        "not describe the "
+        "current code, whose figures are in the paired re-run below. "
         "Coverage ± binomial Monte Carlo s.e. (mean width, repetitions). Every method runs on "
         "the same adaptive runs; the CLT column lacks the first run (its interval was the "
         "martingale one) and the two cell columns lack the seed-200 run (they were called with "
