@@ -99,9 +99,11 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 #: What ``bae status`` and the report say about a cell-model posterior beside the confidence
 #: interval.
 POSTERIOR_NOTE = (
-    "The posterior is model-based: where labels are few it follows the model's own probabilities "
-    "(the prior of its contingency cells), so its credible interval is only as calibrated as "
-    "they are; the confidence interval is design-based and does not depend on them."
+    "The posterior is model-based: where labels are few its contingency cells follow their "
+    "prior, a calibration of the model's probabilities learned from the labels (the model's own "
+    "probabilities on a multiclass pool or without probabilities), so its credible interval is "
+    "only as calibrated as that prior; the confidence interval is design-based and does not "
+    "depend on it."
 )
 
 
@@ -168,11 +170,14 @@ def posterior_conflicts(rows: list[dict], summary: pd.DataFrame | None, measure:
 
     The two answers are not the same kind of statement. The confidence interval is design-based:
     it uses the model's probabilities only through the proposal, and covers at its level whatever
-    they are (``benchmarks/results/boundary_coverage.md``). The posterior is model-based: its
-    contingency cells take the model's mean probability as their prior (``prior_strength=0.5``
-    pseudo-labels per cell, about 80 in all), so where few labels fall it reports the model's own
-    belief; when that belief is miscalibrated its credible intervals miss (coverage 0-0.4 for an
-    underconfident model near accuracy 1 in the same benchmark). Each answer's point outside the
+    they are (``benchmarks/results/boundary_coverage.md``). The posterior is model-based: where
+    few labels fall its contingency cells report their prior. With the model's mean probability
+    as that prior (``prior="model"``, the default before 2026-11-27; ``prior_strength=0.5``
+    pseudo-labels per cell, about 80 in all) a miscalibrated model made its credible intervals
+    miss (coverage 0-0.4 for an underconfident model near accuracy 1 in the same benchmark); the
+    recalibrated prior, the default now on binary pools with probabilities, covered 0.84-0.98
+    there (``benchmarks/results/posterior_cells_boundary.md``), so conflicts are rarer, but a
+    prior is still a model of the labels nobody has seen. Each answer's point outside the
     other's interval is the visible sign of that prior-data conflict. The estimate alone outside
     the posterior's interval is not enough: at a bound (no error among the labels) it is outside
     any posterior with a density, and flagged 65-100% of the samples where the posterior covered;

@@ -523,9 +523,14 @@ def test_adaptive_default_session_status_and_report_share_the_interval(tmp_path)
     assert last["estimate"] == r["estimate"]
 
 
-def test_status_says_when_posterior_and_interval_disagree(tmp_path):
-    """The issue's 219-of-219 case: an underconfident model right on every labeled item; the
-    posterior follows its probabilities and excludes the truth, and `bae status` says so."""
+def test_status_posterior_at_the_boundary_and_the_conflict_note(tmp_path):
+    """The issue's 219-of-219 case: an underconfident model right on every labeled item. With the
+    model's own probabilities as the cells' prior (``prior="model"``, the default before) the
+    posterior follows them and excludes the truth, and the conflict note says so; the default
+    prior (recalibrated from the labels) agrees with the confidence interval, and `bae status`
+    gives no note."""
+    from bayes_activeeval.report import posterior_conflicts, posterior_summary
+
     pool_csv, truth = _boundary_pool(tmp_path)
     session = tmp_path / "u.bae"
     ok("init", pool_csv, "--measure", "accuracy", "--session", session, "--id-col", "id",
@@ -535,7 +540,13 @@ def test_status_says_when_posterior_and_interval_disagree(tmp_path):
     r = st["estimates"][0]
     post = st["posterior"]["measure[accuracy]"]
     assert r["estimate"] == pytest.approx(1.0) and r["high"] == 1.0 and r["low"] > 0.97
-    assert post["eti89_ub"] < r["low"]  # the contradiction of the issue, reproduced
-    assert len(st["notes"]) == 1 and "do not overlap" in st["notes"][0]
-    text = ok("status", session).stdout
-    assert "do not overlap" in text and "Trust the confidence interval" in text
+    assert post["eti89_ub"] > r["low"] and post["mean"] > r["low"]  # the two answers agree
+    assert st["notes"] == []
+    assert "do not overlap" not in ok("status", session).stdout
+    with Session.open(str(session), readonly=True) as s:
+        old = posterior_summary(s.posterior(prior="model"))
+        rows = s.status()["estimates"]
+    assert old.loc["measure[accuracy]", "eti89_ub"] < r["low"]  # the contradiction, reproduced
+    notes = posterior_conflicts(rows, old, "accuracy")
+    assert len(notes) == 1 and "do not overlap" in notes[0]
+    assert "Trust the confidence interval" in notes[0]

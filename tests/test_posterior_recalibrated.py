@@ -46,13 +46,15 @@ def test_recalibrated_posterior_covers_near_the_boundary(belief):
     assert hits / reps >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / reps), hits
 
 
-def test_model_prior_is_the_default_and_unchanged():
-    """``prior="model"`` (the default): the independent rows ``Dir(s0 π̄ + n)`` drawn as before,
-    bit for bit."""
+def test_model_prior_unchanged_and_the_default_where_auto_picks_it():
+    """``prior="model"``: the independent rows ``Dir(s0 π̄ + n)`` drawn as before, bit for
+    bit. ``prior="auto"`` (the default) is the recalibrated prior for design-weighted counts on
+    a binary pool with probabilities (the same draws as asking for it) and the model's prior
+    for unweighted (finite-population) counts."""
     pool, y = boundary_pool(0.99, "underconfident", n_items=2000)
     idx = np.random.default_rng(0).choice(pool.n_items, 100)
     w = np.random.default_rng(1).uniform(0.5, 2.0, 100)
-    post = contingency_posterior(pool, "accuracy", idx, y[idx], w, draws=50, rng=3)
+    post = contingency_posterior(pool, "accuracy", idx, y[idx], w, prior="model", draws=50, rng=3)
     assert post.attrs["prior"] == "model"
     table = contingency_table(pool, "accuracy", idx, y[idx], w)
     pm = np.clip(table["prior"], 1e-6, None)
@@ -61,6 +63,15 @@ def test_model_prior_is_the_default_and_unchanged():
         np.broadcast_to(0.5 * pm + table["pseudo"], (2, 50, *pm.shape))
     )
     np.testing.assert_array_equal(post.posterior["theta"].values, g / g.sum(-1, keepdims=True))
+
+    auto = contingency_posterior(pool, "accuracy", idx, y[idx], w, draws=50, rng=3)
+    rec = contingency_posterior(
+        pool, "accuracy", idx, y[idx], w, prior="recalibrated", draws=50, rng=3
+    )
+    assert auto.attrs["prior"] == "recalibrated"
+    np.testing.assert_array_equal(auto.posterior["theta"].values, rec.posterior["theta"].values)
+    fp = contingency_posterior(pool, "accuracy", idx, y[idx], w, weighting="none", draws=50, rng=3)
+    assert fp.attrs["prior"] == "model"
 
 
 def test_recalibrated_prior_learns_the_map_and_is_refused_where_it_has_none():
@@ -77,7 +88,7 @@ def test_recalibrated_prior_learns_the_map_and_is_refused_where_it_has_none():
     # the hyperparameters: shift and slope on their grid, strengths from s0 = 0.5 up
     assert np.all(post.posterior["prior_slope"].values > 0)
     assert post.posterior["prior_strength"].values.min() >= 0.5
-    with pytest.raises(ValueError, match="prior must be 'model' or 'recalibrated'"):
+    with pytest.raises(ValueError, match="prior must be 'auto', 'model' or 'recalibrated'"):
         CellOptions(prior="flat")
     with pytest.raises(ValueError, match="prior='recalibrated' needs method='conjugate'"):
         contingency_posterior(

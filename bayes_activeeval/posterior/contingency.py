@@ -40,7 +40,7 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
   ``q > 0`` on every item of a cell: a proposal that gives known true negatives zero mass (F1 under
   a deterministic oracle, once all of a cell's positives are found) biases its denominators. A
   cell with few labels takes its rate mostly from its prior. The model's prior ``Dir(s0 π̄)``
-  (``prior="model"``, the default), the model's own probabilities, carries
+  (``prior="model"``; the default before 2026-11-27), the model's own probabilities, carries
   about 42 pseudo-labels over the default 84 cells: with miscalibrated probabilities its 95 %
   intervals under-covered (F1 with SVM-like probabilities and a stochastic labeler 0.87 at 300
   labels and 0.84 at 1,000, ``benchmarks/results/posterior_cells_coverage.md``; accuracy 0.99-0.999
@@ -53,7 +53,14 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
   over them: near the boundary it covers 0.97-1.00, 0.93-1.00 and 0.94-1.00 at 50, 200 and 1,000
   labels with calibrated probabilities and 0.87-0.97, 0.84-0.98 and 0.89-0.97 with underconfident
   ones (``posterior_cells_boundary.md``), with intervals 1.06-3.61 times as wide where the
-  model's prior was right (calibrated probabilities).
+  model's prior was right (calibrated probabilities). With design-weighted counts it is the
+  default (``prior="auto"``) on binary pools with probabilities: F1 with a stochastic labeler
+  0.950-0.970 where the model's prior covered 0.835-0.940 (``posterior_cells_coverage.md``), and
+  after adaptive runs of 2,000 labels 0.98-1.00 in every setting, never below the model's prior
+  on the same runs (``contingency_coverage.md``, paired re-run). With ``weighting="none"`` the
+  default stays the model's prior: there the labeled items of a cell are its high-score ones,
+  the map learns that selection and carries it into the unlabeled bulk (coverage 1.00 → 0.55 in
+  one setting of the same re-run).
 
 Two ways to get the posterior of ``θ``:
 
@@ -521,12 +528,14 @@ class CellOptions:
         labels (distinct labeled items, or draws for a stochastic oracle) the bins and then the
         score strata are cut until there are at most ``max(1, n / labels_per_cell)`` non-empty
         cells.
-    prior : {"model", "recalibrated"}, optional
-        The prior of the conjugate cells' rates (default ``"model"``): ``Dir(s0 π̄)``, ``π̄``
-        the model's mean probability in the cell. ``"recalibrated"`` (binary pools with
-        probabilities): per prediction, a calibration map of the model's log-odds
-        (shift and slope) and a strength, integrated over their posterior given all cells'
-        counts (:func:`_recalibrated_prior`); needs ``method="conjugate"``.
+    prior : {"auto", "model", "recalibrated"}, optional
+        The prior of the conjugate cells' rates. ``"model"``: ``Dir(s0 π̄)``, ``π̄`` the model's
+        mean probability in the cell. ``"recalibrated"`` (binary pools with probabilities):
+        per prediction, a calibration map of the model's log-odds (shift and slope) and a
+        strength, integrated over their posterior given all cells' counts
+        (:func:`_recalibrated_prior`); needs ``method="conjugate"``. ``"auto"`` (the default):
+        ``"recalibrated"`` for the conjugate cells with design-weighted counts on a binary pool
+        with probabilities, ``"model"`` otherwise (see the module notes).
 
     Attributes
     ----------
@@ -557,9 +566,10 @@ class CellOptions:
         probabilities, 20 × 4 cells (84 non-empty) and a few hundred labels the design-weighted
         95 % interval of F1 under-covers, and fewer cells mend it
         (``benchmarks/results/posterior_cells_coverage.md`` and ``docs/adaptive.md``).
-    prior : {"model", "recalibrated"}
+    prior : {"auto", "model", "recalibrated"}
         The prior of the conjugate cells (``"model"``: ``Dir(s0 π̄)``; ``"recalibrated"``: a
-        learned calibration map and strength, binary pools with probabilities; see the module
+        learned calibration map and strength, binary pools with probabilities; ``"auto"``: the
+        recalibrated prior where it applies and the counts are design-weighted; see the module
         notes).
     """
 
@@ -569,13 +579,13 @@ class CellOptions:
     prior_strength: float = 0.5
     weighting: str | None = None
     labels_per_cell: float | None = None
-    prior: str = "model"
+    prior: str = "auto"
 
     def __post_init__(self) -> None:
         if not check_number(self.prior_strength, "prior_strength") > 0:
             raise ValueError(f"prior_strength must be positive, got {self.prior_strength!r}")
-        if self.prior not in ("model", "recalibrated"):
-            raise ValueError(f"prior must be 'model' or 'recalibrated', got {self.prior!r}")
+        if self.prior not in ("auto", "model", "recalibrated"):
+            raise ValueError(f"prior must be 'auto', 'model' or 'recalibrated', got {self.prior!r}")
         if self.labels_per_cell is not None and not (
             check_number(self.labels_per_cell, "labels_per_cell") > 0
         ):
@@ -817,6 +827,9 @@ def cell_posterior(
     prior_mean = prior_mean / prior_mean.sum(axis=1, keepdims=True)
     prior = opts.prior
     can_recalibrate = table["logit_mass"] is not None
+    if prior == "auto":  # the recalibrated prior where it applies (see the module notes)
+        use = method == "conjugate" and weighting == "design" and can_recalibrate
+        prior = "recalibrated" if use else "model"
     if prior == "recalibrated" and (method != "conjugate" or not can_recalibrate):
         raise ValueError(
             "prior='recalibrated' needs method='conjugate' and a binary pool with probabilities "
