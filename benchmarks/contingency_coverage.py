@@ -364,10 +364,11 @@ def recal_lines(rows: list[dict], meta: dict) -> list[str]:
         "## The cells' prior: the model's probabilities or recalibrated (paired re-run)",
         "",
         "A separate run per oracle (`--tag recal`, files `contingency_coverage_recal_<oracle>.json`) "
-        "of the current code on the seeds of the runs above. It repeats the adaptive runs and "
-        "computes on each the martingale Wald interval and both conjugate cell models with the "
-        "model's prior (`prior='model'`, the default) and with the recalibrated one "
-        "(`prior='recalibrated'`), so the two priors are compared on the same runs. The adaptive "
+        "of the code of 2026-11-27 (b5204f4) on the seeds of the runs above. It repeats the "
+        "adaptive runs and computes on each the martingale Wald interval and both conjugate cell "
+        "models with the model's prior (`prior='model'`, then the default) and with the "
+        "recalibrated one (`prior='recalibrated'`, since then the default with design-weighted "
+        "counts), so the two priors are compared on the same runs. The adaptive "
         "runs are those of the current evaluator, not of the runs above (its defaults have "
         "changed since), so its model-prior columns are not the ones above. Coverage ± binomial "
         "Monte Carlo s.e. (mean width; mean bias of the centre); Δ = recalibrated − model "

@@ -3,8 +3,9 @@
 ``ev.posterior()`` of a stochastic oracle (and of a measure of several models, or a multiclass
 pool) is the conjugate contingency-cell posterior with design-weighted pseudo-counts
 (``bayes_activeeval.posterior.contingency``). Its cells are 20 score strata x prediction x 4
-score bins; a cell with few or no labels takes its rate from the prior ``Dir(s0 π̄)``, the
-model's own mean probability in the cell. This script measures what that costs when the
+score bins; a cell with few or no labels takes its rate from its prior: ``Dir(s0 π̄)``, the
+model's own mean probability in the cell (``prior="model"``), or the recalibrated prior (the
+default since 2026-11-27). This script measures what the model's prior costs when the
 probabilities are miscalibrated, what fewer cells (``labels_per_cell``, or fewer strata and
 bins) give instead, and what the recalibrated prior gives on the default cells
 (``prior="recalibrated"``: a Platt map of the model's log-odds and a prior strength, integrated
@@ -17,8 +18,8 @@ with its defaults and ``deterministic=False``, ``budget`` labels; the target is 
 expected F1 ``2 Σ t·pred / (Σ t + Σ pred)`` (``t`` the true probabilities). Per repetition the
 95 % equal-tailed credible interval of every posterior variant (250 draws x 2 chains) and the
 estimate's own 95 % intervals (the package default and Wald) on the same run. The recalibrated
-column is also compared with the default one run by run (mean paired difference of coverage ±
-its s.e.).
+column is also compared with the model's prior on the same cells run by run (mean paired
+difference of coverage ± its s.e.).
 
 Usage: python benchmarks/posterior_cells_coverage.py [--reps 200]
 Writes benchmarks/results/posterior_cells_coverage.json and .md.
@@ -41,14 +42,14 @@ OUT = Path(__file__).parent / "results"
 N_ITEMS, PREVALENCE = 5000, 0.02
 #: (column, ``ev.posterior`` options)
 VARIANTS = (
-    ("cells 20 x 4 (default)", {}),
-    ("labels_per_cell=15", {"labels_per_cell": 15}),
-    ("labels_per_cell=30", {"labels_per_cell": 30}),
-    ("n_strata=5, n_bins=1", {"n_strata": 5, "n_bins": 1}),
-    ("cells 20 x 4, recalibrated prior", {"prior": "recalibrated"}),
+    ("cells 20 x 4, model's prior", {"prior": "model"}),
+    ("labels_per_cell=15, model's prior", {"labels_per_cell": 15, "prior": "model"}),
+    ("labels_per_cell=30, model's prior", {"labels_per_cell": 30, "prior": "model"}),
+    ("n_strata=5, n_bins=1, model's prior", {"n_strata": 5, "n_bins": 1, "prior": "model"}),
+    ("cells 20 x 4, recalibrated prior (default)", {}),
 )
 #: (column, the column it is compared with run by run)
-PAIRED = (("cells 20 x 4, recalibrated prior", "cells 20 x 4 (default)"),)
+PAIRED = (("cells 20 x 4, recalibrated prior (default)", "cells 20 x 4, model's prior"),)
 INTERVALS = (("estimate: default interval", None), ("estimate: Wald", "wald"))
 SETTINGS = (("svm", 300), ("calibrated", 300), ("svm", 1000), ("calibrated", 1000))
 
@@ -143,10 +144,11 @@ def main(argv=None):
         "binomial Monte Carlo s.e. (mean width; mean bias of the centre; mean non-empty cells). "
         "The posterior columns are `ev.posterior(**options)` (conjugate cells, design-weighted "
         "counts, `s0 = 0.5`); the estimate columns are `ev.estimate().confidence_interval(0.95)` "
-        "(the package default) and with `method='wald'`, on the same runs. The column "
-        "`recalibrated prior` is `ev.posterior(prior='recalibrated')` on the default cells; the "
-        "last column its paired difference from the default (model's prior) column on the same "
-        "runs: mean difference of coverage ± its s.e. (mean ratio of widths).",
+        "(the package default) and with `method='wald'`, on the same runs. The default prior "
+        "of the cells is the recalibrated one (`prior='auto'` since 2026-11-27); the model's "
+        "prior columns pass `prior='model'`. The last column is the paired difference of the "
+        "recalibrated and the model's prior on the default cells, run by run: mean difference "
+        "of coverage ± its s.e. (mean ratio of widths).",
         "",
         "| probabilities | labels | " + " | ".join(names) + " | recalibrated − model's prior |",
         "| --- | --- | " + " | ".join("---" for _ in names) + " | --- |",
