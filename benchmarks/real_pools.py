@@ -118,7 +118,7 @@ def run_one(task: dict) -> dict:
     if task["pool"] not in _POOLS:  # loading is kept out of the timing
         _POOLS[task["pool"]] = real_pools_data.load_pool(task["pool"])
     pool = _POOLS[task["pool"]]
-    rec = {"seed": task["seed"], "budgets": task["budgets"]}
+    rec = {"seed": task["seed"], "budgets": task["budgets"], "code": task["code"]}
     t0 = time.perf_counter()
     try:
         ests = peer_adapter.run_config(
@@ -143,6 +143,24 @@ def run_one(task: dict) -> dict:
     return rec
 
 
+def code_version() -> str:
+    """The short commit of this checkout (``"unknown"`` outside a git checkout), with ``+`` when
+    the package has uncommitted changes."""
+    import subprocess
+
+    def git(*cmd):
+        return subprocess.run(
+            ["git", *cmd], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short=7", "HEAD")
+        dirty = git("status", "--porcelain", "--", "../bayes_activeeval")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty else "")
+
+
 def _js(xs):
     return [None if x is None or not math.isfinite(x) else float(x) for x in xs]
 
@@ -154,6 +172,8 @@ def _num(xs):
 def summarize(recs: list[dict], truth: float, budgets: list[int]) -> dict:
     ok = [r for r in recs if "est" in r]
     out = {"true": truth, "n_reps": len(recs), "n_errors": len(recs) - len(ok)}
+    # records made before the code was kept carry none: "before 2026-11-27"
+    out["code"] = sorted({r.get("code", "before 2026-11-27") for r in recs})
     if len(ok) < len(recs):
         out["errors"] = sorted({r["error"] for r in recs if "error" in r})[:3]
     if not ok:
@@ -242,6 +262,12 @@ def report(args, budgets: list[int]) -> dict:
             "parts": Path(args.parts).name,
             "peers": str(args.peers) if best else None,
             "notes": [
+                "code = the commit whose package made the records ('before 2026-11-27': records "
+                "made before the commit was kept with them; the estimator's F1 intervals have "
+                "changed since for some runs, a7d5011, and on `diamonds_ideal_svm` the code of "
+                "those records no longer reproduces them: its static estimates differ in the "
+                "ninth digit, so the cached pool or the libraries differ in the last bits, which "
+                "moves the adaptive runs)",
                 "secs = wall seconds of one repetition to the largest budget (pool object, "
                 "oracle fit, proposal, sampling, estimates), single process, machine shared",
                 "coverage over all repetitions (an undefined interval is a miss); MSE and bias "
@@ -341,6 +367,27 @@ def headline(res: dict, budget: int = 2000) -> str:
             f"{rel('calibration@estimator=ipw')} | "
             f"{ss} | {sp} |"
         )
+    # which code made each column's records (configurations re-run later carry the commit)
+    used = (
+        "default",
+        "default-run",
+        "calibration-run",
+        "dirichlet-tree@estimator=ipw",
+        "calibration@estimator=ipw",
+        "static",
+        "sawade",
+    )
+    codes: dict[str, set] = {}
+    for by_cfg in res["results"].values():
+        for cfg in used:
+            if cfg in by_cfg:
+                codes.setdefault(cfg, set()).update(by_cfg[cfg].get("code", []))
+    lines += [
+        "",
+        "Code of each column's records: "
+        + "; ".join(f"`{cfg}` {', '.join(sorted(c))}" for cfg, c in codes.items())
+        + ".",
+    ]
     return "\n".join(lines)
 
 
@@ -370,15 +417,15 @@ def markdown(res: dict, budgets: list[int]) -> str:
             f"## {b:,} labels",
             "",
             "| pool | configuration | n | MSE | × best peer | bias | coverage ± MC s.e. | "
-            "mean width | undefined | s / run |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "mean width | undefined | s / run | code |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for name, by_cfg in res["results"].items():
             bp = res["pools"][name]["best_peer"].get(str(b))
             for cfg, s in by_cfg.items():
                 st = s.get("budgets", {}).get(str(b))
                 if st is None:
-                    lines.append(f"| `{name}` | {cfg} | {s['n_reps']} | error | | | | | | |")
+                    lines.append(f"| `{name}` | {cfg} | {s['n_reps']} | error | | | | | | | |")
                     continue
                 rel = "—"
                 if bp and st.get("mse") is not None and bp[1] > 0:
@@ -386,7 +433,8 @@ def markdown(res: dict, budgets: list[int]) -> str:
                 lines.append(
                     f"| `{name}` | {cfg} | {st['n']} | {_f(st.get('mse'))} | {rel} | "
                     f"{_f(st.get('bias'), 4)} | {st['coverage']:.2f} ± {st['coverage_se']:.2f} | "
-                    f"{_f(st.get('width'), 4)} | {st['undefined']:.2f} | {s['secs_mean']:.2f} |"
+                    f"{_f(st.get('width'), 4)} | {st['undefined']:.2f} | {s['secs_mean']:.2f} | "
+                    f"{', '.join(s.get('code', []))} |"
                 )
         lines.append("")
     return "\n".join(lines)
@@ -412,7 +460,15 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--minutes", type=float, default=None, help="start no task after this")
     ap.add_argument("--report", action="store_true", help="only merge the parts and write")
+    ap.add_argument(
+        "--code",
+        default=None,
+        help="the commit of the package being run, kept with each record (default: git's HEAD "
+        "of this checkout, or 'unknown' outside one)",
+    )
     args = ap.parse_args(argv)
+    if args.code is None:
+        args.code = code_version()
     args.configs = [c for c in args.configs.split(",") if c]
     for c in args.configs:
         try:
@@ -451,7 +507,14 @@ def main(argv=None):
                 seed = args.seed0 + r
                 if seed not in done[(p, c)]:
                     tasks.append(
-                        dict(pool=p, config=c, seed=seed, budgets=budgets, measure=args.measure)
+                        dict(
+                            pool=p,
+                            config=c,
+                            seed=seed,
+                            budgets=budgets,
+                            measure=args.measure,
+                            code=args.code,
+                        )
                     )
     print(f"{len(tasks)} repetitions to run", file=sys.stderr, flush=True)
     Path(args.parts).mkdir(parents=True, exist_ok=True)
