@@ -393,6 +393,13 @@ class Pool:
             rows.append(cache[name])
         return np.stack(rows)
 
+    def __getstate__(self) -> dict:
+        """The pool for pickling, without the comparison's disagreement cache (rebuilt on
+        demand; it may hold a measure object that does not pickle)."""
+        state = self.__dict__.copy()
+        state.pop("_disagreement_mass", None)
+        return state
+
     def models_of(self, measure: Measure, model: str | None = None) -> tuple[str, ...]:
         """The models a (resolved) measure reads."""
         if measure.models is not None:

@@ -100,10 +100,10 @@ def posterior_summary(posterior) -> pd.DataFrame | None:
 #: interval.
 POSTERIOR_NOTE = (
     "The posterior is model-based: where labels are few its contingency cells follow their "
-    "prior, a calibration of the model's probabilities learned from the labels (the model's own "
-    "probabilities on a multiclass pool or without probabilities), so its credible interval is "
-    "only as calibrated as that prior; the confidence interval is design-based and does not "
-    "depend on it."
+    "prior — for one model on a binary pool with probabilities a calibration of its "
+    "probabilities learned from the labels, otherwise the models' own probabilities (uniform "
+    "without them) — so its credible interval is only as calibrated as that prior; the "
+    "confidence interval is design-based and does not depend on it."
 )
 
 

@@ -127,7 +127,10 @@ def one_rep(data, truth, seed, oracles):
         out[name] = summarize_est(est, truth)
         out[name]["positives_found"] = int(data.labels[d.unique()].sum())
         if name == "static":
-            post = contingency_posterior(pool, "f1", d.indices, y, d.weights, draws=500, rng=seed)
+            # the model's prior (the default when the committed results were made)
+            post = contingency_posterior(
+                pool, "f1", d.indices, y, d.weights, draws=500, rng=seed, prior="model"
+            )
             out[name].update(credible(post, truth))
     return out
 

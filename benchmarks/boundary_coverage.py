@@ -222,7 +222,9 @@ def credible_intervals(pool, idx, v, y, reps, rng, **cells):
     """The 95% equal-tailed intervals and means of Session.posterior's model (the conjugate
     contingency table, design-weighted counts, ``prior_strength=0.5`` per cell) on the first
     ``reps`` repetitions; ``cells``: cell options of ``contingency_posterior`` (``n_strata``,
-    ``n_bins``, ``labels_per_cell``; default: the package's)."""
+    ``n_bins``, ``labels_per_cell``, ``prior``; default: the package's, except the prior: the
+    model's, ``prior="model"``, the default when the committed results were made)."""
+    cells = {"prior": "model", **cells}
     from bayes_activeeval.oracles.contingency import contingency_posterior
 
     lo, hi, mean = [], [], []

@@ -87,8 +87,10 @@ LABELS = {
     "conjugate_design_recal": "design cells, recalibrated prior",
 }
 CALLS = {
-    "conjugate": dict(method="conjugate", draws=500, weighting="none"),
-    "conjugate_design": dict(method="conjugate", draws=500),
+    # the model's prior, named: the default became prior="auto" (recalibrated for the design
+    # cells) on 2026-11-27, and these columns measured the model's prior
+    "conjugate": dict(method="conjugate", draws=500, weighting="none", prior="model"),
+    "conjugate_design": dict(method="conjugate", draws=500, prior="model"),
     "pymc": dict(method="pymc", draws=300, tune=500),
     "calibration": dict(method="calibration", draws=500),
     "conjugate_recal": dict(method="conjugate", draws=500, weighting="none", prior="recalibrated"),

@@ -10,7 +10,7 @@ vectorised draws (``simulate``, 4,000 repetitions, the same seeds) and its poste
 (``credible_intervals``: ``contingency_posterior(pool, "accuracy", ..., draws=500, chains=1)``) on
 the first ``--post-reps`` repetitions at 50, 200 and 1,000 labels. Variants: 20 × 4 cells and
 ``labels_per_cell=30`` with the model's prior ``Dir(0.5 π̄)`` (``prior="model"``, the
-default), and the recalibrated prior (``prior="recalibrated"``, 20 × 4 cells). Every variant is fitted to the same repetitions from the same random state, so the
+default until 2026-11-27), and the recalibrated prior (``prior="recalibrated"``, 20 × 4 cells). Every variant is fitted to the same repetitions from the same random state, so the
 differences are paired; the variant ``20 x 4 cells`` repeats the posterior column of
 ``boundary_coverage.json`` exactly (its coverage is
 printed beside it, ``committed``).
@@ -160,7 +160,7 @@ def render(meta: dict) -> str:
         f"draws=500, chains=1)`) on the first {meta['post_reps']} repetitions of "
         "every cell, every variant fitted to the same repetitions from the same random state. "
         "Variants: `20 x 4 cells` and `labels_per_cell=30`, the model's prior `Dir(s0 π̄)` "
-        "(`prior='model'`, `s0 = 0.5`, the default); "
+        "(`prior='model'`, `s0 = 0.5`, the default until 2026-11-27); "
         "`recalibrated`, the option `prior='recalibrated'` (per "
         "prediction a calibration map of the model's log-odds and a prior strength, integrated "
         "over their posterior; 20 × 4 cells). "

@@ -1035,3 +1035,28 @@ def test_sequential_compare_of_a_registered_ratio_measure_pickles():
     )
     back = pickle.loads(pickle.dumps(res))
     assert back.reject == res.reject and len(back.history) == len(res.history)
+
+
+def test_disagreement_cache_is_read_only_computed_once_and_does_not_stop_pickling(monkeypatch):
+    """The disagreement set ``D`` is computed once per pool, measure and pair and shared by
+    ``compare``'s zero-mass check and the ``active_neq`` proposal: the shared mask is read-only,
+    and a pool that holds it still pickles (the cached F1 holds a local loss function)."""
+    import pickle
+
+    from bayes_activeeval.comparison import pairwise
+
+    pool, y = binary_pool(4000, seed=3)
+    calls = []
+    real = pairwise._disagreement_any
+    monkeypatch.setattr(pairwise, "_disagreement_any", lambda *a: calls.append(1) or real(*a))
+    prop = bae.comparison_proposal(pool, "f1", models=("m0", "m1"), kind="active_neq", mix=0.1)
+    d = prop.draw(200, rng=1)
+    for _ in range(2):
+        bae.compare(pool, "f1", d, y[d.indices], models=("m0", "m1"), proposal=prop)
+    assert len(calls) == 1
+    mask = pairwise.pair_disagreement(pool, bae.measures.get("f1"), "m0", "m1", "f1")
+    with pytest.raises(ValueError, match="read-only"):
+        mask[0] = not mask[0]
+    again = pickle.loads(pickle.dumps(pool))
+    np.testing.assert_array_equal(again.p, pool.p)
+    assert "_disagreement_mass" not in again.__dict__

@@ -1,6 +1,7 @@
 """posterior: the recalibrated prior of the conjugate cells (``prior="recalibrated"``, binary pools
 with probabilities) — honest near the boundary when the model's probabilities are underconfident;
-the model's prior ``Dir(s0 π̄)`` (``prior="model"``) stays the default."""
+the default ``prior="auto"`` picks it for design-weighted counts and one model, and the model's
+prior ``Dir(s0 π̄)`` (``prior="model"``) otherwise."""
 
 import numpy as np
 import pytest
@@ -104,3 +105,27 @@ def test_recalibrated_prior_learns_the_map_and_is_refused_where_it_has_none():
     assert mc.attrs["prior"] == "model"
     with pytest.raises(ValueError, match="binary pool with probabilities"):
         contingency_posterior(mpool, "accuracy", i3, y3, prior="recalibrated", draws=20)
+
+
+def test_auto_prior_keeps_the_model_prior_for_several_models_and_multiclass_pools():
+    """``prior="auto"`` takes the recalibrated prior only where it was measured: one model, a
+    binary pool with probabilities, design-weighted conjugate cells."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    y = (rng.random(n) < 0.2).astype(int)
+    pa = np.clip(np.where(y == 1, 0.7, 0.2) + rng.normal(0, 0.1, n), 0.01, 0.99)
+    pb = np.clip(np.where(y == 1, 0.6, 0.3) + rng.normal(0, 0.1, n), 0.01, 0.99)
+    pool = bae.Pool(
+        predictions={"a": (pa > 0.5).astype(int), "b": (pb > 0.5).astype(int)},
+        probs={"a": pa, "b": pb},
+    )
+    idx = rng.choice(n, 300, replace=False)
+    kw = dict(draws=20, chains=1, rng=0)
+    one = contingency_posterior(pool, "f1", idx, y[idx], model="a", **kw)
+    assert one.attrs["prior"] == "recalibrated"
+    for measure in (bae.measures.stack("f1", ["a", "b"]), bae.measures.difference("f1", "a", "b")):
+        assert contingency_posterior(pool, measure, idx, y[idx], **kw).attrs["prior"] == "model"
+    y3 = rng.integers(0, 3, n)
+    p3 = rng.dirichlet(np.ones(3), n)
+    multi = bae.Pool(predictions=p3.argmax(1), probs=p3)
+    assert contingency_posterior(multi, "accuracy", idx, y3[idx], **kw).attrs["prior"] == "model"

@@ -529,19 +529,38 @@ def disagreement_set(
             mass = float(sum(pool.map_chunks(_chunk_disagreement_mass, measure, tuple(models))))
         else:
             mask = _disagreement_any(pool, measure, models)
+            mask.flags.writeable = False  # shared by every caller
             mass = float(np.asarray(pool.p, dtype=float)[mask].sum())
         if len(cache) >= 8:
             cache.clear()
-        hit = cache[key] = (measure, mass, mask)
+        # the object is kept only where it is the key (a registered name needs no identity check)
+        hit = cache[key] = (measure if name is None else None, mass, mask)
     return hit[1], hit[2]
 
 
 def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) -> np.ndarray:
-    """:func:`disagreement` of ``a`` and ``b`` through the pool's cache of
-    :func:`disagreement_set` (computed afresh on a lazy pool, as a NumPy array: one boolean
-    per item, like the proposal's ``q``). Shared: do not modify."""
-    in_d = disagreement_set(pool, measure, (a, b), name)[1]
-    return np.asarray(disagreement(pool, measure, a, b)) if in_d is None else in_d
+    """:func:`disagreement` of ``a`` and ``b``, through the pool's cache of
+    :func:`disagreement_set` in memory.
+
+    Parameters
+    ----------
+    pool : Pool or LazyPool
+    measure : Measure
+        The measure whose losses are compared (unbound).
+    a, b : str
+        The two models.
+    name : str, optional
+        The registered name of ``measure`` (the cache key; default ``None``: the object).
+
+    Returns
+    -------
+    ndarray of bool (n_items,)
+        Whether each item lies in ``D_≠``: read-only and shared in memory; on a lazy pool a
+        NumPy array computed afresh (one boolean per item, like the proposal's ``q``).
+    """
+    if getattr(pool, "is_lazy", False):  # the cache keeps no mask there: one pass, not two
+        return np.asarray(disagreement(pool, measure, a, b))
+    return disagreement_set(pool, measure, (a, b), name)[1]
 
 
 def disagreement_mass(

@@ -54,7 +54,9 @@ How the adaptively sampled labels enter the likelihood (``weighting=``):
   labels with calibrated probabilities and 0.87-0.97, 0.84-0.98 and 0.89-0.97 with underconfident
   ones (``posterior_cells_boundary.md``), with intervals 1.06-3.61 times as wide where the
   model's prior was right (calibrated probabilities). With design-weighted counts it is the
-  default (``prior="auto"``) on binary pools with probabilities: F1 with a stochastic labeler
+  default (``prior="auto"``) for a measure of one model on a binary pool with probabilities
+  (several models — a stack or a difference — keep the model's prior: not measured with the
+  recalibrated one): F1 with a stochastic labeler
   0.950-0.970 where the model's prior covered 0.835-0.940 (``posterior_cells_coverage.md``), and
   after adaptive runs of 2,000 labels 0.98-1.00 in every setting, never below the model's prior
   on the same runs (``contingency_coverage.md``, paired re-run). With ``weighting="none"`` the
@@ -534,8 +536,9 @@ class CellOptions:
         per prediction, a calibration map of the model's log-odds (shift and slope) and a
         strength, integrated over their posterior given all cells' counts
         (:func:`_recalibrated_prior`); needs ``method="conjugate"``. ``"auto"`` (the default):
-        ``"recalibrated"`` for the conjugate cells with design-weighted counts on a binary pool
-        with probabilities, ``"model"`` otherwise (see the module notes).
+        ``"recalibrated"`` for the conjugate cells with design-weighted counts and a measure of
+        one model on a binary pool with probabilities, ``"model"`` otherwise (see the module
+        notes).
 
     Attributes
     ----------
@@ -569,8 +572,8 @@ class CellOptions:
     prior : {"auto", "model", "recalibrated"}
         The prior of the conjugate cells (``"model"``: ``Dir(s0 π̄)``; ``"recalibrated"``: a
         learned calibration map and strength, binary pools with probabilities; ``"auto"``: the
-        recalibrated prior where it applies and the counts are design-weighted; see the module
-        notes).
+        recalibrated prior for design-weighted counts and a measure of one model where it
+        applies, the model's prior otherwise; see the module notes).
     """
 
     n_strata: int = 20
@@ -827,8 +830,9 @@ def cell_posterior(
     prior_mean = prior_mean / prior_mean.sum(axis=1, keepdims=True)
     prior = opts.prior
     can_recalibrate = table["logit_mass"] is not None
-    if prior == "auto":  # the recalibrated prior where it applies (see the module notes)
-        use = method == "conjugate" and weighting == "design" and can_recalibrate
+    if prior == "auto":  # the recalibrated prior where it was measured (see the module notes)
+        one_model = len(table["models"]) == 1
+        use = method == "conjugate" and weighting == "design" and can_recalibrate and one_model
         prior = "recalibrated" if use else "model"
     if prior == "recalibrated" and (method != "conjugate" or not can_recalibrate):
         raise ValueError(
