@@ -636,7 +636,9 @@ def _report_extra(extra: dict) -> list[str]:
         "(`optimal`). Intervals on the same draws: the default of "
         "`ComparisonResult.confidence_interval()`, Newcombe's hybrid "
         '(`method="newcombe"`, the default for passive draws) and the test\'s '
-        '(`method="test"`, the default under active proposals). Coverage `hits/reps` rounded '
+        '(`method="test"`, the default under active proposals except where some class has no '
+        "discordant draw: there the default widens it by a bound on that class's difference). "
+        "Coverage `hits/reps` rounded "
         "half up (mean width), MC s.e. `sqrt(cov (1 − cov)/reps)`; `excl. 0` how often the "
         "interval excludes 0 and, after the slash, how often that agrees with p < 0.05. "
         "`p < 0.05`: the default test (the generalized score test), then the Wald test "

@@ -304,6 +304,94 @@ def stratum_wilson(
     return np.minimum(wl, d), np.maximum(wh, d)
 
 
+def class_allowance(restricted: Any, z: float) -> float:
+    """The allowance for the classes of an averaged measure's difference that no draw tells
+    apart: ``0`` when every class has a discordant draw, else the half-width ``h`` by which
+    :func:`widen` widens the test's interval (``inf``: no bound, fall back to another interval).
+
+    For balanced accuracy and the macro averages the difference ``G_a − G_b`` is a weighted sum
+    ``Σ_k w_k (θ_a,k − θ_b,k)`` of per-class differences
+    (:class:`~bayes_activeeval.measures.ClassParts`). Class ``k``'s part reads the loss
+    components in the nonzero columns of its Jacobian row (``tp_k`` and its denominator's, in
+    either model's block). When ``ℓ_a`` and ``ℓ_b`` agree on those components on every drawn
+    item of positive weight (in particular when no draw carries the class) the class has no
+    discordant draw: the generalized score test (Boos (1992), Eqs. 5-6) sees a zero difference
+    with zero variance for it, and its interval has no allowance for the class's unknown
+    difference — the class-wise version of every draw agreeing. A class whose part is known from
+    the pool for both models (``low = high`` in
+    :meth:`~bayes_activeeval.measures.ClassParts.limits`: neither model predicts it) has none.
+
+    For per-class recalls (``kind="recall"``: balanced accuracy, macro recall) both models'
+    ratios share the class's denominator, so ``|θ_a,k − θ_b,k| ≤ π_k`` (times the parts'
+    range), ``π_k`` the share of the class's items where the two disagree. With no discordant
+    draw among the class's carrying draws, ``π_k`` is at most Wilson's upper limit at zero
+    successes, ``z²/(n_k + z²)`` on their Kish size ``n_k = (Σ v)²/Σ v²`` (Brown, Cai &
+    DasGupta (2001), Eq. 4; 1 without such draws), and the classes' allowances add in
+    quadrature, as independent parts of a sum (Zou & Donner (2008), Sec. 2, with estimate 0):
+    ``h = sqrt(Σ_k (w_k (hi − lo) z²/(n_k + z²))²)``. For precision and F1 parts the two
+    models' denominators differ and no such bound is kept: ``inf``.
+
+    Parameters
+    ----------
+    restricted : RestrictedScore or None
+        The draws behind a generalized score test
+        (:class:`~bayes_activeeval.comparison.pairwise.RestrictedScore`).
+    z : float
+        The critical value of the interval.
+
+    Returns
+    -------
+    float
+        ``0`` without ``restricted``, for a measure with no class parts, or when every class has
+        a discordant draw.
+    """
+    if restricted is None:
+        return 0.0
+    m = restricted.path.diff_m
+    if not m.averaged:
+        return 0.0
+    L = np.asarray(restricted.losses, dtype=float)
+    v = np.asarray(restricted.weights, dtype=float)
+    d = L.shape[1] // 2
+    with np.errstate(all="ignore"):
+        parts = m.class_parts(np.ones(2 * d))  # a point where every part is defined
+    reads = np.asarray(parts.jacobian, dtype=float)
+    reads = np.isnan(reads) | (reads != 0)
+    K = reads.shape[0] // 2
+    reads = reads[:K, :d] | reads[K:, d:]  # (K, d): the components class k reads
+    low, high = parts.limits()
+    known = (low[:K] == high[:K]) & (low[K:] == high[K:])
+    on = v > 0
+    La, Lb = L[on, :d], L[on, d:]
+    moved = np.any(La != Lb, axis=0)  # (d,): components some draw tells apart
+    blind = ~np.any(reads & moved[None, :], axis=1) & ~known
+    if not np.any(blind):
+        return 0.0
+    if parts.kind != "recall":
+        return np.inf
+    avg = np.abs(np.asarray(parts.average, dtype=float)[0])
+    span = parts.bounds[1] - parts.bounds[0]
+    vo = v[on]
+    h2 = 0.0
+    for k in np.flatnonzero(blind):
+        carry = np.any((La[:, reads[k]] != 0) | (Lb[:, reads[k]] != 0), axis=1)
+        vk = vo[carry]
+        n_k = float(vk.sum() ** 2 / (vk @ vk)) if vk.size else 0.0
+        w = max(avg[k], avg[K + k])
+        h2 += (w * span * z * z / (n_k + z * z)) ** 2
+    return float(np.sqrt(h2))
+
+
+def widen(estimate: Any, low: Any, high: Any, h: Any) -> tuple[Any, Any]:
+    """``(low, high)`` around ``estimate`` widened by an independent part with estimate 0 and
+    interval ``(−h, h)`` (MOVER for a sum, Zou & Donner (2008), Sec. 2):
+    ``Δ̂ − sqrt((Δ̂ − low)² + h²)``, ``Δ̂ + sqrt((high − Δ̂)² + h²)``; never narrower than
+    ``(low, high)``. Elementwise."""
+    lo = np.minimum(low, estimate - np.hypot(estimate - low, h))
+    hi = np.maximum(high, estimate + np.hypot(high - estimate, h))
+    return lo, hi
+
+
 @dataclass(frozen=True, repr=False)
 class ComparisonResult:
     """The paired Wald test of ``H0: G_a = G_b`` (Sawade (2012), Eqs. 3.21-3.24).
@@ -484,6 +572,11 @@ class ComparisonResult:
             post-stratified difference (:attr:`stratum_size` set), Wilson's interval for the
             mean difference on ``D`` on the Kish size of ``D``'s draws times ``P(D)``
             (``P(D)·[lo − hi, hi − lo]`` without a draw in ``D``), and Newcombe's otherwise.
+            The class-wise version: for an average of per-class ratios (balanced accuracy, the
+            macro averages) with a class that no draw tells apart (:func:`class_allowance`), the
+            test's interval has no allowance for that class's difference, and the default
+            widens it by one (:func:`widen`; for precision and F1 parts Newcombe's, else the
+            difference's range); it may then contain 0 where ``p < 1 − level``.
             ``"test"`` (default otherwise): the interval dual to the test, clipped to
             ``P(D)·[lo − hi, hi − lo]`` when post-stratified.
             ``variance="wald"``: ``Δ̂ ± z_{(1+level)/2} SE`` (Sawade (2012), Sec. 3.2.2,
@@ -530,6 +623,20 @@ class ComparisonResult:
                     return self._stratum_wilson(level)
                 if newcombe_ok:  # Newcombe's keeps the models' widths
                     return self._newcombe_interval(level)
+            z = stats.norm.ppf(0.5 + level / 2)
+            h = class_allowance(self.restricted, z) if method is None else 0.0
+            if h > 0:
+                # a class the measure averages over with no discordant draw: the test's interval
+                # has no allowance for its difference; widened by a bound on it, else Newcombe's
+                # (the models' own MOVER intervals allow for it), else the difference's range
+                if np.isfinite(h):
+                    lo, hi = widen(self.estimate, ci.low, ci.high, h)
+                    return ConfidenceInterval(
+                        float(np.clip(lo, lo_d, hi_d)), float(np.clip(hi, lo_d, hi_d))
+                    )
+                if newcombe_ok:
+                    return self._newcombe_interval(level)
+                return ConfidenceInterval(float(lo_d), float(hi_d))
         return ci
 
     def _stratum_wilson(self, level: float) -> ConfidenceInterval:
@@ -860,6 +967,9 @@ class MultipleComparisonResult:
             to ``P(D)`` times that range, and a pair whose interval would be a point (every draw
             in ``D`` with the same difference, or none) gets Wilson's interval on ``D``'s Kish
             size at the family's critical value, as :meth:`ComparisonResult.confidence_interval`.
+            For an average of per-class ratios, a pair with a class that no draw tells apart
+            is widened by :func:`class_allowance` at ``c`` (Newcombe's for precision and F1
+            parts), as :meth:`ComparisonResult.confidence_interval`.
         """
         level = self.level if level is None else check_level(level)
         lo_b, hi_b = self.bounds
@@ -893,10 +1003,30 @@ class MultipleComparisonResult:
             # a pair whose draws in D all have the same δ (or no draw in D): the test's interval
             # is a point; Wilson's on D's Kish size at the family's critical value, as compare()
             lo, hi = _fill_points(lo, hi, nan, d_hi - d_lo, lambda: self._stratum_wilson(c))
+        point = ~nan & ~(hi - lo > 1e-6 * (d_hi - d_lo))
         if method is None and self.restricted is not None and newcombe_ok:
             # a pair whose test interval is the point Δ̂ (every draw's terms alike): Newcombe's
             # keeps the models' widths, as compare()
             lo, hi = _fill_points(lo, hi, nan, d_hi - d_lo, lambda: self._newcombe_interval(level))
+        else:
+            point[:] = False
+        if method is None and self.restricted is not None:
+            # a pair with a class that no draw tells apart: widened by the class's allowance at
+            # c (class_allowance), else Newcombe's, else the difference's range, as compare()
+            h = np.zeros(lo.shape)
+            for (i, j), (rs, _, _) in self.restricted.items():
+                h[i, j] = h[j, i] = class_allowance(rs, c)
+            h = np.where(nan | point, 0.0, h)
+            if np.any(h > 0):
+                wl, wh = widen(self.difference, lo, hi, np.where(np.isfinite(h), h, 0.0))
+                wl, wh = np.clip(wl, d_lo, d_hi), np.clip(wh, d_lo, d_hi)
+                lo, hi = np.where(h > 0, wl, lo), np.where(h > 0, wh, hi)
+                if np.any(np.isinf(h)):
+                    if newcombe_ok:
+                        low, high = self._newcombe_interval(level)
+                    else:
+                        low, high = np.full(lo.shape, d_lo), np.full(hi.shape, d_hi)
+                    lo, hi = np.where(np.isinf(h), low, lo), np.where(np.isinf(h), high, hi)
         return ConfidenceInterval(lo, hi)
 
     def _restricted_intervals(
