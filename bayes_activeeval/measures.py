@@ -936,11 +936,11 @@ def stack(measure: str | Measure, models: Sequence[str]) -> Measure:
 
     Returns
     -------
-    Measure
+    Measure or RankMeasure
         Bound to ``models``: its loss reads a dict of :class:`ModelView` keyed by model name and
         has ``k·d`` components, ``g`` has ``k·m`` outputs named ``"output[model]"``, and
-        :attr:`Measure.base` is the stacked measure (for a threshold-free measure, its bound
-        ``RankMeasure``).
+        :attr:`Measure.base` is the stacked measure. For a threshold-free measure, the
+        ``RankMeasure`` bound to ``models`` (it has no ``base``).
     """
     base = get(measure)
     if _rank(base) is not None:
