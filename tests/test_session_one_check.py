@@ -131,11 +131,12 @@ def test_ranking_init_options_are_checked_before_the_pool_is_read(tmp_path):
     missing = tmp_path / "missing.parquet"
     base = ["init", missing, "--task", "ranking", "--session", tmp_path / "r.bae", "--rank",
             "a=rank_a"]  # fmt: skip
-    fails(*base, "--measure", "dcg", "--budget", 5, "--mix", 2, message="--mix must be in [0, 1]")
-    fails(*base, "--measure", "dcg", "--budget", 0, message="--budget must be positive")
+    fails(*base, "--measure", "dcg", "--budget", 5, "--mix", 2,
+          message="mix (--mix) must be in [0, 1]")  # fmt: skip
+    fails(*base, "--measure", "dcg", "--budget", 0, message="budget (--budget) must be positive")
     fails(*base, "--measure", "dcg", "--budget", 5, "--model", "b",
-          message="--model 'b' is not a ranker of the pool ['a']")  # fmt: skip
-    line = fails(*base, "--measure", "nope", "--budget", 5, message="'--measure'")
+          message="models (--model) 'b' is not a ranker of the pool ['a']")  # fmt: skip
+    line = fails(*base, "--measure", "nope", "--budget", 5, message="--measure: ")
     assert "'nope' is not a ranking measure" in line
     assert not (tmp_path / "r.bae").exists()
 
