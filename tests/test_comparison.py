@@ -1038,25 +1038,31 @@ def test_sequential_compare_of_a_registered_ratio_measure_pickles():
 
 
 def test_disagreement_cache_is_read_only_computed_once_and_does_not_stop_pickling(monkeypatch):
-    """The disagreement set ``D`` is computed once per pool, measure and pair and shared by
-    ``compare``'s zero-mass check and the ``active_neq`` proposal: the shared mask is read-only,
-    and a pool that holds it still pickles (the cached F1 holds a local loss function)."""
+    """The disagreement set ``D`` is computed once per pool, measure and pair and shared by the
+    ``active_neq`` proposal, ``compare``'s zero-mass check and its post-stratification (a plain
+    risk under ``mix=0`` reads all three); the shared mask is read-only, and a pool that holds
+    an F1 entry (whose loss is a local function) still pickles."""
     import pickle
 
     from bayes_activeeval.comparison import pairwise
 
     pool, y = binary_pool(4000, seed=3)
     calls = []
-    real = pairwise._disagreement_any
-    monkeypatch.setattr(pairwise, "_disagreement_any", lambda *a: calls.append(1) or real(*a))
-    prop = bae.comparison_proposal(pool, "f1", models=("m0", "m1"), kind="active_neq", mix=0.1)
+    real = pairwise.disagreement  # every computation of D goes through it
+    monkeypatch.setattr(pairwise, "disagreement", lambda *a: calls.append(1) or real(*a))
+    prop = bae.comparison_proposal(pool, "error_rate", ("m0", "m1"), kind="active_neq", mix=0.0)
     d = prop.draw(200, rng=1)
-    for _ in range(2):
-        bae.compare(pool, "f1", d, y[d.indices], models=("m0", "m1"), proposal=prop)
+    for _ in range(3):
+        r = bae.compare(pool, "error_rate", d, y[d.indices], models=("m0", "m1"), proposal=prop)
+        assert r.support_mass < 1  # post-stratified on D
     assert len(calls) == 1
-    mask = pairwise.pair_disagreement(pool, bae.measures.get("f1"), "m0", "m1", "f1")
+    mask = pairwise.pair_disagreement(
+        pool, bae.measures.get("error_rate"), "m0", "m1", "error_rate"
+    )
     with pytest.raises(ValueError, match="read-only"):
         mask[0] = not mask[0]
+    bae.comparison_proposal(pool, "f1", ("m0", "m1"), kind="active_neq", mix=0.1)
+    assert len(calls) == 2  # another measure, another entry
     again = pickle.loads(pickle.dumps(pool))
     np.testing.assert_array_equal(again.p, pool.p)
     assert "_disagreement_mass" not in again.__dict__

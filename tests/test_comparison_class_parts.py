@@ -146,3 +146,27 @@ def test_coverage_optimal_design(flip):
         cover += lo <= truth <= hi
     tol = 3 * np.sqrt(0.95 * 0.05 / reps)
     assert cover / reps >= 0.95 - tol
+
+
+def test_the_default_interval_survives_pickling():
+    """A class neither model predicts is known (its part is 0 for both) and takes no allowance;
+    the pool's predicted classes travel with the pickled result (the rebuilt measure had lost
+    them, and every class then counted as uninformed)."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
+    fa = np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1))
+    fb = np.where(rng.random(n) < 0.8, np.minimum(y, 1), 1 - np.minimum(y, 1))
+    pa = np.full((n, 3), 0.1)
+    pa[np.arange(n), fa] = 0.8
+    pb = np.full((n, 3), 0.1)
+    pb[np.arange(n), fb] = 0.8
+    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs={"a": pa, "b": pb}, classes=[0, 1, 2])
+    prop = bae.comparison_proposal(pool, "balanced_accuracy", ("a", "b"))
+    for r in range(3):
+        d = prop.draw(150, rng=r)
+        c = bae.compare(pool, "balanced_accuracy", d, y[d.indices], ("a", "b"), proposal=prop)
+        again = pickle.loads(pickle.dumps(c))
+        assert tuple(again.confidence_interval()) == tuple(c.confidence_interval())

@@ -278,6 +278,10 @@ class RestrictedScore:
         ``(a, b)``.
     n_classes : int
         The pool's number of classes (sizes the measure's components).
+    predicted : ndarray of bool (2, C) or None, optional
+        Which classes each model predicts somewhere in the pool
+        (:meth:`~bayes_activeeval.Measure.with_predicted`; an average of per-class ratios reads
+        it, e.g. the comparison's class allowance), carried so that the rebuilt measure knows it.
     """
 
     losses: np.ndarray
@@ -285,12 +289,14 @@ class RestrictedScore:
     measure: Any
     models: tuple[str, str]
     n_classes: int
+    predicted: np.ndarray | None = None
 
     @property
     def path(self) -> RestrictedPath:
         path = self.__dict__.get("_path")
         if path is None:
             m = difference(get_measure(self.measure), *self.models).resolve(self.n_classes)
+            m = m.with_predicted(self.predicted)
             path = self.__dict__["_path"] = RestrictedPath(self.losses, self.weights, m)
         return path
 
@@ -360,7 +366,7 @@ def restricted_score_test(
     psi = path.influence(0.0)
     if L.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
         sums = ScoreSums.of(vs, psi)
-        restricted = RestrictedScore(L, vs, spec, pair, n_classes)
+        restricted = RestrictedScore(L, vs, spec, pair, n_classes, diff_m.predicted)
         restricted.__dict__["_path"] = path
         return _z(sums.A, np.sqrt(sums.B)), sums, psi, restricted
     return (np.nan if L.shape[0] else 0.0), None, None, None
