@@ -223,6 +223,11 @@ class Measure:
         For a measure made by :func:`stack`: the measure it evaluates for each model (output
         block ``i`` is ``base`` on model ``i``'s block of the loss components); ``None`` for
         any other measure, a :func:`difference` or a measure built by hand among them.
+    registered : str or None
+        Set by :func:`get`: the registered name the measure was built from (``"f1"``,
+        ``"f2.0"``), so that pool-wide computations on its losses can be cached under the name
+        (:func:`get` builds a new object per call); ``None`` for a measure built by hand,
+        :func:`stack` or :func:`difference`.
 
     Notes
     -----
@@ -280,6 +285,7 @@ class Measure:
         self._class_parts = class_parts
         self.predicted: np.ndarray | None = None
         self.base: Measure | None = None
+        self.registered: str | None = None
 
     # -- the three maps ---------------------------------------------------------------------
     @property
@@ -900,15 +906,19 @@ def get(measure: str | Measure) -> Measure:
     key = _ALIASES.get(key, key)
     reg = _registry()
     if key in reg:
-        return reg[key]()
-    if key.startswith("f") and key[1:].replace(".", "", 1).isdigit():
-        return FBeta(float(key[1:]))
-    raise ValueError(
-        f"unknown measure {measure!r}; known measures: {', '.join(available())}; threshold-free: "
-        f"{', '.join(RANK_NAMES)}, recall@fpr=α (α a number in (0, 1), e.g. recall@fpr=0.01); "
-        "precision at k is built as a measure object, "
-        "threshold_free.precision_at_k(pool, k, model)"
-    )
+        out = reg[key]()
+    elif key.startswith("f") and key[1:].replace(".", "", 1).isdigit():
+        out = FBeta(float(key[1:]))
+        key = f"f{float(key[1:])!r}"  # "f2" and "f2.0" are one measure
+    else:
+        raise ValueError(
+            f"unknown measure {measure!r}; known measures: {', '.join(available())}; threshold-free: "
+            f"{', '.join(RANK_NAMES)}, recall@fpr=α (α a number in (0, 1), e.g. recall@fpr=0.01); "
+            "precision at k is built as a measure object, "
+            "threshold_free.precision_at_k(pool, k, model)"
+        )
+    out.registered = key
+    return out
 
 
 def _views_of(view, models):

@@ -251,7 +251,7 @@ def restricted_variance(
             )
         return proposal.predicted_variance(optimal.info.u)
     # D through the pool's cache: the active_neq proposal of the same call read it too
-    in_d = pair_disagreement(pool, base, a, b, measure if isinstance(measure, str) else None)
+    in_d = pair_disagreement(pool, base, a, b)
     bad = np.flatnonzero(off & in_d)
     if bad.size:
         raise ValueError(

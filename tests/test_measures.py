@@ -5,6 +5,7 @@ import pytest
 from sklearn import metrics as skm
 
 import bayes_activeeval as bae
+from bayes_activeeval import measures
 from bayes_activeeval.measures import available, get
 
 
@@ -207,3 +208,15 @@ def test_custom_measure_declares_an_affine_g():
     assert not bae.Measure("scaled", loss, lambda R: 2 * R, lambda R: np.array([[2.0]])).affine
     assert bae.Measure("scaled", loss, lambda R: 2 * R, affine=True).affine
     assert bae.Measure("plain", loss).affine
+
+
+def test_get_tags_the_registered_name_and_derived_measures_do_not_inherit_it():
+    """``get`` builds a new object per call; the registered name is what pool-wide caches key
+    on, so two spellings of one measure share it and measures built from it do not carry it."""
+    assert get("F1").registered == get("f1").registered == "f1"
+    assert get("f2").registered == get("f2.0").registered != get("f1").registered
+    assert get("error-rate").registered == get("error_rate").registered
+    f1 = get("f1")
+    assert measures.stack(f1, ("a", "b")).registered is None
+    assert measures.difference(f1, "a", "b").registered is None
+    assert get(f1) is f1

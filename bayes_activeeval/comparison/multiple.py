@@ -269,9 +269,7 @@ def multiple_comparison(
         )
     # the differences: post-stratified on the set D where some two models' losses can differ
     # (as compare() does for two), for plain risks under an active proposal
-    strat = post_stratum(
-        pool, base, models, draws, proposal, measure if isinstance(measure, str) else None
-    )
+    strat = post_stratum(pool, base, models, draws, proposal)
     mass = strat.mass
     Gt, covt = G, cov
     if not isinstance(base, RankMeasure):  # the draws the differences are estimated from

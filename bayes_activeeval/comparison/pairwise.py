@@ -495,9 +495,7 @@ def _chunk_disagreement_mass(chunk_pool, offset, measure, models) -> float:
     )
 
 
-def disagreement_set(
-    pool, measure, models, name: str | None = None
-) -> tuple[float, np.ndarray | None]:
+def disagreement_set(pool, measure, models) -> tuple[float, np.ndarray | None]:
     """``P(D)`` and the membership of every pool item in ``D``, the items where the losses of
     some two of ``models`` can differ (:func:`disagreement`; for two models ``D_≠``), computed
     once per pool, measure and models and kept on the pool: :func:`compare` (at every look of
@@ -512,9 +510,6 @@ def disagreement_set(
         The measure whose losses are compared (unbound).
     models : sequence of str
         At least two models.
-    name : str, optional
-        The registered name the caller gave for ``measure``: the set is cached under it (default
-        ``None``: cached under the measure object).
 
     Returns
     -------
@@ -526,6 +521,7 @@ def disagreement_set(
     lazy = getattr(pool, "is_lazy", False)
     # a registered measure is keyed by its name (``get`` builds a new object per call), any
     # other by the object, which the cache holds so that an id is never matched to another object
+    name = measure.registered
     cache = pool.__dict__.setdefault("_disagreement_mass", {})
     key = (name if name is not None else id(measure), tuple(models))
     hit = cache.get(key)
@@ -544,7 +540,7 @@ def disagreement_set(
     return hit[1], hit[2]
 
 
-def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) -> np.ndarray:
+def pair_disagreement(pool, measure, a: str, b: str) -> np.ndarray:
     """:func:`disagreement` of ``a`` and ``b``, through the pool's cache of
     :func:`disagreement_set` in memory.
 
@@ -555,8 +551,6 @@ def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) ->
         The measure whose losses are compared (unbound).
     a, b : str
         The two models.
-    name : str, optional
-        The registered name of ``measure`` (the cache key; default ``None``: the object).
 
     Returns
     -------
@@ -566,12 +560,10 @@ def pair_disagreement(pool, measure, a: str, b: str, name: str | None = None) ->
     """
     if getattr(pool, "is_lazy", False):  # the cache keeps no mask there: one pass, not two
         return np.asarray(disagreement(pool, measure, a, b))
-    return disagreement_set(pool, measure, (a, b), name)[1]
+    return disagreement_set(pool, measure, (a, b))[1]
 
 
-def disagreement_mass(
-    pool, measure, models, indices, name: str | None = None
-) -> tuple[float, np.ndarray]:
+def disagreement_mass(pool, measure, models, indices) -> tuple[float, np.ndarray]:
     """``P(D)`` and membership of ``indices`` in ``D``, the items where the losses of some two
     of ``models`` can differ — what the post-stratified difference of :func:`compare` and
     :func:`~bayes_activeeval.multiple_comparison` needs (:func:`disagreement_set`: one
@@ -587,9 +579,6 @@ def disagreement_mass(
         At least two models.
     indices : ndarray of int
         Pool indices (the draws).
-    name : str, optional
-        The registered name the caller gave for ``measure``: the pool-wide pass is cached under
-        it (default ``None``: cached under the measure object).
 
     Returns
     -------
@@ -599,7 +588,7 @@ def disagreement_mass(
         Whether each of ``indices`` lies in ``D``.
     """
     idx = np.asarray(indices, dtype=np.int64)
-    mass, mask = disagreement_set(pool, measure, models, name)
+    mass, mask = disagreement_set(pool, measure, models)
     if mask is not None:
         return mass, mask[idx]
     in_d = (
@@ -671,9 +660,7 @@ class Stratum:
     passive: bool
 
 
-def post_stratum(
-    pool, base: Measure, models, draws: Draws, proposal, name: str | None = None
-) -> Stratum:
+def post_stratum(pool, base: Measure, models, draws: Draws, proposal) -> Stratum:
     """The post-stratification of :func:`compare` and :func:`multiple_comparison`: for a plain
     risk under any design but passive sampling, the draws in the set ``D`` where some two of
     ``models`` can differ (``δ ≡ 0`` off it) and ``P(D)``, so that a difference is ``P(D)`` times
@@ -682,7 +669,7 @@ def post_stratum(
     passive = is_passive(draws, proposal)
     if passive or isinstance(base, RankMeasure) or not is_linear(base):
         return Stratum(slice(None), 1.0, None, passive)
-    mass, in_d = disagreement_mass(pool, base, models, draws.indices, name)
+    mass, in_d = disagreement_mass(pool, base, models, draws.indices)
     if mass >= 1.0 - 1e-12:
         return Stratum(slice(None), 1.0, None, passive)
     vk = np.asarray(draws.weights, dtype=float)[in_d]
@@ -872,11 +859,10 @@ def compare(
     n_labels = draws.n_distinct if oracle == "deterministic" else len(draws)
     per = weighted_estimate(L, draws.weights, st_m, n_labels=n_labels)
 
-    name = measure if isinstance(measure, str) else None
     if scale < 1.0 - 1e-12:
-        _check_restricted(pool, base, a, b, proposal, draws, name)
+        _check_restricted(pool, base, a, b, proposal, draws)
     variance = resolve_variance(variance)
-    strat = post_stratum(pool, base, (a, b), draws, proposal, name)
+    strat = post_stratum(pool, base, (a, b), draws, proposal)
     Lk, vk = L[strat.keep], np.asarray(draws.weights, dtype=float)[strat.keep]
     if Lk.shape[0]:
         est = weighted_estimate(Lk, vk, diff_m, n_labels=n_labels)
@@ -964,9 +950,7 @@ def _compare_rank(
     )
 
 
-def _check_restricted(
-    pool, base, a, b, proposal: Proposal, draws: Draws, name: str | None = None
-) -> None:
+def _check_restricted(pool, base, a, b, proposal: Proposal, draws: Draws) -> None:
     """A proposal with zero mass somewhere is only valid for a plain risk and only where the
     paired loss difference is identically zero (Sawade (2012), Sec. 5.2.2, ``active_≠``, with the variance of Eq. 3.22)."""
     if not is_linear(base):
@@ -976,7 +960,7 @@ def _check_restricted(
             "proposal with full support (mix > 0)"
         )
     off = (np.asarray(proposal.q) <= 0) & (np.asarray(proposal.p) > 0)  # dask on a lazy pool
-    bad = np.flatnonzero(off & pair_disagreement(pool, base, a, b, name))
+    bad = np.flatnonzero(off & pair_disagreement(pool, base, a, b))
     if bad.size:
         raise ValueError(
             f"the proposal gives zero mass to item {bad[0]} (and {bad.size - 1} more) where the "
@@ -989,9 +973,8 @@ def _check_restricted(
 # ------------------------------------------------------------------------------------------------
 # proposals for comparisons
 # ------------------------------------------------------------------------------------------------
-def _pair_scores(pool, base, a, b, kind, belief, costs, floor, name=None) -> np.ndarray:
-    """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair (``name``:
-    the registered name of ``base``, for the cache of :func:`disagreement_set`)."""
+def _pair_scores(pool, base, a, b, kind, belief, costs, floor) -> np.ndarray:
+    """Unnormalized, unmixed pairwise proposal scores ``s(x)`` (q ∝ s) for one pair."""
     p = pool.p
     c = label_costs(pool, costs)
     if kind == "optimal":
@@ -1007,7 +990,7 @@ def _pair_scores(pool, base, a, b, kind, belief, costs, floor, name=None) -> np.
         gap = np.abs(pool.view(a).pred - pool.view(b).pred)
         scores = gap**2 if kind == "active_0" else gap
     elif kind == "active_neq":
-        scores = pair_disagreement(pool, base, a, b, name).astype(float)
+        scores = pair_disagreement(pool, base, a, b).astype(float)
     else:  # pragma: no cover - guarded by the caller
         raise AssertionError(kind)
     return proposal_scores(scores, p, c)
@@ -1139,10 +1122,9 @@ def comparison_proposal(
             b = None
         q = np.zeros(pool.n_items)
         n_pairs = 0
-        name = measure if isinstance(measure, str) else None
         for i in range(k):
             for j in range(i + 1, k):
-                s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor, name)
+                s = _pair_scores(pool, base, models[i], models[j], kind, b, costs, floor)
                 if s.sum() > 0:
                     q = q + s / s.sum()  # s is a dask array on a lazy pool: no in-place add
                     n_pairs += 1
