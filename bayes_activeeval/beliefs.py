@@ -174,6 +174,21 @@ def pool_belief(pool, models: tuple[str, ...]) -> Belief:
         A :class:`CategoricalBelief` ``(n, C)`` for classification, a :class:`GaussianBelief`
         with one equally weighted component per model for regression.
     """
+    require_plugin(pool)
+    if pool.task == "regression":
+        mean = np.stack([pool.view(m).pred for m in models], axis=1)
+        std = np.stack([pool.view(m).std for m in models], axis=1)
+        return GaussianBelief(mean, std)
+    probs = pool.view(models[0]).prob
+    if len(models) > 1:
+        probs = sum(pool.view(m).prob for m in models) / len(models)
+    return CategoricalBelief(probs, validate=False)  # the pool validated its probabilities
+
+
+def require_plugin(pool) -> None:
+    """Raise :class:`~bayes_activeeval._validation.MissingInput` naming the column when ``pool``
+    (in memory or lazy) cannot give the plug-in belief: a classification pool without
+    ``probs``, a regression pool without ``predictive_std``."""
     if pool.task == "regression":
         if not pool.has_std():
             raise MissingInput(
@@ -181,19 +196,12 @@ def pool_belief(pool, models: tuple[str, ...]) -> Belief:
                 "predictive_std",
                 or_belief=True,
             )
-        mean = np.stack([pool.view(m).pred for m in models], axis=1)
-        std = np.stack([pool.view(m).std for m in models], axis=1)
-        return GaussianBelief(mean, std)
-    if not pool.has_probs():
+    elif not pool.has_probs():
         raise MissingInput(
             "the pool has no probs, so there is no belief about the labels; ",
             "probs",
             or_belief=True,
         )
-    probs = pool.view(models[0]).prob
-    if len(models) > 1:
-        probs = sum(pool.view(m).prob for m in models) / len(models)
-    return CategoricalBelief(probs, validate=False)  # the pool validated its probabilities
 
 
 def as_belief(pool, belief, models: tuple[str, ...]) -> Belief:

@@ -595,3 +595,24 @@ def test_compare_is_post_stratified_on_a_large_lazy_pool(tmp_path):
     mm = bae.multiple_comparison(mem, "error_rate", draws, y, models=("a", "b"), rng=0)
     np.testing.assert_allclose(lm.difference, mm.difference, rtol=1e-12)
     np.testing.assert_allclose(lm.pvalue, mm.pvalue, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("pred", "column"),
+    [
+        (np.arange(4_000) % 2, "probs"),
+        (np.linspace(0.5, 9.5, 4_000), "predictive_std"),
+    ],
+)
+def test_missing_belief_input_is_named_as_in_memory(pred, column):
+    """Without the pool's probabilities (or predictive sd) and without a belief, the lazy
+    proposal names the missing column with the in-memory pool's message."""
+    mem = bae.Pool(predictions=pred)
+    lazy = bae.Pool.from_dask(da.from_array(pred, chunks=1_000))
+    measure = "mse" if column == "predictive_std" else "error_rate"
+    with pytest.raises(ValueError) as mem_err:
+        bae.optimal_proposal(mem, measure)
+    with pytest.raises(ValueError) as lazy_err:
+        bae.optimal_proposal(lazy, measure)
+    assert f"the pool has no {column}, so there is no belief" in str(lazy_err.value)
+    assert str(lazy_err.value) == str(mem_err.value)

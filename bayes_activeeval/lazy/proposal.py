@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import MissingInput, check_count, check_fraction, check_rng, show
-from ..beliefs import as_belief
+from .._validation import check_count, check_fraction, check_rng, show
+from ..beliefs import as_belief, require_plugin
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
@@ -426,18 +426,8 @@ def optimal_proposal(
         raise ValueError("on a lazy pool costs must be None/True (the pool's) or False")
     use_costs = pool.has_costs and costs is not False
     pool.check_belief(belief)
-    if pool.task == "regression" and belief is None and not pool.has_std():
-        raise MissingInput(
-            "the pool has no predictive_std, so there is no belief about the labels; ",
-            "predictive_std",
-            or_belief=True,
-        )
-    if pool.task != "regression" and belief is None and not pool.has_probs():
-        raise MissingInput(
-            "the pool has no probs, so there is no belief about the labels; ",
-            "probs",
-            or_belief=True,
-        )
+    if belief is None:
+        require_plugin(pool)
     if auto and pool.task != "regression":  # a categorical belief: the scaled floor
         floor = scaled_floor(pool, measure, model, belief, use_costs)
     if risk is None:
