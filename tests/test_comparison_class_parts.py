@@ -80,14 +80,23 @@ def test_discordant_positive_keeps_test_interval(flip):
 
 
 def test_binary_measures_unaffected(flip):
-    pool, y, _, _, _ = flip
+    """On draws with no drawn positive where the models disagree (where balanced accuracy's
+    interval is widened), a binary measure has no classes to allow for: its default interval is
+    the test's."""
+    pool, y, _, _, dis = flip
     for measure in ("f1", "precision"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prop_m = bae.comparison_proposal(pool, measure, models=MODELS)
-            dm = prop_m.draw(N, rng=1000)
+            for r in range(1000, 1200):
+                dm = prop_m.draw(N, rng=r)
+                if not np.any((y[dm.indices] == 1) & dis[dm.indices]):
+                    break
             c = bae.compare(pool, measure, dm, y[dm.indices], MODELS, proposal=prop_m)
+        test = c.confidence_interval(method="test")
+        assert test.high - test.low > 1e-6  # not a point (whose fallback is Newcombe's)
         assert allowance(c.restricted) == 0
+        assert tuple(c.confidence_interval()) == tuple(test)
 
 
 def test_multiple_comparison_pair(flip):
@@ -135,6 +144,57 @@ def test_allowance_per_class_kind():
     assert allowance(RestrictedScore(L2, np.r_[v, 1.0], "recall_macro", MODELS, 3)) == 0
 
 
+def _three_class_pool(n=3000, seed=0):
+    """Classes 0, 1, 2 (2 is rare); both models predict 0 and 1 only, b less often right."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
+    fa = np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1))
+    fb = np.where(rng.random(n) < 0.8, np.minimum(y, 1), 1 - np.minimum(y, 1))
+    pa = np.full((n, 3), 0.1)
+    pa[np.arange(n), fa] = 0.8
+    pb = np.full((n, 3), 0.1)
+    pb[np.arange(n), fb] = 0.8
+    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs={"a": pa, "b": pb}, classes=[0, 1, 2])
+    return pool, y
+
+
+@pytest.mark.parametrize("measure", ["precision_macro", "f1_macro"])
+def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measure):
+    """A macro precision or F1 whose class no draw tells apart keeps no bound on that class's
+    difference (the two models' denominators differ): the default interval is Newcombe's, in
+    compare() and for the pair of multiple_comparison(). Both models predict the rare class 2 on
+    the same items and differ only between classes 0 and 1, so class 2 has no discordant draw."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
+    two = (y == 2) & (rng.random(n) < 0.7)
+    fa = np.where(two, 2, np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1)))
+    fb = np.where(two, 2, np.where(rng.random(n) < 0.9, fa, 1 - np.minimum(fa, 1)))
+    probs = {}
+    for name, f in (("a", fa), ("b", fb)):
+        probs[name] = np.full((n, 3), 0.1)
+        probs[name][np.arange(n), f] = 0.8
+    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs=probs, classes=[0, 1, 2])
+    prop = bae.comparison_proposal(pool, measure, ("a", "b"))
+    for r in range(200):
+        d = prop.draw(40, rng=r)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = bae.compare(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
+        test = c.confidence_interval(method="test")
+        if allowance(c.restricted) == np.inf and test.high - test.low > 1e-6:
+            break
+    else:
+        raise AssertionError("no sample with an undiscriminated class")
+    newcombe = c.confidence_interval(method="newcombe")
+    assert tuple(c.confidence_interval()) == tuple(newcombe) != tuple(test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mc = bae.multiple_comparison(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
+    ci, nc = mc.confidence_interval(), mc.confidence_interval(method="newcombe")
+    assert (ci.low[0, 1], ci.high[0, 1]) == (nc.low[0, 1], nc.high[0, 1])
+
+
 def test_coverage_optimal_design(flip):
     """Default interval, 200 samples of 400 draws: the old code covered 0.815 (the samples
     with no drawn positive where the models disagree never)."""
@@ -154,16 +214,7 @@ def test_the_default_interval_survives_pickling():
     them, and every class then counted as uninformed)."""
     import pickle
 
-    rng = np.random.default_rng(0)
-    n = 3000
-    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
-    fa = np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1))
-    fb = np.where(rng.random(n) < 0.8, np.minimum(y, 1), 1 - np.minimum(y, 1))
-    pa = np.full((n, 3), 0.1)
-    pa[np.arange(n), fa] = 0.8
-    pb = np.full((n, 3), 0.1)
-    pb[np.arange(n), fb] = 0.8
-    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs={"a": pa, "b": pb}, classes=[0, 1, 2])
+    pool, y = _three_class_pool()
     prop = bae.comparison_proposal(pool, "balanced_accuracy", ("a", "b"))
     for r in range(3):
         d = prop.draw(150, rng=r)
