@@ -235,6 +235,11 @@ class Measure:
     see :func:`bayes_activeeval.optimal_proposal` and :func:`bayes_activeeval.estimate`.
     """
 
+    #: class-level defaults, so that a measure unpickled from before an attribute existed (or a
+    #: subclass that does not call ``Measure.__init__``) still has them
+    base: Measure | None = None
+    registered: str | None = None
+
     def __init__(
         self,
         name: str,

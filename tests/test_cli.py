@@ -244,7 +244,11 @@ def test_changed_pool_and_bad_options_are_refused(demo_csv, tmp_path):
     before = session_state(session)
     with pool.open("a") as fh:
         fh.write("d-extra,0,0.01,-9.0,extra\n")
-    for cmd in (["status", session], ["next", session], ["report", session, "--out", "r.html"]):
+    for cmd in (
+        ["status", session],
+        ["next", session],
+        ["report", session, "--out", tmp_path / "r.html"],
+    ):
         res = run(*cmd)
         assert res.exit_code == 2, cmd
         assert res.stderr.count("\n") == 1 and "changed since the session was created" in res.stderr

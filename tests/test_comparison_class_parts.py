@@ -92,7 +92,11 @@ def test_binary_measures_unaffected(flip):
                 dm = prop_m.draw(N, rng=r)
                 if not np.any((y[dm.indices] == 1) & dis[dm.indices]):
                     break
+            else:
+                raise AssertionError("no draw without a discordant positive")
             c = bae.compare(pool, measure, dm, y[dm.indices], MODELS, proposal=prop_m)
+            ba = bae.compare(pool, "balanced_accuracy", dm, y[dm.indices], MODELS, proposal=prop_m)
+        assert 0 < allowance(ba.restricted) < np.inf  # where balanced accuracy's is widened
         test = c.confidence_interval(method="test")
         assert test.high - test.low > 1e-6  # not a point (whose fallback is Newcombe's)
         assert allowance(c.restricted) == 0
@@ -162,14 +166,17 @@ def _three_class_pool(n=3000, seed=0):
 def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measure):
     """A macro precision or F1 whose class no draw tells apart keeps no bound on that class's
     difference (the two models' denominators differ): the default interval is Newcombe's, in
-    compare() and for the pair of multiple_comparison(). Both models predict the rare class 2 on
-    the same items and differ only between classes 0 and 1, so class 2 has no discordant draw."""
+    compare() and for the pair of multiple_comparison(). The models predict the rare class 2 on
+    the same items but one (so its part of the difference is not known from the pool), and the
+    samples taken are those that miss that item: class 2 has no discordant draw."""
     rng = np.random.default_rng(4)
     n = 1500
     y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
     two = (y == 2) & (rng.random(n) < 0.7)
     fa = np.where(two, 2, np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1)))
     fb = np.where(two, 2, np.where(rng.random(n) < 0.9, fa, 1 - np.minimum(fa, 1)))
+    odd = np.flatnonzero((fa == 0) & (fb == 0))[0]
+    fb[odd] = 2  # the one item where the models' class-2 predictions differ
     probs = {}
     for name, f in (("a", fa), ("b", fb)):
         probs[name] = np.full((n, 3), 0.1)
@@ -182,10 +189,11 @@ def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measu
             warnings.simplefilter("ignore")
             c = bae.compare(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
         test = c.confidence_interval(method="test")
-        if allowance(c.restricted) == np.inf and test.high - test.low > 1e-6:
+        if odd not in d.indices and test.high - test.low > 1e-6:
             break
     else:
         raise AssertionError("no sample with an undiscriminated class")
+    assert allowance(c.restricted) == np.inf
     newcombe = c.confidence_interval(method="newcombe")
     assert tuple(c.confidence_interval()) == tuple(newcombe) != tuple(test)
     with warnings.catch_warnings():

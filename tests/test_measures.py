@@ -212,11 +212,16 @@ def test_custom_measure_declares_an_affine_g():
 
 def test_get_tags_the_registered_name_and_derived_measures_do_not_inherit_it():
     """``get`` builds a new object per call; the registered name is what pool-wide caches key
-    on, so two spellings of one measure share it and measures built from it do not carry it."""
+    on: spellings of one registered measure share it, every F-beta with the same β shares one
+    (``FBeta(1.0)`` is keyed apart from the registered ``"f1"``), and measures built from it
+    (stack, difference) do not carry it."""
     assert get("F1").registered == get("f1").registered == "f1"
-    assert get("f2").registered == get("f2.0").registered != get("f1").registered
+    assert get("f2").registered == get("f2.0").registered == get("F2.").registered == "f2.0"
+    assert get("f1.0").registered == "f1.0" != get("f1").registered
     assert get("error-rate").registered == get("error_rate").registered
     f1 = get("f1")
     assert measures.stack(f1, ("a", "b")).registered is None
     assert measures.difference(f1, "a", "b").registered is None
     assert get(f1) is f1
+    legacy = object.__new__(type(f1))  # as unpickled from before the attribute existed
+    assert legacy.registered is None and legacy.base is None

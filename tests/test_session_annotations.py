@@ -127,12 +127,12 @@ def test_leases_keep_annotators_apart_until_labeled_or_expired(pool_csv, tmp_pat
         np.testing.assert_array_equal(a.next(10, annotator="alice"), first)  # same when asked again
         other = b.next(10, annotator="bob")
         assert other.size == 10 and not set(first) & set(other)
-        third = b.next(50, annotator="carol", lease=0.2)  # the rest of the stage (10)
+        third = b.next(50, annotator="carol", lease=1.0)  # the rest of the stage (10)
         assert third.size == 10 and not set(third) & (set(first) | set(other))
         # nothing free in the stage: a static design draws a new stage for dave
         dave = a.next(5, annotator="dave")
         assert not set(dave) & (set(first) | set(other) | set(third))
-        time.sleep(0.3)  # carol's leases expire: her items go to erin
+        time.sleep(1.1)  # carol's leases expire: her items go to erin
         erin = b.next(50, annotator="erin")
         assert set(third) <= set(erin)
         # labels recorded by alice are never handed out again

@@ -363,7 +363,7 @@ def rank_estimate_arrays(
         trace). Under heavy class skew the variance of AUC comes from positives hidden among
         low scores; a sample that missed them has an empirical variance far too small (95%
         intervals of the AUC covered 0.49-0.85 with the optimal proposal at 1:1,000 and down to
-        0.04 on real pools, ``benchmarks/results/threshold_free*.md``), while the belief
+        0.05 on real pools, ``benchmarks/results/threshold_free*.md``), while the belief
         still expects them. The guard keeps the empirical variance when the belief is too
         confident. With a belief the interval uses a normal quantile and no Korn-Graubard df
         (the guard, not a t or df adjustment, answers for small samples). Its coverage is at
