@@ -4,21 +4,24 @@ Synthetic pools (``make_classification_pool``) of 100,000 items with 1:1,000 pos
 200,000 items with 1:10,000 positives, with SVM-like miscalibrated scores (``calibration="svm"``)
 and with calibrated ones. Each repetition spends 2,000 distinct labels of a deterministic oracle:
 
-- ``adaptive``: :class:`bae.ActiveEvaluator` (Marchant & Rubinstein (2021), Algorithm 1, stages of
-  50 labels) with the Dirichlet-tree oracle when it is available, else the plug-in;
+- ``adaptive[ORACLE]``: :class:`bae.ActiveEvaluator` with each oracle of ``--oracles`` (``"auto"``
+  is the package's default), run through ``ev.run`` (its own stage schedule: Marchant &
+  Rubinstein (2021), Algorithm 1, with stages that grow as labels arrive);
 - ``static``: the optimal proposal under the model's own probabilities (``optimal_proposal``,
   default floor and 5 % defensive mix), drawn with replacement until 2,000 distinct items;
 - ``passive``: uniform draws until 2,000 distinct items.
 
 The pool is fixed per setting (the target is the pool's F1); repetitions differ in the sampling
 seed. Reported per method: MSE (undefined passive estimates — no positive seen — count as F1 = 0,
-as sklearn's ``zero_division=0``), bias, coverage of the 95 % Wald interval, and for adaptive and
+as sklearn's ``zero_division=0``), bias, coverage of the 95 % Wald and t intervals (not of the
+package's default interval for F1, the modified Wilson interval, which this study does not
+record), and for adaptive and
 static the coverage of the 95 % credible interval of the contingency-table posterior
 (conjugate). Repetitions are interleaved over settings until the time budget is spent.
 
 Run (parts in parallel, then merge):
-    PYTHONPATH=. python benchmarks/adaptive_f1.py --minutes 25 --seed0 0
-    PYTHONPATH=. python benchmarks/adaptive_f1.py --minutes 25 --seed0 1000
+    PYTHONPATH=. python benchmarks/adaptive_f1.py --minutes 30 --seed0 0 --oracles auto,dirichlet-tree,model
+    PYTHONPATH=. python benchmarks/adaptive_f1.py --minutes 30 --seed0 1000 --oracles auto,dirichlet-tree,model
     PYTHONPATH=. python benchmarks/adaptive_f1.py --report
 """
 
@@ -241,6 +244,7 @@ def report(args) -> None:
         "budget": BUDGET,
         "repetitions": reps,
         "parts": [{k: p[k] for k in ("seed0", "repetitions", "wall_minutes")} for p in parts],
+        "code": args.code or None,
         "settings": [],
     }
     for k, (s, recs) in enumerate(zip(SETTINGS, records, strict=True)):
@@ -260,12 +264,13 @@ def report(args) -> None:
     )
     lines = [
         f"# Adaptive F1 at {BUDGET} labels ({reps} repetitions per setting; runs: {runs}; "
-        "shared 2-core machine)",
+        "shared 2-core machine" + (f"; code {args.code}" if args.code else "") + ")",
         "",
         "MSE ratios are relative to the static optimal proposal and to passive sampling; coverage "
         "is of 95 % intervals: Wald (normal quantile) with the martingale variance (the default of "
         "`ActiveEvaluator.estimate()` and of `ev.run`), the Satterthwaite-t interval of the same "
-        "estimate (`confidence_interval(0.95, 't')`, the package default), and the credible "
+        "estimate (`confidence_interval(0.95, 't')`; the package's default interval for F1 is now "
+        "the modified Wilson interval, which this study does not record), and the credible "
         "interval of the default posterior of the measure (adaptive: `ev.posterior()`, the "
         "item-level calibration posterior; static: `contingency_posterior`, design-weighted "
         "cells). ± is the Monte Carlo standard error.",
@@ -298,6 +303,7 @@ def main() -> None:
     ap.add_argument("--out", default="adaptive_f1")
     ap.add_argument("--seed0", type=int, default=0, help="first seed (parallel runs to merge)")
     ap.add_argument("--report", action="store_true", help="merge the part files into json/md")
+    ap.add_argument("--code", default="", help="the commit the parts ran (named in the report)")
     args = ap.parse_args()
     if args.report:
         report(args)
