@@ -393,6 +393,30 @@ class Pool:
             rows.append(cache[name])
         return np.stack(rows)
 
+    def agreeing_classes(self, a: str, b: str) -> np.ndarray | None:
+        """Whether models ``a`` and ``b`` predict each class on exactly the same items of
+        positive weight: ``(C,)`` bool (``None`` for regression; a lazy pool reads it in one
+        pass over its chunks).
+
+        On such a class every per-class ratio (its precision, recall, F1) is the same for both
+        models whatever the labels, so its part of their difference is exactly 0 and a
+        comparison needs no allowance for it
+        (:func:`~bayes_activeeval.comparison.results.class_allowance`)."""
+        pred = getattr(self, "_pred", None)
+        if self.classes is None or not pred:
+            return None
+        cache = self.__dict__.setdefault("_agreeing_classes", {})
+        if (a, b) not in cache:
+            pa, pb = pred[self.check_model(a)], pred[self.check_model(b)]
+            w = getattr(self, "_weights", None)
+            off = pa != pb
+            if w is not None:
+                off &= np.asarray(w) > 0
+            C = self.n_classes
+            told = np.bincount(pa[off], minlength=C)[:C] + np.bincount(pb[off], minlength=C)[:C]
+            cache[(a, b)] = told == 0
+        return cache[(a, b)]
+
     def __getstate__(self) -> dict:
         """The pool for pickling, without the comparison's disagreement cache (rebuilt on
         demand; it may hold a measure object that does not pickle)."""

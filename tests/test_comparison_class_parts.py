@@ -162,6 +162,28 @@ def _three_class_pool(n=3000, seed=0):
     return pool, y
 
 
+def _class_two_pool(odd: bool):
+    """Classes 0, 1 and a rare 2; both models predict class 2 on the same items (70 % of its
+    items) and differ between 0 and 1 on about 10 % of the rest; with ``odd``, model b also
+    predicts 2 on one item where a predicts 0 (returned; else ``None``)."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
+    two = (y == 2) & (rng.random(n) < 0.7)
+    fa = np.where(two, 2, np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1)))
+    fb = np.where(two, 2, np.where(rng.random(n) < 0.9, fa, 1 - np.minimum(fa, 1)))
+    k = None
+    if odd:
+        k = np.flatnonzero((fa == 0) & (fb == 0))[0]
+        fb[k] = 2  # the one item where the models' class-2 predictions differ
+    probs = {}
+    for name, f in (("a", fa), ("b", fb)):
+        probs[name] = np.full((n, 3), 0.1)
+        probs[name][np.arange(n), f] = 0.8
+    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs=probs, classes=[0, 1, 2])
+    return pool, y, k
+
+
 @pytest.mark.parametrize("measure", ["precision_macro", "f1_macro"])
 def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measure):
     """A macro precision or F1 whose class no draw tells apart keeps no bound on that class's
@@ -169,19 +191,7 @@ def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measu
     compare() and for the pair of multiple_comparison(). The models predict the rare class 2 on
     the same items but one (so its part of the difference is not known from the pool), and the
     samples taken are those that miss that item: class 2 has no discordant draw."""
-    rng = np.random.default_rng(4)
-    n = 1500
-    y = rng.choice(3, n, p=[0.5, 0.45, 0.05])
-    two = (y == 2) & (rng.random(n) < 0.7)
-    fa = np.where(two, 2, np.where(rng.random(n) < 0.85, np.minimum(y, 1), 1 - np.minimum(y, 1)))
-    fb = np.where(two, 2, np.where(rng.random(n) < 0.9, fa, 1 - np.minimum(fa, 1)))
-    odd = np.flatnonzero((fa == 0) & (fb == 0))[0]
-    fb[odd] = 2  # the one item where the models' class-2 predictions differ
-    probs = {}
-    for name, f in (("a", fa), ("b", fb)):
-        probs[name] = np.full((n, 3), 0.1)
-        probs[name][np.arange(n), f] = 0.8
-    pool = bae.Pool(predictions={"a": fa, "b": fb}, probs=probs, classes=[0, 1, 2])
+    pool, y, odd = _class_two_pool(odd=True)
     prop = bae.comparison_proposal(pool, measure, ("a", "b"))
     for r in range(200):
         d = prop.draw(40, rng=r)
@@ -201,6 +211,33 @@ def test_precision_and_f1_classes_without_a_discordant_draw_take_newcombes(measu
         mc = bae.multiple_comparison(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
     ci, nc = mc.confidence_interval(), mc.confidence_interval(method="newcombe")
     assert (ci.low[0, 1], ci.high[0, 1]) == (nc.low[0, 1], nc.high[0, 1])
+
+
+@pytest.mark.parametrize("measure", ["precision_macro", "f1_macro", "balanced_accuracy"])
+def test_a_class_both_models_predict_alike_takes_no_allowance(measure):
+    """Both models predict the rare class 2 on exactly the same items and differ only between
+    classes 0 and 1: class 2's part of the difference is 0 whatever the labels
+    (``Pool.agreeing_classes``), so a sample with no discordant draw in it keeps the test's
+    interval (before, precision and F1 fell back to Newcombe's, several times as wide)."""
+    pool, y, _ = _class_two_pool(odd=False)
+    np.testing.assert_array_equal(pool.agreeing_classes("a", "b"), [False, False, True])
+    prop = bae.comparison_proposal(pool, measure, ("a", "b"))
+    checked = 0
+    for r in range(40):
+        d = prop.draw(40, rng=r)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = bae.compare(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
+            mc = bae.multiple_comparison(pool, measure, d, y[d.indices], ("a", "b"), proposal=prop)
+        test = c.confidence_interval(method="test")
+        if c.restricted is None or not test.high - test.low > 1e-6:
+            continue
+        assert allowance(c.restricted) == 0
+        assert tuple(c.confidence_interval()) == tuple(test)
+        ci, mt = mc.confidence_interval(), mc.confidence_interval(method="test")
+        assert (ci.low[0, 1], ci.high[0, 1]) == (mt.low[0, 1], mt.high[0, 1])
+        checked += 1
+    assert checked >= 10
 
 
 def test_coverage_optimal_design(flip):

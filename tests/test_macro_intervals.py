@@ -424,3 +424,31 @@ def test_lazy_pool_knows_never_predicted_classes(name):
     assert b.value == pytest.approx(a.value, rel=1e-12)
     assert np.allclose(b.confidence_interval(), a.confidence_interval(), rtol=1e-12, atol=0)
     assert lazy.predicted_classes(lazy.models).tolist() == [[True, True, False]]
+
+
+def test_agreeing_classes_lazy_equals_in_memory_and_ignores_zero_weight():
+    """The classes two models predict on exactly the same items of positive weight, read in one
+    pass over a lazy pool's chunks, as in memory; an item of weight 0 where they differ does not
+    count."""
+    import dask.array as da
+
+    rng = np.random.default_rng(3)
+    n = 9_000
+    fa = rng.choice(3, n, p=[0.6, 0.35, 0.05])
+    fb = np.where((fa != 2) & (rng.random(n) < 0.1), 1 - np.minimum(fa, 1), fa)
+    w = np.ones(n)
+    k = np.flatnonzero(fa == 0)[0]
+    fb[k], w[k] = 2, 0.0  # differs on class 2 only where p(x) = 0
+    mem = bae.Pool(predictions={"a": fa, "b": fb}, classes=[0, 1, 2], weights=w)
+    lazy = bae.Pool.from_dask(
+        {"a": da.from_array(fa, chunks=2_000), "b": da.from_array(fb, chunks=2_000)},
+        classes=[0, 1, 2],
+        weights=da.from_array(w, chunks=2_000),
+    )
+    assert mem.agreeing_classes("a", "b").tolist() == [False, False, True]
+    assert lazy.agreeing_classes("a", "b").tolist() == [False, False, True]
+    j = np.flatnonzero((fa == 1) & (fb == 1))[0]
+    fb2 = fb.copy()
+    fb2[j] = 2  # now they differ on class 2 (and 1) where p(x) > 0
+    again = bae.Pool(predictions={"a": fa, "b": fb2}, classes=[0, 1, 2], weights=w)
+    assert again.agreeing_classes("a", "b").tolist() == [False, False, False]

@@ -282,6 +282,10 @@ class RestrictedScore:
         Which classes each model predicts somewhere in the pool
         (:meth:`~bayes_activeeval.Measure.with_predicted`; an average of per-class ratios reads
         it, e.g. the comparison's class allowance), carried so that the rebuilt measure knows it.
+    agree : ndarray of bool (C,) or None, optional
+        The classes the two models predict on exactly the same pool items
+        (:meth:`~bayes_activeeval.Pool.agreeing_classes`): their part of the difference is 0,
+        which the comparison's class allowance reads.
     """
 
     losses: np.ndarray
@@ -290,6 +294,7 @@ class RestrictedScore:
     models: tuple[str, str]
     n_classes: int
     predicted: np.ndarray | None = None
+    agree: np.ndarray | None = None
 
     @property
     def path(self) -> RestrictedPath:
@@ -327,6 +332,7 @@ def restricted_score_test(
     spec: Any,
     pair: tuple[str, str],
     n_classes: int,
+    agree: np.ndarray | None = None,
 ) -> tuple[float, ScoreSums | None, np.ndarray | None, RestrictedScore | None]:
     """The generalized score test of ``H0: g(R_a) = g(R_b)`` for one pair of models (Boos
     (1992), Eqs. 5-6): the statistic ``Σ v ψ / sqrt(Σ v² ψ²)`` with the influence terms ``ψ`` at
@@ -348,6 +354,9 @@ def restricted_score_test(
         ``(a, b)``.
     n_classes : int
         The pool's number of classes.
+    agree : ndarray of bool (C,), optional
+        The classes the pair predicts on exactly the same pool items (kept with the test, see
+        :class:`RestrictedScore`).
 
     Returns
     -------
@@ -366,7 +375,7 @@ def restricted_score_test(
     psi = path.influence(0.0)
     if L.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
         sums = ScoreSums.of(vs, psi)
-        restricted = RestrictedScore(L, vs, spec, pair, n_classes, diff_m.predicted)
+        restricted = RestrictedScore(L, vs, spec, pair, n_classes, diff_m.predicted, agree)
         restricted.__dict__["_path"] = path
         return _z(sums.A, np.sqrt(sums.B)), sums, psi, restricted
     return (np.nan if L.shape[0] else 0.0), None, None, None
@@ -873,7 +882,10 @@ def compare(
     if variance == "score" and not is_linear(base):
         # the generalized score test: the paired influence terms at a null-restricted point
         spec = measure if isinstance(measure, str) else base
-        z, sums, _, restricted = restricted_score_test(Lk, vk, diff_m, spec, (a, b), pool.n_classes)
+        agree = pool.agreeing_classes(a, b) if diff_m.averaged else None
+        z, sums, _, restricted = restricted_score_test(
+            Lk, vk, diff_m, spec, (a, b), pool.n_classes, agree
+        )
     elif variance == "score":
         sums = ScoreSums.of(vk, Lk[:, 0] - Lk[:, 1])
         z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0

@@ -319,7 +319,10 @@ def class_allowance(restricted: Any, z: float) -> float:
     with zero variance for it, and its interval has no allowance for the class's unknown
     difference — the class-wise version of every draw agreeing. A class whose part is known from
     the pool for both models (``low = high`` in
-    :meth:`~bayes_activeeval.measures.ClassParts.limits`: neither model predicts it) has none.
+    :meth:`~bayes_activeeval.measures.ClassParts.limits`: neither model predicts it) has none,
+    and neither has a class the two models predict on exactly the same pool items
+    (:meth:`~bayes_activeeval.Pool.agreeing_classes`): its part is the same for both whatever
+    the labels.
 
     For per-class recalls (``kind="recall"``: balanced accuracy, macro recall) both models'
     ratios share the class's denominator, so ``|θ_a,k − θ_b,k| ≤ π_k`` (times the parts'
@@ -361,6 +364,9 @@ def class_allowance(restricted: Any, z: float) -> float:
     reads = reads[:K, :d] | reads[K:, d:]  # (K, d): the components class k reads
     low, high = parts.limits()
     known = (low[:K] == high[:K]) & (low[K:] == high[K:])
+    agree = getattr(restricted, "agree", None)  # absent from results pickled before it existed
+    if agree is not None and np.size(agree) == K:
+        known = known | np.asarray(agree, dtype=bool)  # the two parts are equal on the pool
     on = v > 0
     La, Lb = L[on, :d], L[on, d:]
     moved = np.any(La != Lb, axis=0)  # (d,): components some draw tells apart

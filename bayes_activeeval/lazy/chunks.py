@@ -842,6 +842,12 @@ def chunk_predicted_classes(cp: Pool, offset: int, models: tuple[str, ...]) -> n
     return cp.predicted_classes(models)
 
 
+def chunk_agreeing_classes(cp: Pool, offset: int, a: str, b: str) -> np.ndarray:
+    """Whether models ``a`` and ``b`` predict each class on exactly the same items of the chunk
+    with ``p(x) > 0`` (:meth:`Pool.agreeing_classes`), shape ``(C,)``."""
+    return cp.agreeing_classes(a, b)
+
+
 def qp_at(cp: Pool, offset: int, qfn: Callable, prm: Any, local: np.ndarray):
     """``(q, p)`` at the chunk's items ``local``, with ``q = qfn(cp, offset, prm)``.
 

@@ -22,6 +22,7 @@ from ..pool import Pool
 from .chunks import (
     ChunkBlock,
     ChunkSpec,
+    chunk_agreeing_classes,
     chunk_p,
     chunk_predicted_classes,
     first_predictions,
@@ -461,6 +462,18 @@ class LazyPool(Pool):
             seen = np.logical_or.reduce(self.map_chunks(chunk_predicted_classes, missing))
             cache.update(zip(missing, seen, strict=True))
         return np.stack([cache[m] for m in models])
+
+    def agreeing_classes(self, a: str, b: str) -> np.ndarray | None:
+        """Whether ``a`` and ``b`` predict each class on exactly the same items of positive
+        weight, as :meth:`Pool.agreeing_classes`, from one pass over the chunks (cached per
+        pair; ``None`` for regression)."""
+        if self.classes is None:
+            return None
+        cache = self.__dict__.setdefault("_agreeing_classes", {})
+        if (a, b) not in cache:
+            self.check_model(a), self.check_model(b)
+            cache[(a, b)] = np.logical_and.reduce(self.map_chunks(chunk_agreeing_classes, a, b))
+        return cache[(a, b)]
 
     def _unique_predictions(self) -> np.ndarray:
         seen = self._compute_parts(None, unique_predictions, self.models)
