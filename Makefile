@@ -9,9 +9,11 @@ LOCK    := requirements/dev.lock
 STAMP   := $(VENV)/.installed
 UV_VERSION := 0.13.9
 PYTEST_ARGS ?=
-# the suite runs on every core (pytest-xdist), one test file per worker so that a file's shared
-# compiled models are built once; `make test JOBS=0` runs it in one process
+# the suite runs on every core (pytest-xdist), at most MAXJOBS workers (each imports PyMC and
+# builds its files' models), one test file per worker so that a file's shared compiled models are
+# built once; `make test JOBS=0` runs it in one process
 JOBS    ?= auto
+MAXJOBS ?= 4
 
 .PHONY: demo test test-latest lint format docs clean venv lock lock-upgrade
 
@@ -44,13 +46,13 @@ test-latest:
 	rm -rf .venv-latest && "$$py" -m venv .venv-latest && \
 	.venv-latest/bin/python -m pip install --quiet --upgrade pip && \
 	.venv-latest/bin/python -m pip install --quiet --upgrade -e '.[dev]' && \
-	.venv-latest/bin/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+	.venv-latest/bin/python -m pytest -n $(JOBS) --maxprocesses $(MAXJOBS) --dist loadfile $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/bae demo
 
 test: $(STAMP)
-	$(VPY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(JOBS) --maxprocesses $(MAXJOBS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bayes_activeeval tests benchmarks examples
