@@ -235,8 +235,9 @@ class Measure:
     see :func:`bayes_activeeval.optimal_proposal` and :func:`bayes_activeeval.estimate`.
     """
 
-    #: class-level defaults, so that a measure unpickled from before an attribute existed (or a
-    #: subclass that does not call ``Measure.__init__``) still has them
+    #: class-level defaults (:func:`stack` sets ``base``, :func:`get` sets ``registered``), so
+    #: that a measure unpickled from before an attribute existed (or a subclass that does not
+    #: call ``Measure.__init__``) still has them
     base: Measure | None = None
     registered: str | None = None
 
@@ -289,8 +290,6 @@ class Measure:
         self.affine = g is None if affine is None else bool(affine)
         self._class_parts = class_parts
         self.predicted: np.ndarray | None = None
-        self.base: Measure | None = None
-        self.registered: str | None = None
 
     # -- the three maps ---------------------------------------------------------------------
     @property

@@ -406,16 +406,17 @@ class Pool:
         if self.classes is None or not pred:
             return None
         cache = self.__dict__.setdefault("_agreeing_classes", {})
-        if (a, b) not in cache:
-            pa, pb = pred[self.check_model(a)], pred[self.check_model(b)]
+        key = tuple(sorted((self.check_model(a), self.check_model(b))))  # symmetric
+        if key not in cache:
+            pa, pb = pred[a], pred[b]
             w = getattr(self, "_weights", None)
             off = pa != pb
             if w is not None:
                 off &= np.asarray(w) > 0
             C = self.n_classes
             told = np.bincount(pa[off], minlength=C)[:C] + np.bincount(pb[off], minlength=C)[:C]
-            cache[(a, b)] = told == 0
-        return cache[(a, b)]
+            cache[key] = told == 0
+        return cache[key]
 
     def __getstate__(self) -> dict:
         """The pool for pickling, without the comparison's disagreement cache (rebuilt on

@@ -15,9 +15,9 @@ The pool is fixed per setting (the target is the pool's F1); repetitions differ 
 seed. Reported per method: MSE (undefined passive estimates — no positive seen — count as F1 = 0,
 as sklearn's ``zero_division=0``), bias, coverage of the 95 % Wald and t intervals (not of the
 package's default interval for F1, the modified Wilson interval, which this study does not
-record), and for adaptive and
-static the coverage of the 95 % credible interval of the contingency-table posterior
-(conjugate). Repetitions are interleaved over settings until the time budget is spent.
+record), and the coverage of the 95 % credible interval of the default posterior of the
+measure (adaptive: ``ev.posterior()``, the item-level calibration posterior; static:
+``contingency_posterior`` with design-weighted cells and the model's prior). Repetitions are interleaved over settings until the time budget is spent.
 
 Run (parts in parallel, then merge):
     PYTHONPATH=. python benchmarks/adaptive_f1.py --minutes 30 --seed0 0 --oracles auto,dirichlet-tree,model

@@ -90,8 +90,7 @@ def _restricted_family(pool, base, spec, models, pairs, L, v, n_labels):
         pair = (models[i], models[j])
         dm, _ = pool.resolve(difference(base, *pair))
         Lp = np.concatenate([L[:, i * d : (i + 1) * d], L[:, j * d : (j + 1) * d]], axis=1)
-        agree = pool.agreeing_classes(*pair) if dm.averaged else None
-        zp, sums, psi, rs = restricted_score_test(Lp, vs, dm, spec, pair, pool.n_classes, agree)
+        zp, sums, psi, rs = restricted_score_test(Lp, vs, dm, spec, pair, pool)
         z[i, j], z[j, i] = zp, -zp
         if rs is None:
             continue

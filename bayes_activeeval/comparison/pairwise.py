@@ -331,8 +331,7 @@ def restricted_score_test(
     diff_m: Measure,
     spec: Any,
     pair: tuple[str, str],
-    n_classes: int,
-    agree: np.ndarray | None = None,
+    pool,
 ) -> tuple[float, ScoreSums | None, np.ndarray | None, RestrictedScore | None]:
     """The generalized score test of ``H0: g(R_a) = g(R_b)`` for one pair of models (Boos
     (1992), Eqs. 5-6): the statistic ``Σ v ψ / sqrt(Σ v² ψ²)`` with the influence terms ``ψ`` at
@@ -352,11 +351,10 @@ def restricted_score_test(
         The measure as given by the caller (kept to rebuild ``diff_m`` after unpickling).
     pair : (str, str)
         ``(a, b)``.
-    n_classes : int
-        The pool's number of classes.
-    agree : ndarray of bool (C,), optional
-        The classes the pair predicts on exactly the same pool items (kept with the test, see
-        :class:`RestrictedScore`).
+    pool : Pool or LazyPool
+        The pool: its number of classes and, for an average of per-class ratios, the classes
+        the pair predicts on exactly the same items (:meth:`~bayes_activeeval.Pool.agreeing_classes`),
+        kept with the test (:class:`RestrictedScore`).
 
     Returns
     -------
@@ -375,7 +373,8 @@ def restricted_score_test(
     psi = path.influence(0.0)
     if L.shape[0] and np.all(np.isfinite(psi)) and vs.sum() > 0:
         sums = ScoreSums.of(vs, psi)
-        restricted = RestrictedScore(L, vs, spec, pair, n_classes, diff_m.predicted, agree)
+        agree = pool.agreeing_classes(*pair) if diff_m.averaged else None
+        restricted = RestrictedScore(L, vs, spec, pair, pool.n_classes, diff_m.predicted, agree)
         restricted.__dict__["_path"] = path
         return _z(sums.A, np.sqrt(sums.B)), sums, psi, restricted
     return (np.nan if L.shape[0] else 0.0), None, None, None
@@ -882,10 +881,7 @@ def compare(
     if variance == "score" and not is_linear(base):
         # the generalized score test: the paired influence terms at a null-restricted point
         spec = measure if isinstance(measure, str) else base
-        agree = pool.agreeing_classes(a, b) if diff_m.averaged else None
-        z, sums, _, restricted = restricted_score_test(
-            Lk, vk, diff_m, spec, (a, b), pool.n_classes, agree
-        )
+        z, sums, _, restricted = restricted_score_test(Lk, vk, diff_m, spec, (a, b), pool)
     elif variance == "score":
         sums = ScoreSums.of(vk, Lk[:, 0] - Lk[:, 1])
         z = _z(sums.A, np.sqrt(sums.B)) if sums.W > 0 else 0.0

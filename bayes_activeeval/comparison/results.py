@@ -364,9 +364,8 @@ def class_allowance(restricted: Any, z: float) -> float:
     reads = reads[:K, :d] | reads[K:, d:]  # (K, d): the components class k reads
     low, high = parts.limits()
     known = (low[:K] == high[:K]) & (low[K:] == high[K:])
-    agree = getattr(restricted, "agree", None)  # absent from results pickled before it existed
-    if agree is not None and np.size(agree) == K:
-        known = known | np.asarray(agree, dtype=bool)  # the two parts are equal on the pool
+    if restricted.agree is not None:  # the two parts are equal on the pool
+        known = known | restricted.agree
     on = v > 0
     La, Lb = L[on, :d], L[on, d:]
     moved = np.any(La != Lb, axis=0)  # (d,): components some draw tells apart

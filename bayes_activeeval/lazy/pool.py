@@ -470,10 +470,10 @@ class LazyPool(Pool):
         if self.classes is None:
             return None
         cache = self.__dict__.setdefault("_agreeing_classes", {})
-        if (a, b) not in cache:
-            self.check_model(a), self.check_model(b)
-            cache[(a, b)] = np.logical_and.reduce(self.map_chunks(chunk_agreeing_classes, a, b))
-        return cache[(a, b)]
+        key = tuple(sorted((self.check_model(a), self.check_model(b))))  # symmetric
+        if key not in cache:
+            cache[key] = np.logical_and.reduce(self.map_chunks(chunk_agreeing_classes, a, b))
+        return cache[key]
 
     def _unique_predictions(self) -> np.ndarray:
         seen = self._compute_parts(None, unique_predictions, self.models)
