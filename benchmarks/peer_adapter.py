@@ -82,9 +82,19 @@ def _option(text: str):
 
 
 def parse_oracle(spec: str) -> tuple[str, dict]:
-    """``"name"`` or ``"name:key=value;key=value"`` -> (oracle name, oracle_options)."""
+    """``"name"`` or ``"name:key=value;key=value"`` -> (oracle name, oracle_options).
+
+    ``member.key=value`` sets an option of one member of the ``"auto"`` ensemble
+    (``member_options={member: {key: value}}``), e.g.
+    ``"auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat"``."""
     name, _, opts = spec.partition(":")
-    options = {k: _option(v) for k, v in (o.split("=", 1) for o in opts.split(";") if o)}
+    options: dict = {}
+    for k, v in (o.split("=", 1) for o in opts.split(";") if o):
+        member, dot, key = k.rpartition(".")
+        if dot:
+            options.setdefault("member_options", {}).setdefault(member, {})[key] = _option(v)
+        else:
+            options[k] = _option(v)
     return name, options
 
 
