@@ -280,16 +280,51 @@ def test_state_saved_with_other_priors_is_refused(cal_pool, kw, option, json_rou
     assert b.cache.n_labeled == 0  # refused before anything was restored
     for key in ("tree_smoothing", "prior_strength", "method"):
         state["config"].pop(key)
+    if a.K != b.K:  # other strata (quantile against csf): refused whatever the config says
+        with pytest.raises(ValueError, match="state has n_leaves="):
+            b.set_state(state)
+        return
     b.set_state(state)  # an old state: nothing to check against
     assert b.cache.n_labeled == i.size
 
 
+def test_state_saved_on_the_fine_histogram_resumes_on_its_strata(cal_pool, json_round_trip):
+    """States saved before the leaves followed the paper's Freedman–Diaconis histogram have no
+    ``histogram`` in their config and were fitted on the fine one: they resume on those strata,
+    with the beliefs they had (not refused, not restored onto other leaves), and go on from
+    there; a model that refuses such a state is left as it was."""
+    i = np.arange(0, cal_pool.pool.n_items, 50)
+    a = DirichletTreeOracle(n_strata=64, depth=6)
+    a.initialize(cal_pool.pool)
+    a._stratify("fine")  # the model as it was before
+    a.update(i, cal_pool.labels[i])
+    state = json_round_trip(a.get_state())
+    del state["config"]["histogram"]
+    b = DirichletTreeOracle(n_strata=64, depth=6)
+    b.initialize(cal_pool.pool)
+    assert b.histogram == "fd" and b.K != a.K  # the two rules differ on this pool
+    b.set_state(state)
+    assert b.histogram == "fine"
+    np.testing.assert_array_equal(b.strata, a.strata)
+    np.testing.assert_allclose(b.belief().probs, a.belief().probs, rtol=1e-12)
+    j = np.arange(7, cal_pool.pool.n_items, 97)
+    a.update(j, cal_pool.labels[j])
+    b.update(j, cal_pool.labels[j])
+    np.testing.assert_allclose(b.belief().probs, a.belief().probs, rtol=1e-9)
+    c = DirichletTreeOracle(n_strata=64, depth=6, tree_smoothing=1.0)
+    c.initialize(cal_pool.pool)
+    K = c.K
+    with pytest.raises(ValueError, match="state has tree_smoothing="):
+        c.set_state(state)
+    assert c.histogram == "fd" and c.K == K and c.cache.n_labeled == 0
+
+
 def test_state_of_the_same_priors_is_accepted(cal_pool, json_round_trip):
     i = np.arange(0, cal_pool.pool.n_items, 50)
-    a = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="flat", prior_strength=64.0)
+    b = DirichletTreeOracle(n_strata=64, depth=6)  # prior_strength None: K, the leaves
+    b.initialize(cal_pool.pool)
+    a = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="flat", prior_strength=float(b.K))
     a.initialize(cal_pool.pool)
     a.update(i, cal_pool.labels[i])
-    b = DirichletTreeOracle(n_strata=64, depth=6)  # prior_strength None: K = 64
-    b.initialize(cal_pool.pool)
     b.set_state(json_round_trip(a.get_state()))
     np.testing.assert_array_equal(b.stratum_probs, a.stratum_probs)

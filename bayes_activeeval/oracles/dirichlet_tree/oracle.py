@@ -30,6 +30,13 @@ from . import posterior as dt_posterior
 from .tilt import LOGIT_CLIP, WITHIN_LEAF, leaf_ranges, tilt_offsets, tilt_offsets_binary
 from .tree import TreeOps, build_tree, log_normalize_siblings, lse, lse_rows
 
+#: Histogram of the cumulative-sqrt(F) strata (:func:`~bayes_activeeval.strata.score_strata`):
+#: the Freedman–Diaconis one and the walk of Marchant & Rubinstein's ``activeeval`` (their
+#: Sec. 5.2 experiments). The fine histogram used before gave nearly equal-size leaves on large
+#: pools: on ``febrl4_sub100_state_svm`` (106,150 pairs, 92 predicted matches) one leaf held all
+#: the predicted matches and some predicted non-matches; this histogram gives them 19 leaves.
+HISTOGRAM = "fd"
+
 __all__ = ["DirichletTreeOracle"]
 
 
@@ -39,7 +46,9 @@ class DirichletTreeOracle(OracleModel):
     Parameters
     ----------
     n_strata : int
-        Score strata (leaves), cut by the cumulative-sqrt(F) rule (Sec. 5.2: ``K = 2^8``).
+        Score strata (leaves) requested, cut by the cumulative-sqrt(F) rule on a
+        Freedman–Diaconis histogram as the paper's experiments cut them (Sec. 5.2: ``K = 2^8``;
+        ``HISTOGRAM``). Fewer result where bins are empty or the walk runs out of bins.
     depth : int
         Tree depth (8: complete binary tree over 256 strata; 1: flat partition).
     deterministic : bool
@@ -58,7 +67,8 @@ class DirichletTreeOracle(OracleModel):
     model : str, optional
         Which model of the pool supplies scores and prior probabilities.
     method : {"csf", "quantile"}
-        Stratification rule (:func:`~bayes_activeeval.strata.score_strata`).
+        Stratification rule (:func:`~bayes_activeeval.strata.score_strata`, with
+        ``histogram="fd"`` for ``"csf"``).
     em_tol : float
         EM stops when no log-parameter moves more than this in an iteration (default ``1e-8``).
         EM converges linearly, so the distance left to the fixed point is about
@@ -151,9 +161,16 @@ class DirichletTreeOracle(OracleModel):
         model = self.model if model is None else model
         self.model = pool.check_model(model)
         scores = stratification_scores(pool, self.model)
-        s = prior_probs(pool, self.model)
-        strata, edges = score_strata(scores, self.n_strata, method=self.method)
-        self._init_arrays(strata, s, classes=pool.classes)
+        self._stratify_inputs = (scores, prior_probs(pool, self.model), pool.classes)
+        self._stratify(HISTOGRAM)
+
+    def _stratify(self, histogram: str) -> None:
+        """Cut the strata (``histogram``: see :func:`~bayes_activeeval.strata.score_strata`) and
+        set the tree and priors up on them, with no labels."""
+        scores, s, classes = self._stratify_inputs
+        strata, edges = score_strata(scores, self.n_strata, method=self.method, histogram=histogram)
+        self.histogram = histogram
+        self._init_arrays(strata, s, classes=classes)
         self.edges = edges
 
     def _init_arrays(self, strata: np.ndarray, s: np.ndarray, classes=None) -> None:
@@ -434,6 +451,7 @@ class DirichletTreeOracle(OracleModel):
             "prior_strength": self.prior_strength,
             "tree_smoothing": self.tree_smoothing,
             "method": self.method,
+            "histogram": self.histogram,
             "model": self.model,
             "within_leaf": self.within_leaf,
             "n_items": self.n_items,
@@ -459,7 +477,9 @@ class DirichletTreeOracle(OracleModel):
 
         A state saved with other options that change the leaf-level model is refused with the
         option named: the pool's size, leaves, classes, ``depth``, ``deterministic``,
-        ``n_strata``, ``method`` and ``model`` (the strata), ``prior_strength`` (``None`` counts
+        ``n_strata``, ``method`` and ``model`` (the strata; a state saved on another
+        ``histogram`` — before 2026-11-27 every state used the fine one — is restored on the
+        strata it was fitted on), ``prior_strength`` (``None`` counts
         as its default ``K``) and ``tree_smoothing`` (the priors: the saved MAP under other
         priors, continued under these, is the MAP of neither). A state saved before an option
         was stored skips its check. ``within_leaf`` may differ: the saved leaf-level fit is the
@@ -468,9 +488,20 @@ class DirichletTreeOracle(OracleModel):
         """
         self.check_ready()
         cfg = state.get("config", {})
-        keys = (
+        # a state saved before the strata followed the paper's histogram (no "histogram" in its
+        # config) was fitted on the fine one: resume on the partition it was fitted on
+        saved = cfg.get("histogram", "fine")
+        if self.method == "csf" and saved != self.histogram:
+            mine = self.histogram
+            self._stratify(saved)
+            try:
+                self.set_state(state)
+            except ValueError:
+                self._stratify(mine)  # leave the model as it was
+                raise
+            return
+        keys = (  # the options first: a state from other strata names them, not n_leaves
             "n_items",
-            "n_leaves",
             "n_classes",
             "depth",
             "deterministic",
@@ -478,6 +509,7 @@ class DirichletTreeOracle(OracleModel):
             "method",
             "model",
             "tree_smoothing",
+            "n_leaves",
         )
         check_config(state, self.config(), keys)  # before anything is restored
         if "prior_strength" in cfg and "n_leaves" in cfg:
