@@ -11,7 +11,7 @@ Two rules:
   equal-size strata. ``histogram="fd"`` is the rule as Marchant & Rubinstein (2021), Sec. 5.2
   ran it for the Dirichlet-tree leaves (their ``activeeval``: a Freedman–Diaconis histogram,
   :func:`fd_bins`, and their walk over the bins, :func:`csf_boundaries` with ``walk=True``);
-  ``histogram="fine"`` (the default of the other callers) bins finely
+  ``histogram="fine"`` (the default, also of the Dirichlet tree) bins finely
   (``max(64 n_strata, 4096)`` bins), which on pools of 100,000 items is close to equal-size
   strata.
 """

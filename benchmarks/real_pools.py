@@ -9,7 +9,11 @@ estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run'
 - ``default``: ``ActiveEvaluator(pool, "f1", rng=seed)`` — no options (the model-assisted
   estimate with the ``"auto"`` belief), 50-label stages;
 - ``model@estimator=ipw`` / ``dirichlet-tree@estimator=ipw`` / ``calibration@estimator=ipw``:
-  that ``oracle=`` with the AIS estimate (the defaults before); any registered oracle with
+  that ``oracle=`` with the AIS estimate (the defaults before);
+  ``dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd@estimator=ipw``: the paper's
+  tree on the paper's leaves with the AIS estimate in 50-label stages, as Ours-8 runs;
+  ``auto:dirichlet-tree.histogram=fd[-run]``: the default with its tree member on the paper's
+  leaves; any registered oracle with
   options is accepted as ``"name:key=value;key=value"``, and evaluator options after ``@``
   (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat@estimator=model_assisted"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
@@ -81,6 +85,9 @@ DEFAULT_CONFIGS = (
     "model@estimator=ipw",
     "dirichlet-tree@estimator=ipw",
     "calibration@estimator=ipw",
+    "dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd@estimator=ipw",
+    "auto:dirichlet-tree.histogram=fd",
+    "auto:dirichlet-tree.histogram=fd-run",
     "static",
     "sawade",
 )

@@ -259,6 +259,7 @@ def test_adaptive_tilt_is_unbiased_small_pool():
         ({"tree_smoothing": 1.0}, "tree_smoothing"),
         ({"prior_strength": 10.0}, "prior_strength"),
         ({"method": "quantile"}, "method"),
+        ({"histogram": "fd"}, "histogram"),
     ],
 )
 def test_state_saved_with_other_priors_is_refused(cal_pool, kw, option, json_round_trip):
@@ -278,9 +279,9 @@ def test_state_saved_with_other_priors_is_refused(cal_pool, kw, option, json_rou
     with pytest.raises(ValueError, match=rf"state has {option}="):
         b.set_state(state)
     assert b.cache.n_labeled == 0  # refused before anything was restored
-    for key in ("tree_smoothing", "prior_strength", "method"):
+    for key in ("tree_smoothing", "prior_strength", "method", "histogram"):
         state["config"].pop(key)
-    if a.K != b.K:  # other strata (quantile against csf): refused whatever the config says
+    if a.K != b.K:  # other strata: refused whatever the config says
         with pytest.raises(ValueError, match="state has n_leaves="):
             b.set_state(state)
         return
@@ -288,43 +289,29 @@ def test_state_saved_with_other_priors_is_refused(cal_pool, kw, option, json_rou
     assert b.cache.n_labeled == i.size
 
 
-def test_state_saved_on_the_fine_histogram_resumes_on_its_strata(cal_pool, json_round_trip):
-    """States saved before the leaves followed the paper's Freedman–Diaconis histogram have no
-    ``histogram`` in their config and were fitted on the fine one: they resume on those strata,
-    with the beliefs they had (not refused, not restored onto other leaves), and go on from
-    there; a model that refuses such a state is left as it was."""
-    i = np.arange(0, cal_pool.pool.n_items, 50)
+def test_paper_histogram_is_an_option_and_its_leaves_differ(cal_pool):
+    """``histogram="fd"`` cuts the leaves as the paper's experiments do (tests/test_strata.py
+    checks the rule); the default stays the fine histogram, whose leaves differ on this pool."""
     a = DirichletTreeOracle(n_strata=64, depth=6)
+    b = DirichletTreeOracle(n_strata=64, depth=6, histogram="fd")
     a.initialize(cal_pool.pool)
-    a._stratify("fine")  # the model as it was before
-    a.update(i, cal_pool.labels[i])
-    state = json_round_trip(a.get_state())
-    del state["config"]["histogram"]
-    b = DirichletTreeOracle(n_strata=64, depth=6)
     b.initialize(cal_pool.pool)
-    assert b.histogram == "fd" and b.K != a.K  # the two rules differ on this pool
-    b.set_state(state)
-    assert b.histogram == "fine"
-    np.testing.assert_array_equal(b.strata, a.strata)
-    np.testing.assert_allclose(b.belief().probs, a.belief().probs, rtol=1e-12)
-    j = np.arange(7, cal_pool.pool.n_items, 97)
-    a.update(j, cal_pool.labels[j])
-    b.update(j, cal_pool.labels[j])
-    np.testing.assert_allclose(b.belief().probs, a.belief().probs, rtol=1e-9)
-    c = DirichletTreeOracle(n_strata=64, depth=6, tree_smoothing=1.0)
-    c.initialize(cal_pool.pool)
-    K = c.K
-    with pytest.raises(ValueError, match="state has tree_smoothing="):
-        c.set_state(state)
-    assert c.histogram == "fd" and c.K == K and c.cache.n_labeled == 0
+    assert a.config()["histogram"] == "fine" and b.config()["histogram"] == "fd"
+    from bayes_activeeval.oracles._common import stratification_scores
+
+    fd, _ = bae.score_strata(stratification_scores(cal_pool.pool, None), 64, histogram="fd")
+    np.testing.assert_array_equal(b.strata, fd)
+    assert b.K == fd.max() + 1 and a.K != b.K
+    with pytest.raises(ValueError, match="histogram must be 'fine' or 'fd'"):
+        DirichletTreeOracle(histogram="auto")
 
 
 def test_state_of_the_same_priors_is_accepted(cal_pool, json_round_trip):
     i = np.arange(0, cal_pool.pool.n_items, 50)
-    b = DirichletTreeOracle(n_strata=64, depth=6)  # prior_strength None: K, the leaves
-    b.initialize(cal_pool.pool)
-    a = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="flat", prior_strength=float(b.K))
+    a = DirichletTreeOracle(n_strata=64, depth=6, within_leaf="flat", prior_strength=64.0)
     a.initialize(cal_pool.pool)
     a.update(i, cal_pool.labels[i])
+    b = DirichletTreeOracle(n_strata=64, depth=6)  # prior_strength None: K = 64
+    b.initialize(cal_pool.pool)
     b.set_state(json_round_trip(a.get_state()))
     np.testing.assert_array_equal(b.stratum_probs, a.stratum_probs)

@@ -293,11 +293,10 @@ def test_cell_weights_are_the_stacking_map_of_each_cell(pooling):
             pa, pb = (np.exp(np.einsum("ikc,k->ic", lp, w)) for w in (W[c], ref))
             pa, pb = pa / pa.sum(1, keepdims=True), pb / pb.sum(1, keepdims=True)
             assert np.max(np.abs(pa - pb)) < 1e-3
-    # the two cells choose differently: among the predicted negatives, where the plug-in is far
-    # too high, it has no weight; the member each cell weighs most differs
+    # the plug-in predicts the predicted positives and not the predicted negatives
     if pooling == "linear":
         k = o.member_names.index("model")
-        assert W[0, k] < 0.05 and np.argmax(W[0]) != np.argmax(W[1]), W
+        assert W[1, k] > 0.3 and W[0, k] < 0.05, W
         # away from the labeled items each item's belief is its cell's mixture of the members'
         Wi = W[np.asarray(pool.view().pred)]
         mix = sum(Wi[:, [j]] * m.belief().probs for j, m in enumerate(o.member_oracles.values()))

@@ -30,13 +30,6 @@ from . import posterior as dt_posterior
 from .tilt import LOGIT_CLIP, WITHIN_LEAF, leaf_ranges, tilt_offsets, tilt_offsets_binary
 from .tree import TreeOps, build_tree, log_normalize_siblings, lse, lse_rows
 
-#: Histogram of the cumulative-sqrt(F) strata (:func:`~bayes_activeeval.strata.score_strata`):
-#: the Freedman–Diaconis one and the walk of Marchant & Rubinstein's ``activeeval`` (their
-#: Sec. 5.2 experiments). The fine histogram used before gave nearly equal-size leaves on large
-#: pools: on ``febrl4_sub100_state_svm`` (106,150 pairs, 92 predicted matches) one leaf held all
-#: the predicted matches and some predicted non-matches; this histogram gives them 19 leaves.
-HISTOGRAM = "fd"
-
 __all__ = ["DirichletTreeOracle"]
 
 
@@ -46,9 +39,9 @@ class DirichletTreeOracle(OracleModel):
     Parameters
     ----------
     n_strata : int
-        Score strata (leaves) requested, cut by the cumulative-sqrt(F) rule on a
-        Freedman–Diaconis histogram as the paper's experiments cut them (Sec. 5.2: ``K = 2^8``;
-        ``HISTOGRAM``). Fewer result where bins are empty or the walk runs out of bins.
+        Score strata (leaves) requested, cut by the cumulative-sqrt(F) rule (Sec. 5.2:
+        ``K = 2^8``). Fewer result where bins are empty or (``histogram="fd"``) the walk runs
+        out of bins.
     depth : int
         Tree depth (8: complete binary tree over 256 strata; 1: flat partition).
     deterministic : bool
@@ -67,8 +60,17 @@ class DirichletTreeOracle(OracleModel):
     model : str, optional
         Which model of the pool supplies scores and prior probabilities.
     method : {"csf", "quantile"}
-        Stratification rule (:func:`~bayes_activeeval.strata.score_strata`, with
-        ``histogram="fd"`` for ``"csf"``).
+        Stratification rule (:func:`~bayes_activeeval.strata.score_strata`).
+    histogram : {"fine", "fd"}
+        ``"csf"``'s histogram (:func:`~bayes_activeeval.strata.score_strata`). ``"fd"``: the
+        Freedman–Diaconis histogram and the walk over its bins with which the paper's
+        experiments cut the leaves (their ``activeeval``; the peers' Ours-8). ``"fine"``
+        (default): ``max(64 K, 4096)`` bins, which on a pool of 100,000 items gives nearly
+        equal-size leaves (on ``febrl4_sub100_state_svm`` one leaf holds every predicted match
+        and some predicted non-matches; ``"fd"`` gives them 19). The paper's model on the
+        paper's leaves is ``within_leaf="flat", tree_smoothing=1, histogram="fd"``. Measured as
+        the ``"auto"`` default's member, ``"fd"`` moved the real-pool MSE both ways
+        (``docs/design.md``, "The tree's leaves"), so the default stays ``"fine"``.
     em_tol : float
         EM stops when no log-parameter moves more than this in an iteration (default ``1e-8``).
         EM converges linearly, so the distance left to the fixed point is about
@@ -114,6 +116,7 @@ class DirichletTreeOracle(OracleModel):
         tree_smoothing: float = 0.01,
         model: str | None = None,
         method: str = "csf",
+        histogram: str = "fine",
         em_tol: float = 1e-8,
         em_max_iter: int = 10_000,
         accelerate: bool = True,
@@ -133,6 +136,8 @@ class DirichletTreeOracle(OracleModel):
             raise ValueError(f"tree_smoothing must be positive, got {tree_smoothing!r}")
         if method not in ("csf", "quantile"):
             raise ValueError(f"method must be 'csf' or 'quantile', got {method!r}")
+        if histogram not in ("fine", "fd"):
+            raise ValueError(f"histogram must be 'fine' or 'fd', got {histogram!r}")
         if within_leaf not in WITHIN_LEAF:
             raise ValueError(f"within_leaf must be 'tilt' or 'flat', got {within_leaf!r}")
         if not (np.isfinite(em_tol) and em_tol > 0):
@@ -150,6 +155,7 @@ class DirichletTreeOracle(OracleModel):
         self.tree_smoothing = float(tree_smoothing)
         self.model = model
         self.method = method
+        self.histogram = histogram
         self.em_tol = float(em_tol)
         self.em_max_iter = int(em_max_iter)
         self.accelerate = bool(accelerate)
@@ -161,16 +167,11 @@ class DirichletTreeOracle(OracleModel):
         model = self.model if model is None else model
         self.model = pool.check_model(model)
         scores = stratification_scores(pool, self.model)
-        self._stratify_inputs = (scores, prior_probs(pool, self.model), pool.classes)
-        self._stratify(HISTOGRAM)
-
-    def _stratify(self, histogram: str) -> None:
-        """Cut the strata (``histogram``: see :func:`~bayes_activeeval.strata.score_strata`) and
-        set the tree and priors up on them, with no labels."""
-        scores, s, classes = self._stratify_inputs
-        strata, edges = score_strata(scores, self.n_strata, method=self.method, histogram=histogram)
-        self.histogram = histogram
-        self._init_arrays(strata, s, classes=classes)
+        s = prior_probs(pool, self.model)
+        strata, edges = score_strata(
+            scores, self.n_strata, method=self.method, histogram=self.histogram
+        )
+        self._init_arrays(strata, s, classes=pool.classes)
         self.edges = edges
 
     def _init_arrays(self, strata: np.ndarray, s: np.ndarray, classes=None) -> None:
@@ -477,29 +478,15 @@ class DirichletTreeOracle(OracleModel):
 
         A state saved with other options that change the leaf-level model is refused with the
         option named: the pool's size, leaves, classes, ``depth``, ``deterministic``,
-        ``n_strata``, ``method`` and ``model`` (the strata; a state saved on another
-        ``histogram`` — before 2026-11-27 every state used the fine one — is restored on the
-        strata it was fitted on), ``prior_strength`` (``None`` counts
-        as its default ``K``) and ``tree_smoothing`` (the priors: the saved MAP under other
-        priors, continued under these, is the MAP of neither). A state saved before an option
-        was stored skips its check. ``within_leaf`` may differ: the saved leaf-level fit is the
+        ``n_strata``, ``method``, ``histogram`` and ``model`` (the strata), ``prior_strength``
+        (``None`` counts as its default ``K``) and ``tree_smoothing`` (the priors: the saved MAP
+        under other priors, continued under these, is the MAP of neither). A state saved before
+        an option was stored skips its check. ``within_leaf`` may differ: the saved leaf-level fit is the
         same for ``"tilt"`` and ``"flat"``, and a ``"tilt"`` model restoring a state without
         offsets solves them afresh.
         """
         self.check_ready()
         cfg = state.get("config", {})
-        # a state saved before the strata followed the paper's histogram (no "histogram" in its
-        # config) was fitted on the fine one: resume on the partition it was fitted on
-        saved = cfg.get("histogram", "fine")
-        if self.method == "csf" and saved != self.histogram:
-            mine = self.histogram
-            self._stratify(saved)
-            try:
-                self.set_state(state)
-            except ValueError:
-                self._stratify(mine)  # leave the model as it was
-                raise
-            return
         keys = (  # the options first: a state from other strata names them, not n_leaves
             "n_items",
             "n_classes",
@@ -507,6 +494,7 @@ class DirichletTreeOracle(OracleModel):
             "deterministic",
             "n_strata",
             "method",
+            "histogram",
             "model",
             "tree_smoothing",
             "n_leaves",
