@@ -13,7 +13,9 @@ estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run'
   ``dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd@estimator=ipw``: the paper's
   tree on the paper's leaves with the AIS estimate in 50-label stages, as Ours-8 runs;
   ``auto:dirichlet-tree.histogram=fd[-run]``: the default with its tree member on the paper's
-  leaves; any registered oracle with
+  leaves; ``dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd-run``: the paper's
+  tree on the paper's leaves as the default's only belief (model-assisted, ``ev.run``); any
+  registered oracle with
   options is accepted as ``"name:key=value;key=value"``, and evaluator options after ``@``
   (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat@estimator=model_assisted"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
@@ -88,6 +90,7 @@ DEFAULT_CONFIGS = (
     "dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd@estimator=ipw",
     "auto:dirichlet-tree.histogram=fd",
     "auto:dirichlet-tree.histogram=fd-run",
+    "dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd-run",
     "static",
     "sawade",
 )
