@@ -9,7 +9,9 @@ from bayes_activeeval.strata import score_strata
 def _activeeval_csf(scores, n_strata):
     """``activeeval.pools._stratified.csf_bin_edges`` with ``bins_hist="fd"`` and the fallback
     of Marchant & Rubinstein's experiments, written as their loop, then ``np.digitize`` and the
-    removal of empty strata as ``StratifiedPool`` does."""
+    removal of empty strata as ``StratifiedPool`` does. Except where the walk runs out of bins:
+    there ``activeeval`` overwrites the last cut with ``+inf`` and the package keeps it
+    (``csf_boundaries``); the pools below do not run out (checked)."""
     counts, score_bins = np.histogram(scores, bins="fd")
     if counts.size <= n_strata:
         counts, score_bins = np.histogram(scores, bins=4 * n_strata)
@@ -22,6 +24,7 @@ def _activeeval_csf(scores, n_strata):
         if value >= targets[j]:
             bins.append(score_bins[idx])
             j += 1
+    assert j == n_strata  # the walk did not run out of bins
     bins[0] = -np.inf
     bins.append(np.inf)
     return np.unique(np.digitize(scores, bins), return_inverse=True)[1]
