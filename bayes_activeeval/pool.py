@@ -402,21 +402,24 @@ class Pool:
         models whatever the labels, so its part of their difference is exactly 0 and a
         comparison needs no allowance for it
         (:func:`~bayes_activeeval.comparison.results.class_allowance`)."""
-        pred = getattr(self, "_pred", None)
-        if self.classes is None or not pred:
+        if self.classes is None:
             return None
         cache = self.__dict__.setdefault("_agreeing_classes", {})
         key = tuple(sorted((self.check_model(a), self.check_model(b))))  # symmetric
         if key not in cache:
-            pa, pb = pred[a], pred[b]
-            w = getattr(self, "_weights", None)
-            off = pa != pb
-            if w is not None:
-                off &= np.asarray(w) > 0
-            C = self.n_classes
-            told = np.bincount(pa[off], minlength=C)[:C] + np.bincount(pb[off], minlength=C)[:C]
-            cache[key] = told == 0
+            cache[key] = self._agree_by_class(*key)
         return cache[key]
+
+    def _agree_by_class(self, a: str, b: str) -> np.ndarray:
+        """:meth:`agreeing_classes` computed from the predictions in memory."""
+        pa, pb = self._pred[a], self._pred[b]
+        w = getattr(self, "_weights", None)
+        off = pa != pb
+        if w is not None:
+            off &= np.asarray(w) > 0
+        C = self.n_classes
+        told = np.bincount(pa[off], minlength=C)[:C] + np.bincount(pb[off], minlength=C)[:C]
+        return told == 0
 
     def __getstate__(self) -> dict:
         """The pool for pickling, without the comparison's disagreement cache (rebuilt on

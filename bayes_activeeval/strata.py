@@ -76,7 +76,7 @@ def fd_bins(n_strata: int, n_items: int, iqr: float, span: float) -> int:
     nb = int(np.ceil(span / width)) if width > 0 else 0
     if nb <= n_strata:
         nb = 4 * n_strata
-    return int(min(nb, max(64 * n_strata, 4096), max(n_items, 1)))
+    return csf_bins(n_strata, n_items, min(nb, csf_bins(n_strata, nb)))
 
 
 def csf_boundaries(
@@ -145,8 +145,8 @@ def score_strata(
     method : {"csf", "quantile"}
         Cumulative-sqrt(F) (Dalenius & Hodges 1959) or equal size.
     n_bins : int, optional
-        Bins of ``"csf"``'s ``histogram="fine"`` (default ``max(64 n_strata, 4096)``, capped by
-        ``n``).
+        Bins of ``"csf"``'s histogram, either kind (default: ``max(64 n_strata, 4096)`` for
+        ``"fine"``, :func:`fd_bins` for ``"fd"``; capped by ``n``).
     histogram : {"fine", "fd"}
         ``"csf"``'s histogram: fine bins, or the Freedman–Diaconis histogram with the walk of
         Marchant & Rubinstein (2021), Sec. 5.2 (the module's docstring says why they differ).
@@ -166,17 +166,17 @@ def score_strata(
         raise ValueError(f"scores[{i}] = {show(s[i])}; scores must be finite")
     if isinstance(n_strata, bool) or not isinstance(n_strata, (int, np.integer)) or n_strata < 1:
         raise ValueError(f"n_strata must be a positive integer, got {n_strata!r}")
+    if histogram not in ("fine", "fd"):
+        raise ValueError(f"histogram must be 'fine' or 'fd', got {histogram!r}")
     lo, hi = float(s.min()), float(s.max())
     if method == "quantile":
         qs = np.quantile(s, np.linspace(0, 1, n_strata + 1))
         inner = np.unique(qs[1:-1])
     elif method == "csf":
-        if histogram not in ("fine", "fd"):
-            raise ValueError(f"histogram must be 'fine' or 'fd', got {histogram!r}")
         if hi == lo:
             inner = np.array([])
         else:
-            if histogram == "fd":
+            if histogram == "fd" and n_bins is None:
                 q25, q75 = np.quantile(s, [0.25, 0.75])
                 nb = fd_bins(n_strata, s.size, float(q75 - q25), hi - lo)
             else:

@@ -14,9 +14,9 @@ estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run'
   tree on the paper's leaves with the AIS estimate in 50-label stages, as Ours-8 runs;
   ``auto:dirichlet-tree.histogram=fd[-run]``: the default with its tree member on the paper's
   leaves; ``dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd-run``: the paper's
-  tree on the paper's leaves as the default's only belief (model-assisted, ``ev.run``); any
-  registered oracle with
-  options is accepted as ``"name:key=value;key=value"``, and evaluator options after ``@``
+  tree on the paper's leaves as the default's only belief (model-assisted, ``ev.run``). Any
+  registered oracle with options is accepted as ``"name:key=value;key=value"`` (``member.key``
+  for a member of ``"auto"``), and evaluator options after ``@``
   (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat@estimator=model_assisted"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
 - ``sawade``: Sawade's closed-form F1 proposal (Sawade (2012), Cor. 4.4; Sawade et al. 2010)

@@ -242,3 +242,14 @@ def test_bulk_bound_is_the_least_anticipated_variance():
     placed[far_neg] = 1
     pct = sdf.error_percentiles(sides, placed, preds, scores)
     assert np.all(pct[:5] < 0.01) and np.all(pct[5:] > 0.99)  # negative side first
+
+
+def test_member_options_of_the_ensemble_are_parsed():
+    name, opts = peer_adapter.parse_oracle(
+        "auto:dirichlet-tree.histogram=fd;dirichlet-tree.tree_smoothing=1;prior=0.5"
+    )
+    assert name == "auto"
+    assert opts == {
+        "member_options": {"dirichlet-tree": {"histogram": "fd", "tree_smoothing": 1}},
+        "prior": 0.5,
+    }

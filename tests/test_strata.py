@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bayes_activeeval.strata import score_strata
+from bayes_activeeval.strata import fd_bins, score_strata
 
 
 def _activeeval_csf(scores, n_strata):
@@ -40,6 +40,9 @@ def _skewed_scores(rng, n):
 
 @pytest.mark.parametrize("n, k", [(100_000, 256), (20_000, 64), (3_000, 16)])
 def test_fd_histogram_is_the_papers_partition(n, k):
+    """At 100,000 items Freedman–Diaconis gives no more bins than strata (the 4 K fallback); at
+    20,000 several parts fall in one bin and the walk moves them up (without it the partition
+    differs); at 3,000 a small pool."""
     s = _skewed_scores(np.random.default_rng(n), n)
     mine, edges = score_strata(s, k, histogram="fd")
     np.testing.assert_array_equal(mine, _activeeval_csf(s, k))
@@ -62,5 +65,16 @@ def test_fd_histogram_refines_the_sparse_tail_where_the_fine_one_does_not():
 
 
 def test_histogram_is_checked():
-    with pytest.raises(ValueError, match="histogram must be 'fine' or 'fd'"):
-        score_strata(np.arange(10.0), 3, histogram="auto")
+    for method in ("csf", "quantile"):
+        with pytest.raises(ValueError, match="histogram must be 'fine' or 'fd'"):
+            score_strata(np.arange(10.0), 3, method=method, histogram="auto")
+
+
+def test_n_bins_sets_either_histogram():
+    s = _skewed_scores(np.random.default_rng(2), 20_000)
+    ref, _ = score_strata(s, 64, histogram="fd")
+    q25, q75 = np.quantile(s, [0.25, 0.75])
+    nb = fd_bins(64, s.size, q75 - q25, s.max() - s.min())
+    assert nb == np.histogram(s, bins="fd")[0].size  # NumPy's Freedman–Diaconis count
+    assert np.array_equal(score_strata(s, 64, histogram="fd", n_bins=nb)[0], ref)
+    assert not np.array_equal(score_strata(s, 64, histogram="fd", n_bins=4096)[0], ref)

@@ -463,17 +463,9 @@ class LazyPool(Pool):
             cache.update(zip(missing, seen, strict=True))
         return np.stack([cache[m] for m in models])
 
-    def agreeing_classes(self, a: str, b: str) -> np.ndarray | None:
-        """Whether ``a`` and ``b`` predict each class on exactly the same items of positive
-        weight, as :meth:`Pool.agreeing_classes`, from one pass over the chunks (cached per
-        pair; ``None`` for regression)."""
-        if self.classes is None:
-            return None
-        cache = self.__dict__.setdefault("_agreeing_classes", {})
-        key = tuple(sorted((self.check_model(a), self.check_model(b))))  # symmetric
-        if key not in cache:
-            cache[key] = np.logical_and.reduce(self.map_chunks(chunk_agreeing_classes, a, b))
-        return cache[key]
+    def _agree_by_class(self, a: str, b: str) -> np.ndarray:
+        """:meth:`Pool.agreeing_classes` from one pass over the chunks."""
+        return np.logical_and.reduce(self.map_chunks(chunk_agreeing_classes, a, b))
 
     def _unique_predictions(self) -> np.ndarray:
         seen = self._compute_parts(None, unique_predictions, self.models)

@@ -481,9 +481,9 @@ class DirichletTreeOracle(OracleModel):
         ``n_strata``, ``method``, ``histogram`` and ``model`` (the strata), ``prior_strength``
         (``None`` counts as its default ``K``) and ``tree_smoothing`` (the priors: the saved MAP
         under other priors, continued under these, is the MAP of neither). A state saved before
-        an option was stored skips its check. ``within_leaf`` may differ: the saved leaf-level fit is the
-        same for ``"tilt"`` and ``"flat"``, and a ``"tilt"`` model restoring a state without
-        offsets solves them afresh.
+        an option was stored skips its check. ``within_leaf`` may differ: the saved leaf-level
+        fit is the same for ``"tilt"`` and ``"flat"``, and a ``"tilt"`` model restoring a state
+        without offsets solves them afresh.
         """
         self.check_ready()
         cfg = state.get("config", {})
