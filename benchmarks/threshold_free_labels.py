@@ -111,11 +111,12 @@ def run(reps: int, seed: int) -> list[dict]:
         synth = make_classification_pool(300_000, 0.001, separation=sep, noise=noise, rng=17)
         pool, y = synth.pool, synth.labels
         s = pool.scores["model"]
-        truth = float(tf.influence("roc_auc", s, pool.p * y, pool.p * (1 - y))[0])
+        # the pool's AUC and, to first order with its own labels, V(q) = Σ p²/q ψ(x, y_x)²
+        # (passive sampling: Σ p ψ²)
+        auc, e1, e0 = tf.influence("roc_auc", s, pool.p * y, pool.p * (1 - y))
+        truth = float(auc)
         optimal = tf.rank_proposal(pool, "roc_auc")
         ratios = label_ratios(pool, "roc_auc", synth.truth, {"optimal": optimal.q})
-        # first order with this pool's own labels: V(q) = Σ p²/q ψ(x, y_x)², passive Σ p ψ²
-        _, e1, e0 = tf.influence("roc_auc", s, pool.p * y, pool.p * (1 - y))
         psi2 = np.where(y == 1, e1, e0) ** 2
         terms = pool.p**2 / optimal.q * psi2
         v_opt, v_pas = float(terms.sum()), float(pool.p @ psi2)
@@ -130,9 +131,9 @@ def run(reps: int, seed: int) -> list[dict]:
             c["first_order_mse"] = v_opt / c["n"]
             c["passive_equivalent"] = passive_equivalent(c["mse"], fit)
             c["times_fewer"] = c["passive_equivalent"] / c["n"]
-            # the range from the optimal design's MSE ± 2 Monte Carlo s.e.
-            hi, lo = (passive_equivalent(c["mse"] + k * c["mse_se"], fit) for k in (2, -2))
-            c["times_fewer_range"] = [hi / c["n"], lo / c["n"]]
+            # the range from the optimal design's MSE + 2 and − 2 Monte Carlo s.e.
+            worse, better = (passive_equivalent(c["mse"] + t * c["mse_se"], fit) for t in (2, -2))
+            c["times_fewer_range"] = [worse / c["n"], better / c["n"]]
         rows.append(
             {
                 "model": name,
