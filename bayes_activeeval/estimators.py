@@ -1203,7 +1203,7 @@ def difference_estimate(
       event on the far side, moment-matched to an event at a draw taken at random: mean
       ``ū = mean(a_j w_j)/Σ a`` (Tiwari, Clegg & Zou (2006)) and, where an error has been
       labeled, variance ``mean((a_j w_j)²)/(Σ a)²`` (``Estimate.event_weight_rms``; with the
-      mean weight alone the interval missed on the low side up to 5.5 % of the time at 500-2,000
+      mean weight alone the interval missed on the low side up to 6.2 % of the time at 500-2,000
       labels, ``benchmarks/results/gamma_event_weight.md``); ``Estimate.event_weight`` holds ``ū · Σ_d |Dg_d| / (hi − lo)`` (the largest change
       of ``Ĝ`` one draw's loss vector in ``[0, 1]^d`` can make, on the unit scale; exact for a
       plain risk). With no error it is ``[1 − 3.69 ū, 1]``, the rule of three for weighted counts.

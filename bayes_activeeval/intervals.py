@@ -284,7 +284,7 @@ def weighted_gamma(
     the added event instead: one more event at a draw taken at random adds ``ū = mean u_i`` to
     the count and ``mean u_i²`` to the variance, which the mean weight alone understates when the
     weights vary — with it, the adaptive difference estimate's interval missed on the low side
-    up to 5.5 % of the time at 500-2,000 labels (``benchmarks/results/gamma_event_weight.md``). Where
+    up to 6.2 % of the time at 500-2,000 labels (``benchmarks/results/gamma_event_weight.md``). Where
     ``y = 0`` the increment is ``(u, u²)`` whatever ``u₂``: the upper bound ``u·log(2/α)`` is the
     rule of three (``3.69 u`` at 95 %, two-sided) for weighted counts, the exact Poisson bound
     when events fall like the draws. With equal weights it is Garwood's exact Poisson interval
