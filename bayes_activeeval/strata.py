@@ -76,7 +76,7 @@ def fd_bins(n_strata: int, n_items: int, iqr: float, span: float) -> int:
     nb = int(np.ceil(span / width)) if width > 0 else 0
     if nb <= n_strata:
         nb = 4 * n_strata
-    return csf_bins(n_strata, n_items, min(nb, csf_bins(n_strata, nb)))
+    return min(nb, csf_bins(n_strata, n_items))  # the fine histogram's caps
 
 
 def csf_boundaries(

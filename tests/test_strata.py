@@ -78,3 +78,15 @@ def test_n_bins_sets_either_histogram():
     assert nb == np.histogram(s, bins="fd")[0].size  # NumPy's Freedman–Diaconis count
     assert np.array_equal(score_strata(s, 64, histogram="fd", n_bins=nb)[0], ref)
     assert not np.array_equal(score_strata(s, 64, histogram="fd", n_bins=4096)[0], ref)
+
+
+def test_fd_bins_fallback_and_caps():
+    """Freedman–Diaconis with no more bins than strata falls back to ``4 n_strata`` equal bins;
+    a heavy tail cannot ask for more than the fine histogram's ``max(64 n_strata, 4096)``, nor
+    for more bins than items."""
+    assert fd_bins(16, 10_000, iqr=1.0, span=1.0) == 64  # FD alone: 11 bins for 16 strata
+    assert fd_bins(16, 10**6, iqr=1e-3, span=1e3) == 4096
+    assert fd_bins(100, 10**6, iqr=1e-3, span=1e3) == 6400
+    assert fd_bins(16, 50, iqr=1e-3, span=1e3) == 50
+    assert fd_bins(16, 10_000, iqr=0.0, span=5.0) == 64  # no spread in the middle half
+    assert fd_bins(4, 10**6, iqr=1.0, span=30.0) == int(np.ceil(30.0 / (2.0 * 1e-2)))
