@@ -26,6 +26,7 @@ from .measures import Measure, ModelView
 __all__ = [
     "CHUNK",
     "DEFAULT_BELIEF_FLOOR",
+    "DEFAULT_DEFENSIVE_FLOOR",
     "DEFAULT_MIX",
     "DRAW_RESOLUTION",
     "FLOOR_MASS",
@@ -42,6 +43,7 @@ __all__ = [
     "expected_sq_deviation",
     "explained_sq_deviation",
     "floor_from_sums",
+    "floor_proposal",
     "intrinsic_risk",
     "inverse_cdf",
     "label_costs",
@@ -59,6 +61,11 @@ __all__ = [
 #: Default defensive mixture weight δ: weights are bounded by 1/δ = 20 and the variance is at most
 #: 1/(1-δ) ≈ 1.053 times that of the unmixed proposal.
 DEFAULT_MIX = 0.05
+#: Default defensive floor λ of the static optimal proposal of a generalized measure,
+#: ``q ← max(q, λ p)/Z``: weights are bounded by ``Z/λ ≤ 11`` and the variance is at most
+#: ``Z ≤ 1 + λ`` times that of the unfloored proposal, ``Z = 1`` where ``q ≥ λ p`` already
+#: (:func:`floor_proposal`; ``docs/design.md``, "Defaults").
+DEFAULT_DEFENSIVE_FLOOR = 0.1
 #: Default floor on the belief's class probabilities (keeps every label possible, so q > 0 wherever
 #: the loss can be non-zero even without mixing). The adaptive evaluator's; the static proposal's
 #: default is ``"auto"`` (:func:`scaled_belief_floor`), at most this.
@@ -811,6 +818,41 @@ def mix_proposal(
     return s
 
 
+def floor_proposal(q: np.ndarray, p: np.ndarray, floor: float, total: float | None = None):
+    """Defensive floor ``q ← max(q, λ p) / Z``, ``Z = Σ max(q, λ p)``, in place on ``q``.
+
+    A defensive component that costs only where it acts: with ``q`` normalized, ``Z − 1 =
+    Σ (λ p − q)₊ ≤ λ P(q < λ p)``, and since the floored proposal is at least ``q/Z`` everywhere,
+    its variance ``Σ p² v/q`` is at most ``Z`` times that of ``q`` for *any* non-negative
+    integrand ``v`` (the true labels' or a belief's), while every weight ``p/q`` is at most
+    ``Z/λ``. Hesterberg's (1995) defensive mixture ``(1 − δ) q + δ p`` bounds the weights by
+    ``1/δ`` but pays ``1/(1 − δ)`` everywhere; the floor pays nothing on a pool where the
+    belief puts at least ``λ p`` on every item (then ``Z = 1`` and ``q`` is unchanged).
+
+    Parameters
+    ----------
+    q : ndarray of float (n,)
+        A normalized proposal (or one chunk of it); overwritten with the result.
+    p : ndarray (n,)
+        The test distribution on the same items (or the per-chunk masses when ``total`` is
+        given with the floored chunk sums).
+    floor : float
+        ``λ`` in ``[0, 1]``; ``0`` returns ``q`` unchanged.
+    total : float, optional
+        The normalizer ``Z`` when ``q`` is one part of a larger proposal (default ``None``:
+        ``Σ max(q, λ p)`` over ``q`` itself).
+
+    Returns
+    -------
+    ndarray (n,)
+        ``q`` itself, now floored and renormalized.
+    """
+    if floor:
+        np.maximum(q, floor * p, out=q)
+        q /= q.sum() if total is None else total
+    return q
+
+
 @dataclass(frozen=True)
 class Integrand:
     """The deviation integrand of a measure under a belief, and what it was computed from.
@@ -955,8 +997,10 @@ def proposal_from_scores(
     mix: float = 0.0,
     *,
     uniform_p: bool = False,
+    floor: float = 0.0,
 ) -> np.ndarray:
-    """The proposal-from-scores step: ``q ∝ p · c^(-1/2) · scores``, then the defensive mixture.
+    """The proposal-from-scores step: ``q ∝ p · c^(-1/2) · scores``, then the defensive mixture
+    and the defensive floor.
 
     ``q = (1 − δ) s/Σs + δ p`` with ``s`` from :func:`proposal_scores`; when ``s`` has no mass
     (the belief says every label is known exactly: nothing to optimize) ``s = p`` (passive).
@@ -974,6 +1018,9 @@ def proposal_from_scores(
         Defensive mixture weight ``δ`` (default ``0.0``: no mixture).
     uniform_p : bool, optional
         ``p`` is constant: drop the factor ``p(x)`` (default ``False``).
+    floor : float, optional
+        Defensive floor ``λ``: ``q ← max(q, λ p)/Z`` (:func:`floor_proposal`; default ``0.0``:
+        none).
 
     Returns
     -------
@@ -983,7 +1030,7 @@ def proposal_from_scores(
     s = proposal_scores(scores, p, costs, uniform_p=uniform_p)
     if s.sum() <= 0:
         s = p.copy()
-    return mix_proposal(s, p, mix)
+    return floor_proposal(mix_proposal(s, p, mix), p, floor)
 
 
 def predicted_variance(p: np.ndarray, u: np.ndarray, q: np.ndarray) -> float:

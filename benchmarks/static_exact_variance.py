@@ -1,13 +1,17 @@
-"""The static default against Sawade's closed form on the real pools, without Monte Carlo error
-(issue 12: "the static default's MSE <= Sawade's closed form").
+"""The static default against Sawade's closed form, without Monte Carlo error (issue 12: "the
+static default's MSE <= Sawade's closed form").
 
 With the true labels ``y*`` of a pool the asymptotic variance of the self-normalized estimate under
 a proposal ``q`` is exactly ``V(q) = Σ_x p(x)²/q(x) (Dg(R)(ℓ(x, y*) − R))²`` (Sawade (2012),
 Lemma 3.4 / Eq. 4.4 with the true conditional), so two proposals can be compared exactly where a
 Monte Carlo run of 100 repetitions carries a ±15-30 % error on rare-event pools. Rows: the static
-default ``optimal_proposal(pool, "f1")`` (scaled belief floor, δ = 0.05), its two components
-switched off, Sawade's closed-form F1 proposal (Cor. 4.4, no floor, no mix; ``peer_adapter``) and
-passive sampling; each as ``V(q) / V(Sawade)``.
+default ``optimal_proposal(pool, "f1")`` (scaled belief floor, defensive floor ``λ = 0.1``), the
+previous default's 5 % defensive mixture, the defensive floor at other ``λ``, the closed form's
+own parts, Sawade's closed-form F1 proposal (Cor. 4.4, no floor, no mix; ``peer_adapter``) and
+passive sampling; each as ``V(q) / V(Sawade)``. On the real pools of ``real_pools_data.py`` and
+on synthetic pools (``make_classification_pool``, separation 8, noise 0.3, 1:100 to 1:10,000,
+with calibrated, SVM-like and over-confident probabilities), where the closed form is the
+proposal under the model's probabilities with no floor and no mixture.
 
 Run::
 
@@ -30,14 +34,22 @@ import peer_adapter  # noqa: E402
 import real_pools_data  # noqa: E402
 
 import bayes_activeeval as bae  # noqa: E402
+from bayes_activeeval.datasets import make_classification_pool  # noqa: E402
 
 OUT = HERE / "results" / "static_exact_variance"
 ROWS = {
-    "static default": {},
-    "floor 0, δ = 0": {"belief_floor": 0.0, "mix": 0.0},
-    "scaled floor, δ = 0": {"mix": 0.0},
-    "floor 0, δ = 0.05": {"belief_floor": 0.0},
+    "static default (λ = 0.1)": {},
+    "δ = 0.05 (before)": {"mix": 0.05},
+    "λ = 0.05": {"defensive_floor": 0.05},
+    "λ = 0.2": {"defensive_floor": 0.2},
+    "floor 0, no defence": {"belief_floor": 0.0, "mix": 0.0},
+    "scaled floor, no defence": {"mix": 0.0},
 }
+SYNTHETIC = [
+    (prevalence, n, calibration)
+    for prevalence, n in ((0.01, 100_000), (0.001, 100_000), (0.0001, 200_000))
+    for calibration in ("calibrated", "svm", "overconfident")
+]
 
 
 def exact_variance(pool: bae.Pool, labels: np.ndarray, q: np.ndarray) -> float:
@@ -54,32 +66,53 @@ def exact_variance(pool: bae.Pool, labels: np.ndarray, q: np.ndarray) -> float:
     return float(np.sum(p[ok] ** 2 * dev[ok] ** 2 / q[ok]))
 
 
+def ratios(P: bae.Pool, labels: np.ndarray, closed_form: np.ndarray) -> dict[str, float]:
+    """``V(q) / V(Sawade)`` of every row, the closed form and passive sampling."""
+    v = {row: exact_variance(P, labels, bae.optimal_proposal(P, "f1", **kw).q)
+         for row, kw in ROWS.items()}  # fmt: skip
+    v["Sawade closed form"] = exact_variance(P, labels, closed_form)
+    v["passive"] = exact_variance(P, labels, P.p)
+    return {k: x / v["Sawade closed form"] for k, x in v.items()}
+
+
+def table(title: str, res: dict) -> list[str]:
+    cols = list(next(iter(res.values())))
+    lines = [title, "", "| pool | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
+    for name, row in res.items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
+    return lines
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
     res = {}
     for name in real_pools_data.pool_names():
         d = real_pools_data.load_pool(name)
         P = peer_adapter.make_pool(d)
-        v = {row: exact_variance(P, d["labels"], bae.optimal_proposal(P, "f1", **kw).q)
-             for row, kw in ROWS.items()}  # fmt: skip
-        v["Sawade closed form"] = exact_variance(
-            P, d["labels"], peer_adapter.sawade_f1_proposal(d["probs"], d["preds"]).q
+        closed = peer_adapter.sawade_f1_proposal(d["probs"], d["preds"]).q
+        res[f"`{name}`"] = ratios(P, d["labels"], closed)
+    syn = {}
+    for prevalence, n, calibration in SYNTHETIC:
+        data = make_classification_pool(
+            n, prevalence, separation=8.0, noise=0.3, calibration=calibration, rng=1
         )
-        v["passive"] = exact_variance(P, d["labels"], P.p)
-        res[name] = {k: x / v["Sawade closed form"] for k, x in v.items()}
-    OUT.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    cols = list(next(iter(res.values())))
+        P = data.pool
+        closed = bae.optimal_proposal(P, "f1", belief_floor=0.0, mix=0.0).q
+        syn[f"1:{round(1 / prevalence):,}, {calibration}"] = ratios(P, data.labels, closed)
+    OUT.with_suffix(".json").write_text(json.dumps({"real": res, "synthetic": syn}, indent=1))
     lines = [
         "# Static default vs Sawade's closed form: exact asymptotic variance (F1)",
         "",
         "`benchmarks/static_exact_variance.py`: `V(q) / V(Sawade)` with the pools' true labels "
-        "(no Monte Carlo error).",
+        "(no Monte Carlo error). `λ`: the defensive floor `q ← max(q, λ p)/Z`; `δ`: the "
+        "defensive mixture `(1 − δ) q + δ p`.",
         "",
-        "| pool | " + " | ".join(cols) + " |",
-        "| --- |" + " ---: |" * len(cols),
+        *table("## Real pools", res),
+        "",
+        *table(
+            "## Synthetic pools (`make_classification_pool`, separation 8, noise 0.3, rng 1)", syn
+        ),
     ]
-    for name, row in res.items():
-        lines.append(f"| `{name}` | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
     OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -128,6 +128,21 @@ def test_optimal_proposal_matches_in_memory(parquet_path, frame, measure, model,
         assert rel(lp.expected_cost(), mp.expected_cost(mem.costs)) < 1e-12
 
 
+@pytest.mark.parametrize("mix", [0.0, 0.05])
+def test_defensive_floor_matches_in_memory(parquet_path, frame, mix):
+    lazy, mem = lazy_pair(parquet_path, frame)
+    lp = bae.optimal_proposal(lazy, "f1", model="a", mix=mix, defensive_floor=0.5)
+    mp = bae.optimal_proposal(mem, "f1", model="a", mix=mix, defensive_floor=0.5)
+    assert lp.info["defensive_floor"] == mp.info["defensive_floor"] == 0.5
+    assert rel(lp.q.compute(), mp.q) < 1e-12
+    raw = bae.optimal_proposal(mem, "f1", model="a", mix=mix).q
+    assert np.maximum(raw, 0.5 * mem.p).sum() > 1.01  # the floor acts on this pool
+    np.testing.assert_allclose(lp.chunk_mass.sum(), 1.0, rtol=1e-12)
+    ld, md = lp.draw(2_000, rng=7), mp.draw(2_000, rng=7)
+    np.testing.assert_array_equal(ld.indices, md.indices)
+    assert rel(ld.weights, md.weights) < 1e-12
+
+
 def test_estimates_identical_from_the_same_draws(parquet_path, frame, two_model):
     lazy, mem = lazy_pair(parquet_path, frame)
     draws = bae.optimal_proposal(mem, "f1", model="a").draw(1_500, rng=3)

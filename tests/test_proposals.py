@@ -187,6 +187,42 @@ def test_mixing_bounds_weights_and_costs_at_most_its_share(rare_pool):
     assert mixed.predicted_variance() <= raw.predicted_variance() / 0.9 + 1e-15
 
 
+@pytest.mark.parametrize("lam", [0.05, 0.5])
+def test_defensive_floor_bounds_weights_and_costs_only_where_it_acts(rare_pool, lam, rng):
+    pool = rare_pool.pool
+    raw = bae.optimal_proposal(pool, "f1", mix=0.0)
+    fl = bae.optimal_proposal(pool, "f1", mix=0.0, defensive_floor=lam)
+    assert fl.info["defensive_floor"] == lam
+    Z = float(np.maximum(raw.q, lam * pool.p).sum())
+    np.testing.assert_allclose(fl.q, np.maximum(raw.q, lam * pool.p) / Z, rtol=1e-12)
+    assert Z - 1 <= lam * float(pool.p[raw.q < lam * pool.p].sum()) + 1e-12
+    assert np.max(pool.p / fl.q) <= Z / lam * (1 + 1e-12)
+    # the variance is at most Z times the unfloored one for any integrand, the true labels' too
+    for v in (raw.info["u"], rng.exponential(size=pool.n_items), (rare_pool.labels == 1) * 1.0):
+        assert fl.predicted_variance(v) <= Z * raw.predicted_variance(v) * (1 + 1e-12)
+    # where the proposal already gives every item λ p, the floor changes nothing
+    tiny = float(np.min(raw.q / pool.p)) * 0.99
+    same = bae.optimal_proposal(pool, "f1", mix=0.0, defensive_floor=tiny)
+    np.testing.assert_allclose(same.q, raw.q, rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_defensive_floor_rejects_bad_values(rare_pool, bad):
+    with pytest.raises(ValueError, match="defensive_floor"):
+        bae.optimal_proposal(rare_pool.pool, "f1", defensive_floor=bad)
+    with pytest.raises(ValueError, match="defensive_floor"):
+        bae.optimal_proposal(rare_pool.pool, "roc_auc", defensive_floor=bad)
+
+
+def test_defensive_floor_of_a_threshold_free_proposal(rare_pool):
+    pool = rare_pool.pool
+    raw = bae.optimal_proposal(pool, "roc_auc")
+    fl = bae.optimal_proposal(pool, "roc_auc", defensive_floor=0.5)
+    Z = float(np.maximum(raw.q, 0.5 * pool.p).sum())
+    np.testing.assert_allclose(fl.q, np.maximum(raw.q, 0.5 * pool.p) / Z, rtol=1e-12)
+    assert np.max(pool.p / fl.q) <= Z / 0.5 * (1 + 1e-12)
+
+
 def test_optimal_beats_passive_in_predicted_variance(rare_pool):
     pool = rare_pool.pool
     prop = bae.optimal_proposal(pool, "f1", mix=0.0)

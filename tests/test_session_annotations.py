@@ -188,9 +188,10 @@ def test_relabel_supersedes_and_the_estimate_follows(pool_csv, tmp_path, kind):
     opts = {"estimator": "ipw"} if kind == "adaptive" else {}  # the estimate is bae.estimate's
     Session.create(f, path, SPEC, Design("f1", kind=kind, oracle="dirichlet-tree" if kind ==
                    "adaptive" else "model", seed=5, options=opts)).close()  # fmt: skip
+    n_labeled = 0  # a static stage may redraw an item labeled before: it costs no label
     for _ in range(3):
         with Session.open(f) as s:
-            label_all(s, truth, "alice", n=25)
+            n_labeled += len(label_all(s, truth, "alice", n=25))
     with Session.open(f) as s:
         target = s.labels()["id"].iloc[3]
         wrong = 1 - truth[target]
@@ -200,7 +201,7 @@ def test_relabel_supersedes_and_the_estimate_follows(pool_csv, tmp_path, kind):
         assert not s.relabel(target, wrong, reason="again", annotator="carol")  # no-op
     with Session.open(f) as s:
         a = s.annotations()
-        assert len(a) == 76 and a["kind"].tolist().count("correction") == 1
+        assert len(a) == n_labeled + 1 and a["kind"].tolist().count("correction") == 1
         row = a.iloc[-1]
         assert (row["annotator"], row["reason"], row["label"]) == ("carol", "second look",
                                                                    str(wrong))  # fmt: skip

@@ -28,6 +28,7 @@ from ..kernel import (
     belief_floor_sums,
     deviation_integrand,
     drawable,
+    floor_proposal,
     intrinsic_risk,
     inverse_cdf,
     loss_table,
@@ -519,6 +520,10 @@ class OptimalParams:
         ``Σ_x s(x)`` over the pool (default ``1.0``, a placeholder until it is summed).
     passive : bool, optional
         Whether the proposal falls back to ``p`` (default ``False``).
+    defensive_floor : float, optional
+        Defensive floor ``λ`` of ``q ← max(q, λ p)/Z`` (default ``0.0``: none).
+    Z : float, optional
+        ``Σ_x max(q(x), λ p(x))`` over the pool (default ``1.0``, until it is summed).
 
     Attributes
     ----------
@@ -538,6 +543,8 @@ class OptimalParams:
         ``Σ_x s(x)`` over the pool (set after the pass that sums it).
     passive : bool
         ``Σ s = 0``: the proposal falls back to ``p``.
+    defensive_floor, Z : float
+        The defensive floor ``λ`` and the floored proposal's normalizer.
     """
 
     measure: Any
@@ -552,6 +559,8 @@ class OptimalParams:
     mix: float = 0.0
     S: float = 1.0
     passive: bool = False
+    defensive_floor: float = 0.0
+    Z: float = 1.0
 
 
 def u_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
@@ -662,7 +671,9 @@ def mass_chunk(cp: Pool, offset: int, prm: OptimalParams, check_support: bool):
 
 def q_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
     """``q(x) = (1 − δ) s(x)/S + δ p(x)`` on a chunk: the mixed optimal proposal
-    (:func:`~bayes_activeeval.kernel.mix_proposal` with the pool-wide normalizer ``S``).
+    (:func:`~bayes_activeeval.kernel.mix_proposal` with the pool-wide normalizer ``S``), then the
+    defensive floor ``max(q, λ p)/Z`` (:func:`~bayes_activeeval.kernel.floor_proposal` with the
+    pool-wide normalizer ``Z``).
 
     Parameters
     ----------
@@ -678,7 +689,15 @@ def q_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
     -------
     ndarray (n_k,)
     """
-    return mix_proposal(s_chunk(cp, offset, prm), cp.p, prm.mix, total=prm.S)
+    q = mix_proposal(s_chunk(cp, offset, prm), cp.p, prm.mix, total=prm.S)
+    return floor_proposal(q, cp.p, prm.defensive_floor, total=prm.Z)
+
+
+def floor_sum_chunk(cp: Pool, offset: int, prm: OptimalParams) -> float:
+    """``Σ max(q(x), λ p(x))`` over a chunk, ``q`` the mixed proposal before the floor: the
+    chunk's share of the floored proposal's normalizer ``Z``."""
+    q = mix_proposal(s_chunk(cp, offset, prm), cp.p, prm.mix, total=prm.S)
+    return float(np.maximum(q, prm.defensive_floor * cp.p).sum())
 
 
 def draw_chunk(

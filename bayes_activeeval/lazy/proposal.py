@@ -19,7 +19,7 @@ from .._validation import check_count, check_fraction, check_rng, show
 from ..beliefs import as_belief, require_plugin
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
-    DEFAULT_MIX,
+    DEFAULT_DEFENSIVE_FLOOR,
     check_risk,
     drawable,
     floor_from_sums,
@@ -35,6 +35,7 @@ from .chunks import (
     cost_chunk,
     draw_chunk,
     drawable_chunk,
+    floor_sum_chunk,
     floor_sums_chunk,
     mass_chunk,
     passive_q,
@@ -357,8 +358,9 @@ def optimal_proposal(
     risk: Any = None,
     costs: Any = None,
     belief_floor: float | str = "auto",
-    mix: float = DEFAULT_MIX,
+    mix: float | None = None,
     estimator: str = "ipw",
+    defensive_floor: float | None = None,
 ) -> LazyProposal:
     """:func:`~bayes_activeeval.optimal_proposal` on a lazy pool, in two passes over the chunks.
 
@@ -366,7 +368,8 @@ def optimal_proposal(
     Eq. 4.21-4.22; skipped when ``risk`` is given). Pass 2 sums
     ``s(x) = p(x) c(x)^(-1/2) sqrt(E_π‖Dg(R)(ℓ(x, y) − R)‖²)`` per chunk (Sawade (2012), Thm. 4.1,
     Eq. 4.6; Thm. 4.2, Eq. 4.25; Thm. 5.1 for differences), giving the chunk masses of
-    ``q = (1 − δ) s/Σs + δ p``. ``q`` itself is recomputed per chunk when drawn from.
+    ``q = (1 − δ) s/Σs + δ p``; with a defensive floor ``λ > 0`` one more pass sums the chunk
+    masses of ``max(q, λ p)``. ``q`` itself is recomputed per chunk when drawn from.
 
     ``belief`` may be ``None`` (the pool's models, per chunk), an array aligned with the pool
     (NumPy or dask; sliced per chunk) or a callable ``belief(chunk_pool, offset) -> Belief``.
@@ -393,9 +396,12 @@ def optimal_proposal(
     belief_floor : float or "auto", optional
         Floor on each class probability of the belief, in ``[0, 1)`` (default ``"auto"``).
     mix : float, optional
-        Defensive mixture weight ``δ`` in ``[0, 1]`` (default ``0.05``).
+        Defensive mixture weight ``δ`` in ``[0, 1]`` (default ``None``: ``0``).
     estimator : {"ipw", "model_assisted"}, optional
         The estimator the proposal is optimal for (default ``"ipw"``).
+    defensive_floor : float, optional
+        Defensive floor ``λ`` in ``[0, 1]`` of ``q ← max(q, λ p)/Z`` (default ``None``:
+        ``DEFAULT_DEFENSIVE_FLOOR`` when ``mix`` is not given, else ``0``; as in memory).
 
     Returns
     -------
@@ -419,7 +425,10 @@ def optimal_proposal(
     if auto and belief_floor != "auto":
         raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
     floor = DEFAULT_BELIEF_FLOOR if auto else check_fraction(belief_floor, "belief_floor")
-    mix = check_fraction(mix, "mix", allow_one=True)
+    if defensive_floor is None:
+        defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
+    mix = check_fraction(0.0 if mix is None else mix, "mix", allow_one=True)
+    defensive_floor = check_fraction(defensive_floor, "defensive_floor", allow_one=True)
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
     if costs is not None and costs is not True and costs is not False:
@@ -438,7 +447,7 @@ def optimal_proposal(
     prm = OptimalParams(
         measure, model, belief, floor, R, J, estimator, use_costs, pool.has_uniform_weights
     )
-    sums = pool.map_chunks(mass_chunk, prm, mix == 0)
+    sums = pool.map_chunks(mass_chunk, prm, mix == 0 and defensive_floor == 0)
     S_k = np.array([s[0] for s in sums])
     P_k = np.array([s[1] for s in sums])
     S = float(S_k.sum())
@@ -446,7 +455,7 @@ def optimal_proposal(
     if passive:  # the belief says every label is known exactly: sample passively
         S_k = P_k.copy()
         S = float(S_k.sum())
-    if mix == 0:
+    if mix == 0 and defensive_floor == 0:
         bad = [(c[2], c[3]) for c in sums if c[2] >= 0]
         if bad and not passive:
             raise ValueError(
@@ -456,14 +465,20 @@ def optimal_proposal(
             )
     prm = replace(prm, mix=mix, S=S, passive=passive)
     chunk_mass = mix_proposal(S_k.copy(), P_k, mix, total=S)
+    if defensive_floor > 0:  # one more pass: the chunk masses of max(q, λ p)
+        prm = replace(prm, defensive_floor=defensive_floor)
+        chunk_mass = np.array(pool.map_chunks(floor_sum_chunk, prm))
+        prm = replace(prm, Z=float(chunk_mass.sum()))
+        chunk_mass = chunk_mass / prm.Z
     # items with q > 0: those with p > 0 under q = p (passive or δ = 1), those with s > 0 or
-    # p > 0 when mixing, else those with s > 0
-    column = 5 if (passive or mix == 1) else 6 if mix > 0 else 4
+    # p > 0 when mixing or flooring, else those with s > 0
+    column = 5 if (passive or mix == 1) else 6 if (mix > 0 or defensive_floor > 0) else 4
     support = int(sum(c[column] for c in sums))
     info = {
         "risk": R,
         "jacobian": J,
         "mix": mix,
+        "defensive_floor": defensive_floor,
         "belief_floor": floor,
         "measure": m0.name,
         "estimator": estimator,

@@ -13,6 +13,7 @@ from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
     FLOOR_MASS,
+    floor_proposal,
     label_costs,
     proposal_from_scores,
 )
@@ -193,6 +194,7 @@ def rank_proposal(
     mix: float = DEFAULT_MIX,
     positive_mix: float | None = None,
     estimator: str = "ipw",
+    defensive_floor: float = 0.0,
 ) -> Proposal:
     """The variance-optimal proposal for a threshold-free measure.
 
@@ -233,6 +235,9 @@ def rank_proposal(
         1:1,000 drew no positive in 29-39% of 500-label samples (an exploratory run of
         ``benchmarks/threshold_free.py`` without the component; the committed results use it).
 
+    defensive_floor : float, optional
+        Defensive floor ``λ``: the final proposal becomes ``max(q, λ p)/Z``
+        (:func:`~bayes_activeeval.kernel.floor_proposal`; default ``0.0``: none).
     estimator : {"ipw", "model_assisted"}
         The estimate the proposal is optimal for. ``"model_assisted"``: the control-variate
         estimate (:func:`~bayes_activeeval.threshold_free.rank_estimate` with
@@ -262,6 +267,7 @@ def rank_proposal(
     check_not_lazy(pool, m, "rank_proposal")
     models = measure_models(pool, m, model)
     mix = check_fraction(mix, "mix", allow_one=True)
+    defensive_floor = check_fraction(defensive_floor, "defensive_floor", allow_one=True)
     if isinstance(belief_floor, str):
         if belief_floor != "auto":
             raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
@@ -294,6 +300,7 @@ def rank_proposal(
     if lam:
         q_pos = positive_seeking(pool, pi, costs)
         q = (1.0 - lam) * q + lam * q_pos
+    q = floor_proposal(q, pool.p, defensive_floor)
     bad = np.flatnonzero(_unreached(pool, q))
     if bad.size:
         # as optimal_proposal for every other measure: a draw never reaches these items, and
@@ -308,6 +315,7 @@ def rank_proposal(
         risk=np.asarray(value, dtype=float),
         u=u,
         mix=mix,
+        defensive_floor=defensive_floor,
         positive_mix=lam,
         belief_floor=floor,
         estimator=estimator,
