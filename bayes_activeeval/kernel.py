@@ -812,7 +812,9 @@ def mix_proposal(
     return s
 
 
-def floor_proposal(q: np.ndarray, p: np.ndarray, floor: float, total: float | None = None):
+def floor_proposal(
+    q: np.ndarray, p: np.ndarray, floor: float, total: float | None = None
+) -> np.ndarray:
     """Defensive floor ``q ← max(q, λ p) / Z``, ``Z = Σ max(q, λ p)``, in place on ``q``.
 
     A defensive component that costs only where it acts: with ``q`` normalized, ``Z − 1 =
@@ -828,8 +830,7 @@ def floor_proposal(q: np.ndarray, p: np.ndarray, floor: float, total: float | No
     q : ndarray of float (n,)
         A normalized proposal (or one chunk of it); overwritten with the result.
     p : ndarray (n,)
-        The test distribution on the same items (or the per-chunk masses when ``total`` is
-        given with the floored chunk sums).
+        The test distribution on the same items (a chunk's slice of it when ``total`` is given).
     floor : float
         ``λ`` in ``[0, 1]``; ``0`` returns ``q`` unchanged.
     total : float, optional
