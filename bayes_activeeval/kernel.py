@@ -992,7 +992,7 @@ def proposal_from_scores(
     mix: float = 0.0,
     *,
     uniform_p: bool = False,
-    floor: float = 0.0,
+    defensive_floor: float = 0.0,
 ) -> np.ndarray:
     """The proposal-from-scores step: ``q ∝ p · c^(-1/2) · scores``, then the defensive mixture
     and the defensive floor.
@@ -1013,7 +1013,7 @@ def proposal_from_scores(
         Defensive mixture weight ``δ`` (default ``0.0``: no mixture).
     uniform_p : bool, optional
         ``p`` is constant: drop the factor ``p(x)`` (default ``False``).
-    floor : float, optional
+    defensive_floor : float, optional
         Defensive floor ``λ``: ``q ← max(q, λ p)/Z`` (:func:`floor_proposal`; default ``0.0``:
         none).
 
@@ -1025,7 +1025,7 @@ def proposal_from_scores(
     s = proposal_scores(scores, p, costs, uniform_p=uniform_p)
     if s.sum() <= 0:
         s = p.copy()
-    return floor_proposal(mix_proposal(s, p, mix), p, floor)
+    return floor_proposal(mix_proposal(s, p, mix), p, defensive_floor)
 
 
 def predicted_variance(p: np.ndarray, u: np.ndarray, q: np.ndarray) -> float:

@@ -603,7 +603,7 @@ def optimal_proposal(
         c,
         mix,
         uniform_p=pool.has_uniform_weights,
-        floor=defensive_floor,
+        defensive_floor=defensive_floor,
     )
     if mix == 0 and defensive_floor == 0:
         need = support_needed(pool, m, itg.views)

@@ -114,12 +114,13 @@ def make_pool(accuracy: float, rng: np.random.Generator, belief: str = "calibrat
     return pool, y, (~wrong).astype(float)
 
 
-def static_designs(pool) -> dict[str, np.ndarray]:
-    """The proposals of the static designs: passive, optimal and stratified (10 score strata,
-    proportional and Neyman allocation) — i.i.d. draws from ``q`` as ``Proposal.draw`` makes."""
+def static_designs(pool, optimal_options: dict | None = None) -> dict[str, np.ndarray]:
+    """The proposals of the static designs: passive, optimal (with ``optimal_options``, e.g.
+    ``{"mix": 0, "defensive_floor": 0.1}``) and stratified (10 score strata, proportional and
+    Neyman allocation) — i.i.d. draws from ``q`` as ``Proposal.draw`` makes."""
     return {
         "passive": pool.p.copy(),
-        "optimal": bae.optimal_proposal(pool, "accuracy").q,
+        "optimal": bae.optimal_proposal(pool, "accuracy", **(optimal_options or {})).q,
         "stratified": bae.stratified_proposal(pool, "accuracy", allocation="proportional").q,
         "stratified_neyman": bae.stratified_proposal(pool, "accuracy", allocation="neyman").q,
     }
@@ -484,6 +485,11 @@ def main(argv=None):
         help="static: passive, optimal, stratified (vectorised); adaptive: ActiveEvaluator runs.",
     )
     ap.add_argument("--designs", nargs="*", help="Only these static designs.")
+    ap.add_argument(
+        "--optimal-options",
+        default="",
+        help="optimal_proposal options of the optimal design, e.g. 'mix=0;defensive_floor=0.1'",
+    )
     ap.add_argument("--adaptive-reps", type=int, default=200)
     ap.add_argument("--adaptive-post-reps", type=int, default=100)
     ap.add_argument("--adaptive-designs", nargs="*", help="Only these adaptive designs.")
@@ -501,6 +507,9 @@ def main(argv=None):
     ap.add_argument("--render", action="store_true", help="Only rewrite the .md from the .json.")
     ap.add_argument("--docs", action="store_true", help="Print the table of docs/estimation.md.")
     args = ap.parse_args(argv)
+    optimal_options = {
+        k: float(v) for k, v in (o.split("=", 1) for o in args.optimal_options.split(";") if o)
+    }
     if args.merge:
         rows = [r for name in args.merge for r in json.loads((OUT / f"{name}.json").read_text())]
         if args.carry_posterior:
@@ -536,7 +545,8 @@ def main(argv=None):
             assert np.isclose(correct.mean(), truth)
             p = pool.p
             if args.part in ("all", "static") and belief in args.beliefs:
-                for d_i, (design, q) in enumerate(static_designs(pool).items()):
+                designs = static_designs(pool, optimal_options)
+                for d_i, (design, q) in enumerate(designs.items()):
                     if args.designs and design not in args.designs:
                         continue
                     for n in sizes:
@@ -553,6 +563,8 @@ def main(argv=None):
                             "share_at_bound": float(np.mean(R >= 1.0 - 1e-12)),
                             **cell_stats(ints, truth),
                         }
+                        if design == "optimal" and optimal_options:
+                            row["optimal_options"] = optimal_options
                         if post_reps and (args.quick or n in POSTERIOR_SIZES):
                             ci = ints[DEFAULT_COL]
                             row.update(credible(pool, idx, v, y, truth, post_reps, rng, ci, R))
@@ -859,7 +871,11 @@ def render(rows) -> str:
         "on the bound (for the adaptive designs the share without a labeled error is in the "
         "last table).",
         "",
-        "Designs: `passive` (q = p); `optimal` (`optimal_proposal(pool, 'accuracy')`); "
+        "Designs: `passive` (q = p); `optimal` (`optimal_proposal(pool, 'accuracy'"
+        + "".join(
+            sorted({f", {k}={v:g}" for r in rows for k, v in r.get("optimal_options", {}).items()})
+        )
+        + ")`); "
         "`stratified` and `stratified_neyman` (`stratified_proposal(pool, 'accuracy')`, 10 score "
         "strata, proportional — the same q as passive for i.i.d. draws, so the same numbers up "
         "to the random draws — and Neyman allocation); `adaptive` (`ActiveEvaluator(pool, "

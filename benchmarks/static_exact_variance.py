@@ -35,6 +35,7 @@ import real_pools_data  # noqa: E402
 
 import bayes_activeeval as bae  # noqa: E402
 from bayes_activeeval.datasets import make_classification_pool  # noqa: E402
+from bayes_activeeval.kernel import deviation_integrand  # noqa: E402
 
 OUT = HERE / "results" / "static_exact_variance"
 ROWS = {
@@ -52,26 +53,21 @@ SYNTHETIC = [
 ]
 
 
-def exact_variance(pool: bae.Pool, labels: np.ndarray, q: np.ndarray) -> float:
-    """``Σ p²/q (Dg(R)(ℓ(x, y*) − R))²`` for the true labels; ``inf`` if ``q`` misses an item
-    whose term is non-zero."""
-    m, views = pool.resolve("f1")
-    L = m.loss(pool.encode_labels(labels), views(np.arange(pool.n_items)))
-    R = L.mean(axis=0)
-    dev = ((L - R) @ m.jacobian(R).T)[:, 0]
-    p = pool.p
-    if np.any((q <= 0) & (dev != 0)):
-        return float("inf")
-    ok = q > 0
-    return float(np.sum(p[ok] ** 2 * dev[ok] ** 2 / q[ok]))
+def true_integrand(pool: bae.Pool, labels: np.ndarray) -> np.ndarray:
+    """``(Dg(R)(ℓ(x, y*) − R))²`` of every item: the optimal proposal's integrand under the
+    belief that knows the true labels (``R`` the pool's true risk), so that a proposal's
+    ``predicted_variance`` of it is the exact asymptotic variance."""
+    onehot = np.eye(2)[pool.encode_labels(labels)]
+    return deviation_integrand(pool, "f1", belief=onehot, belief_floor=0.0).u
 
 
-def ratios(P: bae.Pool, labels: np.ndarray, closed_form: np.ndarray) -> dict[str, float]:
+def ratios(P: bae.Pool, labels: np.ndarray, closed_form: bae.Proposal) -> dict[str, float]:
     """``V(q) / V(Sawade)`` of every row, the closed form and passive sampling."""
-    v = {row: exact_variance(P, labels, bae.optimal_proposal(P, "f1", **kw).q)
+    u = true_integrand(P, labels)
+    v = {row: bae.optimal_proposal(P, "f1", **kw).predicted_variance(u)
          for row, kw in ROWS.items()}  # fmt: skip
-    v["Sawade closed form"] = exact_variance(P, labels, closed_form)
-    v["passive"] = exact_variance(P, labels, P.p)
+    v["Sawade closed form"] = closed_form.predicted_variance(u)
+    v["passive"] = bae.passive_proposal(P).predicted_variance(u)
     return {k: x / v["Sawade closed form"] for k, x in v.items()}
 
 
@@ -89,7 +85,7 @@ def main() -> None:
     for name in real_pools_data.pool_names():
         d = real_pools_data.load_pool(name)
         P = peer_adapter.make_pool(d)
-        closed = peer_adapter.sawade_f1_proposal(d["probs"], d["preds"]).q
+        closed = peer_adapter.sawade_f1_proposal(d["probs"], d["preds"])
         res[f"`{name}`"] = ratios(P, d["labels"], closed)
     syn = {}
     for prevalence, n, calibration in SYNTHETIC:
@@ -97,7 +93,7 @@ def main() -> None:
             n, prevalence, separation=8.0, noise=0.3, calibration=calibration, rng=1
         )
         P = data.pool
-        closed = bae.optimal_proposal(P, "f1", belief_floor=0.0, mix=0.0).q
+        closed = bae.optimal_proposal(P, "f1", belief_floor=0.0, mix=0.0)
         syn[f"1:{round(1 / prevalence):,}, {calibration}"] = ratios(P, data.labels, closed)
     OUT.with_suffix(".json").write_text(json.dumps({"real": res, "synthetic": syn}, indent=1))
     lines = [

@@ -42,16 +42,13 @@ import peer_adapter  # noqa: E402
 import real_pools_data  # noqa: E402
 
 import bayes_activeeval as bae  # noqa: E402
+from bayes_activeeval.kernel import inverse_cdf  # noqa: E402
 from bayes_activeeval.proposals import Draws  # noqa: E402
 
 BUDGETS = (500, 1000, 2000, 5000)
 DESIGNS = ("design", "sawade")
 OUT = HERE / "results" / "static_vs_sawade_coupled"
 N_BOOT = 2000
-
-
-def _inverse_cdf(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
-    return np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), cdf.size - 1)
 
 
 class Coupling:
@@ -67,38 +64,41 @@ class Coupling:
     def draw(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` coupled draws: (items of design 1, items of design 2)."""
         same = rng.random(n) < self.alpha
-        common = _inverse_cdf(self.shared, rng.random(n))
+        common = inverse_cdf(self.shared, rng.random(n) * self.shared[-1])
         out = []
         for cdf in self.own:
-            own = _inverse_cdf(cdf, rng.random(n)) if cdf[-1] > 0 else common
+            own = inverse_cdf(cdf, rng.random(n) * cdf[-1]) if cdf[-1] > 0 else common
             out.append(np.where(same, common, own))
         return out[0], out[1]
 
 
-def _prefix_to_distinct(idx: np.ndarray, b: int) -> int:
-    """Length of the prefix of ``idx`` that ends at its ``b``-th distinct item (0 if fewer)."""
-    _, first = np.unique(idx, return_index=True)
-    if first.size < b:
-        return 0
-    return int(np.sort(first)[b - 1]) + 1
+def _cuts(idx: np.ndarray) -> np.ndarray | None:
+    """Per budget, the length of the prefix of ``idx`` that ends at its ``B``-th distinct item
+    (as ``peer_adapter.run_static``); ``None`` while ``idx`` has fewer distinct items than the
+    largest budget."""
+    first = np.sort(np.unique(idx, return_index=True)[1])
+    if first.size < max(BUDGETS):
+        return None
+    return first[np.asarray(BUDGETS) - 1] + 1
 
 
 def one_rep(pool, labels, coupling, qs, seed: int) -> dict:
     """One coupled repetition: per design and budget the estimate and its 95 % interval."""
     rng = np.random.default_rng(seed)
-    bmax = max(BUDGETS)
     streams = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
-    while min(_prefix_to_distinct(s, bmax) for s in streams) == 0:
-        a, b = coupling.draw(2 * bmax, rng)
-        streams = [np.concatenate([streams[0], a]), np.concatenate([streams[1], b])]
+    cuts = [None, None]
+    while any(c is None for c in cuts):
+        new = coupling.draw(2 * max(BUDGETS), rng)
+        streams = [np.concatenate([s, a]) for s, a in zip(streams, new, strict=True)]
+        cuts = [_cuts(s) for s in streams]
     p = pool.p
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, q, idx in zip(DESIGNS, qs, streams, strict=True):
+        for name, q, idx, ends in zip(DESIGNS, qs, streams, cuts, strict=True):
             rows = []
-            for b in BUDGETS:
-                cut = idx[: _prefix_to_distinct(idx, b)]
+            for end in ends:
+                cut = idx[:end]
                 est = bae.estimate(pool, "f1", Draws(cut, p[cut] / q[cut], q[cut]), labels[cut])
                 lo, hi = est.confidence_interval(0.95)
                 rows.append([float(est.value), float(lo), float(hi)])
