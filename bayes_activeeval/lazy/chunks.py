@@ -17,7 +17,7 @@ travel to ``dask.distributed`` workers. This module does not import dask.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -696,7 +696,7 @@ def q_chunk(cp: Pool, offset: int, prm: OptimalParams) -> np.ndarray:
 def floor_sum_chunk(cp: Pool, offset: int, prm: OptimalParams) -> float:
     """``Σ max(q(x), λ p(x))`` over a chunk, ``q`` the mixed proposal before the floor: the
     chunk's share of the floored proposal's normalizer ``Z``."""
-    q = mix_proposal(s_chunk(cp, offset, prm), cp.p, prm.mix, total=prm.S)
+    q = q_chunk(cp, offset, replace(prm, defensive_floor=0.0))
     return float(np.maximum(q, prm.defensive_floor * cp.p).sum())
 
 
