@@ -91,6 +91,8 @@ DEFAULT_CONFIGS = (
     "auto:dirichlet-tree.histogram=fd",
     "auto:dirichlet-tree.histogram=fd-run",
     "dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd-run",
+    "calibration:predictive=mean-run",
+    "auto:calibration.predictive=mean-run",
     "static",
     "sawade",
 )
