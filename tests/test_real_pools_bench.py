@@ -253,3 +253,39 @@ def test_member_options_of_the_ensemble_are_parsed():
         "member_options": {"dirichlet-tree": {"histogram": "fd", "tree_smoothing": 1}},
         "prior": 0.5,
     }
+
+
+def test_scorecard_ratios_and_coverage_counts():
+    import real_pools
+
+    def cell(mse, cov, n=100):
+        return {"n": n, "mse": mse, "coverage": cov}
+
+    res = {
+        "results": {
+            "a": {
+                "default-run": {"budgets": {"1": cell(1.0, 0.95), "2": cell(2.0, 0.95)}},
+                "x": {"budgets": {"1": cell(4.0, 0.99), "2": cell(0.5, 0.85)}, "code": ["c1"]},
+                "few": {"budgets": {"1": cell(1.0, 0.95), "2": cell(1.0, 0.95, n=10)}},
+            },
+            "b": {
+                "default-run": {"budgets": {"1": cell(1.0, 0.80), "2": cell(1.0, 0.93)}},
+                "x": {"budgets": {"1": cell(2.0, 0.96), "2": cell(1.0, 0.70)}, "code": ["c2"]},
+                "few": {"budgets": {"1": cell(1.0, 0.95), "2": cell(1.0, 0.95)}},
+            },
+        }
+    }
+    rows = {r["config"]: r for r in real_pools.scorecard(res, [1, 2])}
+    assert set(rows) == {"default-run", "x"}  # "few" lacks the repetitions in one cell
+    x = rows["x"]
+    # ratios 4, 0.25, 2, 1: geometric mean 2^(1/4)
+    assert x["geo_mean_ratio"] == pytest.approx(2**0.25)
+    assert x["max_ratio"] == (4.0, "a", "1") and x["min_ratio"] == (0.25, "a", "2")
+    assert (x["in_range"], x["below_090"], x["code"]) == (1, 2, ["c1", "c2"])
+    assert rows["default-run"]["geo_mean_ratio"] == 1.0
+    assert (rows["default-run"]["in_range"], rows["default-run"]["below_090"]) == (3, 1)
+    md = real_pools.scorecard_markdown(real_pools.scorecard(res, [1, 2]), [1, 2])
+    assert "| x | 1.19 | 4.00 (`a`, 1) | 0.25 (`a`, 2) | 1 | 2 | c1, c2 |" in md
+    # without the reference in every cell there is no scorecard
+    del res["results"]["b"]["default-run"]
+    assert real_pools.scorecard(res, [1, 2]) == []
