@@ -258,8 +258,8 @@ def test_member_options_of_the_ensemble_are_parsed():
 def test_scorecard_ratios_and_coverage_counts():
     import real_pools
 
-    def cell(mse, cov, n=100):
-        return {"n": n, "mse": mse, "coverage": cov}
+    def cell(mse, cov, n=100):  # every MSE with a relative standard error of 0.3
+        return {"n": n, "mse": mse, "mse_se": 0.3 * mse, "coverage": cov}
 
     res = {
         "results": {
@@ -282,10 +282,11 @@ def test_scorecard_ratios_and_coverage_counts():
     assert x["geo_mean_ratio"] == pytest.approx(2**0.25)
     assert x["max_ratio"] == (4.0, "a", "1") and x["min_ratio"] == (0.25, "a", "2")
     assert (x["in_range"], x["below_090"], x["code"]) == (1, 2, ["c1", "c2"])
+    assert x["ratio_rse"] == pytest.approx((0.3 * 2**0.5, 0.3 * 2**0.5))
     assert rows["default-run"]["geo_mean_ratio"] == 1.0
     assert (rows["default-run"]["in_range"], rows["default-run"]["below_090"]) == (3, 1)
     md = real_pools.scorecard_markdown(real_pools.scorecard(res, [1, 2]), [1, 2])
-    assert "| x | 1.19 | 4.00 (`a`, 1) | 0.25 (`a`, 2) | 1 | 2 | c1, c2 |" in md
+    assert "| x | 1.19 | 4.00 (`a`, 1) | 0.25 (`a`, 2) | 0.42, 0.42 | 1 | 2 | c1, c2 |" in md
     # without the reference in every cell there is no scorecard
     del res["results"]["b"]["default-run"]
     assert real_pools.scorecard(res, [1, 2]) == []
