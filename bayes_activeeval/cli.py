@@ -275,7 +275,20 @@ _pool_option = click.option(
     "variate (default) or the AIS estimate.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--mix", type=float, default=0.05, show_default=True, help="Defensive mixing δ.")
+@click.option(
+    "--mix",
+    type=float,
+    default=None,
+    help="Defensive mixing δ (default: none for a static design of one model and a measure of "
+    "expected losses, which takes the defensive floor instead; 0.05 otherwise).",
+)
+@click.option(
+    "--defensive-floor",
+    type=float,
+    default=None,
+    help="Defensive floor λ of a static design, q ← max(q, λp)/Z (default 0.1 when --mix is "
+    "not given, else 0).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing session file.")
 @click.option(
     "--lazy",
@@ -285,7 +298,7 @@ _pool_option = click.option(
 def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, score_col, scores,
          std_col, stds, text_cols, cost_col, weight_col, classes, pos_label, task, query_col,
          item_col, ranks, relevance_cols, max_grade, models, budget, design, oracle, estimator,
-         seed, mix, overwrite, lazy):  # fmt: skip
+         seed, mix, defensive_floor, overwrite, lazy):  # fmt: skip
     """Create a labeling session for the pool file POOL (CSV or Parquet)."""
     from .io import PoolSpec
     from .session import Design, Session
@@ -323,6 +336,7 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
         budget=budget,
         models=models,
         mix=mix,
+        defensive_floor=defensive_floor,
         options={} if estimator is None else {"estimator": estimator},
     )
     if estimator is not None and design != "adaptive":
@@ -340,6 +354,7 @@ def init(pool, measure, session_path, id_col, pred_col, preds, prob_col, probs, 
 #: ``bae init`` options a ranking session has no use for (parameter name, option).
 _NOT_RANKING = (
     ("design", "--design"), ("oracle", "--oracle"), ("id_col", "--id-col"),
+    ("defensive_floor", "--defensive-floor"),
     ("pred_col", "--pred-col"), ("preds", "--pred"), ("prob_col", "--prob-col"),
     ("probs", "--prob"), ("score_col", "--score-col"), ("scores", "--score"),
     ("std_col", "--std-col"), ("stds", "--std"), ("weight_col", "--weight-col"),
@@ -384,9 +399,11 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
     if cost_col:
         read["cost"] = cost_col
     opts = {} if estimator is None else {"estimator": estimator}
+    if mix is not None:
+        opts["mix"] = mix
     with RankingSession.create(
         session_path, pool, read, measure=measure, models=tuple(models), budget=budget,
-        seed=seed, mix=mix, text_cols=tuple(text_cols), overwrite=overwrite, **opts,
+        seed=seed, text_cols=tuple(text_cols), overwrite=overwrite, **opts,
     ) as s:  # fmt: skip
         st = s.status()
         click.echo(

@@ -26,6 +26,7 @@ from .measures import Measure, ModelView
 __all__ = [
     "CHUNK",
     "DEFAULT_BELIEF_FLOOR",
+    "DEFAULT_DEFENSIVE_FLOOR",
     "DEFAULT_MIX",
     "DRAW_RESOLUTION",
     "FLOOR_MASS",
@@ -60,6 +61,11 @@ __all__ = [
 #: Default defensive mixture weight δ: weights are bounded by 1/δ = 20 and the variance is at most
 #: 1/(1-δ) ≈ 1.053 times that of the unmixed proposal.
 DEFAULT_MIX = 0.05
+#: Default defensive floor λ of the static optimal proposal of a generalized measure,
+#: ``q ← max(q, λ p)/Z``: weights are bounded by ``Z/λ ≤ 11`` and the variance is at most
+#: ``Z ≤ 1 + λ`` times that of the unfloored proposal, ``Z = 1`` where ``q ≥ λ p`` already
+#: (:func:`floor_proposal`; ``docs/design.md``, "Defaults").
+DEFAULT_DEFENSIVE_FLOOR = 0.1
 #: Default floor on the belief's class probabilities (keeps every label possible, so q > 0 wherever
 #: the loss can be non-zero even without mixing). The adaptive evaluator's; the static proposal's
 #: default is ``"auto"`` (:func:`scaled_belief_floor`), at most this.

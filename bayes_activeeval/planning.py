@@ -387,7 +387,7 @@ def labels_for_width(
     models: Sequence[str] | None = None,
     level: float = 0.95,
     design: str = "optimal",
-    mix: float = DEFAULT_MIX,
+    mix: float | None = None,
     belief: Any = None,
 ) -> Plan:
     """Draws for a Wald interval of half-width ``half_width``: ``n = (z σ_q / h)²``.
@@ -408,7 +408,10 @@ def labels_for_width(
         For the interval of a difference.
     level : float
     design : {"optimal", "passive"} (plus the comparison baselines when ``models`` is given)
-    mix : float
+    mix : float, optional
+        Defensive mixture of the proposal. Default ``None``: that of
+        :func:`~bayes_activeeval.optimal_proposal` for one model (its defensive floor, no
+        mixture), ``0.05`` for a difference (as :func:`~bayes_activeeval.comparison_proposal`).
     belief : optional
 
     Returns
@@ -425,6 +428,7 @@ def labels_for_width(
         pair = models_arg(pool, models, 2, two=True)
         if len(pair) != 2:
             raise ValueError(f"models must name exactly two models, got {models!r}")
+        mix = DEFAULT_MIX if mix is None else mix
         prop, var = _design_variance(pool, measure, pair, design, mix, belief)
     else:
         if design not in ("optimal", "passive"):

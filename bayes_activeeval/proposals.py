@@ -28,6 +28,7 @@ from .beliefs import CategoricalBelief, as_belief
 from .kernel import (
     CHUNK,
     DEFAULT_BELIEF_FLOOR,
+    DEFAULT_DEFENSIVE_FLOOR,
     DEFAULT_MIX,
     FLOOR_MASS,
     Integrand,
@@ -54,6 +55,7 @@ from .strata import score_strata
 
 __all__ = [
     "DEFAULT_BELIEF_FLOOR",
+    "DEFAULT_DEFENSIVE_FLOOR",
     "DEFAULT_MIX",
     "FLOOR_MASS",
     "Draws",
@@ -475,9 +477,9 @@ def optimal_proposal(
     risk: Any = None,
     costs: Any = None,
     belief_floor: float | str = "auto",
-    mix: float = DEFAULT_MIX,
+    mix: float | None = None,
     estimator: str = "ipw",
-    defensive_floor: float = 0.0,
+    defensive_floor: float | None = None,
 ) -> Proposal:
     """The variance-optimal proposal for any generalized measure (and the threshold-free ones).
 
@@ -515,15 +517,16 @@ def optimal_proposal(
     mix : float, optional
         Defensive mixture weight ``δ`` in ``q ← (1 − δ) q + δ p`` (Hesterberg 1995): weights are
         bounded by ``1/δ`` and the variance is at most ``1/(1 − δ)`` times the unmixed one.
-        Default ``0.05``.
+        Default ``None``: no mixture (``0``) for a generalized measure, whose proposal takes the
+        defensive floor instead; ``0.05`` for a threshold-free one (:func:`~bayes_activeeval.
+        threshold_free.rank_proposal`).
     defensive_floor : float, optional
         Defensive floor ``λ`` in ``q ← max(q, λ p)/Z``, ``Z = Σ max(q, λ p)``, after the mixture
         (:func:`~bayes_activeeval.kernel.floor_proposal`): weights are bounded by ``Z/λ`` and the
         variance — under any labels — is at most ``Z ≤ 1 + λ`` times the unfloored one, with
-        ``Z = 1`` (no cost at all) where ``q ≥ λ p`` already. Default ``0``: none. With ``mix=0``
-        it is the alternative to the mixture that ``docs/design.md`` ("Defaults") measures: as
-        good as Sawade's closed form or better on every real pool, but wider intervals near the
-        bound of accuracy.
+        ``Z = 1`` (no cost at all) where ``q ≥ λ p`` already. Default ``None``:
+        ``DEFAULT_DEFENSIVE_FLOOR = 0.1`` for a generalized measure when ``mix`` is not given,
+        else ``0`` (a given ``mix`` is the defence; ``docs/design.md``, "Defaults").
     estimator : {"ipw", "model_assisted"}
         The estimator the proposal is optimal for. ``"ipw"``: the importance-weighted estimate
         (Sawade (2012), Eq. 3.31). ``"model_assisted"``: the estimate that also uses the belief as a
@@ -544,6 +547,15 @@ def optimal_proposal(
         positive), or, with ``mix=0`` and no defensive floor, if the proposal gives zero mass to
         an item that needs it.
     """
+    from .threshold_free import rank_measure, rank_proposal  # builds on this module
+
+    if rank_measure(measure) is None:  # the floor, not the mixture, unless a mixture is asked
+        if defensive_floor is None:
+            defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
+        mix = 0.0 if mix is None else mix
+    else:  # threshold-free: rank_proposal's own defence (its records were made with it)
+        mix = DEFAULT_MIX if mix is None else mix
+        defensive_floor = 0.0 if defensive_floor is None else defensive_floor
     if getattr(pool, "is_lazy", False):  # a pool on dask: the same steps, chunk by chunk
         from .lazy import optimal_proposal as lazy_optimal_proposal
 
@@ -561,7 +573,6 @@ def optimal_proposal(
         )
     mix = check_fraction(mix, "mix", allow_one=True)
     defensive_floor = check_fraction(defensive_floor, "defensive_floor", allow_one=True)
-    from .threshold_free import rank_measure, rank_proposal  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR: ψ for Dg(R)(ℓ − R)
         if risk is not None:

@@ -156,13 +156,17 @@ def sawade_f1_proposal(probs, preds) -> bae.Proposal:
     return bae.Proposal(q=p * u, p=p, kind="sawade-closed-form", info={"risk": F})
 
 
-def run_static(pool: dict, measure: str, budgets, seed: int, proposal: str = "optimal"):
+def run_static(pool: dict, measure: str, budgets, seed: int, proposal: str = "optimal", **options):
     """One repetition of a static design: draws i.i.d. from ``q`` until the largest budget's
-    distinct items, estimates on the prefix that ends at the B-th distinct item."""
+    distinct items, estimates on the prefix that ends at the B-th distinct item. ``options`` go
+    to ``optimal_proposal`` (``mix=0.05``: the 5 % defensive mixture, the default before the
+    defensive floor)."""
     budgets = _check(measure, budgets)
     P = make_pool(pool)
+    if options and proposal != "optimal":
+        raise ValueError(f"options {options} are for the optimal proposal, not {proposal!r}")
     if proposal == "optimal":
-        prop = bae.optimal_proposal(P, measure)
+        prop = bae.optimal_proposal(P, measure, **options)
     elif proposal == "sawade":
         if measure != "f1":
             raise NotImplementedError("the closed form here is Sawade's F1 proposal")
@@ -192,15 +196,16 @@ def run_config(pool: dict, measure: str, budgets, seed: int, config: str = "defa
     """One repetition of a named configuration; one ``Estimate`` per budget.
 
     ``"<config>@key=value;..."`` passes evaluator keyword arguments to an adaptive configuration
-    (e.g. ``"calibration@estimator=model_assisted"``)."""
+    (e.g. ``"calibration@estimator=model_assisted"``), and ``optimal_proposal`` options to
+    ``"static"`` (``"static@mix=0.05"``)."""
     config, _, ev_opts = config.partition("@")
     options = {k: _option(v) for k, v in (o.split("=", 1) for o in ev_opts.split(";") if o)}
     if config == "default":
         return run_adaptive(pool, measure, budgets, seed, None, **options)
     if config == "default-run":
         return run_adaptive(pool, measure, budgets, seed, None, documented=True, **options)
-    if config == "static":
-        return run_static(pool, measure, budgets, seed, "optimal")
+    if config == "static":  # "static@mix=0.05": optimal_proposal options
+        return run_static(pool, measure, budgets, seed, "optimal", **options)
     if config == "sawade":
         return run_static(pool, measure, budgets, seed, "sawade")
     # any registered oracle, with options: "dirichlet-tree:tree_smoothing=1;within_leaf=flat";

@@ -19,6 +19,8 @@ estimate, the 95 % interval ``est.confidence_interval(0.95)`` and the whole run'
   for a member of ``"auto"``), and evaluator options after ``@``
   (e.g. ``"dirichlet-tree:tree_smoothing=1;within_leaf=flat@estimator=model_assisted"``);
 - ``static``: ``optimal_proposal(pool, "f1")`` (defaults), i.i.d. draws until B distinct items;
+  ``static@mix=0.05``: the same with the 5 % defensive mixture in place of the defensive floor
+  (the default before; its records were made when it was the default);
 - ``sawade``: Sawade's closed-form F1 proposal (Sawade (2012), Cor. 4.4; Sawade et al. 2010)
   computed from ``probs`` with no floor and no mix, the same draws and estimator as ``static``
   (the reference the static default must not lose to).
@@ -94,6 +96,7 @@ DEFAULT_CONFIGS = (
     "calibration:predictive=mean-run",
     "auto:calibration.predictive=mean-run",
     "static",
+    "static@mix=0.05",
     "sawade",
 )
 PEER_NAMES = ("Passive", "IS", "OASIS", "Ours-8")

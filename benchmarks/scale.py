@@ -8,8 +8,9 @@ step, plus the process's overall peak (``resource.getrusage``):
 
 - ``open``: in memory, read the columns and build ``Pool``; lazily, ``Pool.from_parquet`` (reads
   only the Parquet metadata; ``classes`` given so no pass over the predictions);
-- ``proposal``: ``optimal_proposal(pool, "f1")`` (lazily: four passes of per-chunk sums, two of
-  them for the scaled belief floor of ``belief_floor="auto"``);
+- ``proposal``: ``optimal_proposal(pool, "f1")`` (lazily: five passes of per-chunk sums, two of
+  them for the scaled belief floor of ``belief_floor="auto"`` and one for the defensive floor;
+  the committed results are from before the defensive floor, with four);
 - ``draw``: ``proposal.draw(2000)`` (lazily: only the chunks receiving draws are read);
 - ``label``: the oracle, reading ``y`` of the drawn items (not part of the package's cost);
 - ``estimate``: ``estimate(pool, "f1", draws, labels)`` (reads only the drawn items);

@@ -5,9 +5,9 @@ With the true labels ``y*`` of a pool the asymptotic variance of the self-normal
 a proposal ``q`` is exactly ``V(q) = Σ_x p(x)²/q(x) (Dg(R)(ℓ(x, y*) − R))²`` (Sawade (2012),
 Lemma 3.4 / Eq. 4.4 with the true conditional), so two proposals can be compared exactly where a
 Monte Carlo run of 100 repetitions carries a ±15-30 % error on rare-event pools. Rows: the static
-default ``optimal_proposal(pool, "f1")`` (scaled belief floor, 5 % defensive mixture), the
-defensive floor ``max(q, λ p)/Z`` instead of the mixture at three ``λ``, the closed form's own
-parts, Sawade's closed-form F1 proposal (Cor. 4.4, no floor, no mix; ``peer_adapter``) and
+default ``optimal_proposal(pool, "f1")`` (scaled belief floor, defensive floor ``λ = 0.1``), the
+5 % defensive mixture in its place (the default before), the defensive floor at two other ``λ``,
+the closed form's own parts, Sawade's closed-form F1 proposal (Cor. 4.4, no floor, no mix; ``peer_adapter``) and
 passive sampling; each as ``V(q) / V(Sawade)``. On the real pools of ``real_pools_data.py`` and
 on synthetic pools (``make_classification_pool``, separation 8, noise 0.3, 1:100 to 1:10,000,
 with calibrated, SVM-like and over-confident probabilities), where the closed form is the
@@ -39,9 +39,9 @@ from bayes_activeeval.kernel import deviation_integrand  # noqa: E402
 
 OUT = HERE / "results" / "static_exact_variance"
 ROWS = {
-    "static default (δ = 0.05)": {},
+    "static default (λ = 0.1)": {},
+    "δ = 0.05 (before)": {"mix": 0.05},
     "λ = 0.05": {"mix": 0.0, "defensive_floor": 0.05},
-    "λ = 0.1": {"mix": 0.0, "defensive_floor": 0.1},
     "λ = 0.2": {"mix": 0.0, "defensive_floor": 0.2},
     "floor 0, no defence": {"belief_floor": 0.0, "mix": 0.0},
     "scaled floor, no defence": {"mix": 0.0},

@@ -2,8 +2,8 @@
 
 ``static_vs_sawade.py`` runs the two designs on independent draws, and on the rare-event pools
 1,000 repetitions of each still leave their MSE ratio uncertain by ±30 %. The two proposals
-differ little (the default is the closed form with the scaled belief floor and the 5 % defensive
-mixture; ``--design "mix=0;defensive_floor=0.1"`` puts the defensive floor in its place), so
+differ little (the default is the closed form with the scaled belief floor and the defensive
+floor ``λ = 0.1``; ``--design mix=0.05`` puts the 5 % mixture, the default before, in its place), so
 this script draws both from one *maximal coupling* (Lindvall 1992, Ch. I.5; Thorisson 2000):
 with probability ``α = Σ min(q₁, q₂)`` a draw takes one item from ``min(q₁, q₂)/α`` for both
 designs, otherwise each design takes its own item from its residual ``(q_k − min)/(1 − α)``.
@@ -17,11 +17,11 @@ distinct item (as ``peer_adapter.run_static``) and its default 95 % interval. Wr
 and budget: both MSEs, their ratio with its 90 % paired percentile-bootstrap interval, the mean
 error of each, both coverages and ``α``.
 
-Run (the default, and the defensive floor in place of the mixture)::
+Run (the default, and the 5 % mixture in place of the defensive floor)::
 
     PYTHONPATH=. .venv/bin/python benchmarks/static_vs_sawade_coupled.py --reps 2000
     PYTHONPATH=. .venv/bin/python benchmarks/static_vs_sawade_coupled.py --reps 2000 \
-        --design "mix=0;defensive_floor=0.1" --out benchmarks/results/static_vs_sawade_coupled_floor
+        --design mix=0.05 --out benchmarks/results/static_vs_sawade_coupled_mix005
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def one_rep(pool, labels, coupling, qs, seed: int) -> dict:
 
 def design_q(pool, spec: str) -> np.ndarray:
     """The proposal ``spec`` names: ``"static"`` (``optimal_proposal(pool, "f1")`` with its
-    defaults) or ``"key=value;..."`` options of ``optimal_proposal``
-    (``"mix=0;defensive_floor=0.1"``: the defensive floor in place of the mixture)."""
+    defaults) or ``"key=value;..."`` options of ``optimal_proposal`` (``"mix=0.05"``: the 5 %
+    mixture in place of the defensive floor, the default before)."""
     if spec == "static":
         return bae.optimal_proposal(pool, "f1").q
     opts = {k: peer_adapter._option(v) for k, v in (o.split("=", 1) for o in spec.split(";"))}

@@ -176,6 +176,27 @@ def test_static_session_matches_python_api(small, tmp_path):
     assert est.n_draws == len(draws)
 
 
+def test_session_stores_its_defences_and_a_legacy_file_keeps_its_mixture(small, tmp_path):
+    """A new static session stores the defensive floor of ``optimal_proposal`` (and no mixture);
+    a design written before the floor existed (a mix, no floor) keeps its mixture."""
+    from bayes_activeeval.kernel import DEFAULT_DEFENSIVE_FLOOR
+    from bayes_activeeval.session.designs import StaticDesign
+
+    path, sp, _ = small
+    with Session.create(tmp_path / "s.bae", path, SPEC, Design("f1", seed=1)) as s:
+        assert (s.design.mix, s.design.defensive_floor) == (0.0, DEFAULT_DEFENSIVE_FLOOR)
+        np.testing.assert_allclose(s._design.proposal.q, bae.optimal_proposal(sp.pool, "f1").q)
+    with Session.create(tmp_path / "m.bae", path, SPEC, Design("f1", mix=0.05)) as s:
+        assert (s.design.mix, s.design.defensive_floor) == (0.05, 0.0)
+    with Session.create(tmp_path / "a.bae", path, SPEC, Design("roc_auc")) as s:
+        assert (s.design.mix, s.design.defensive_floor) == (0.05, 0.0)
+    legacy = {k: v for k, v in Design("f1", mix=0.05).to_dict().items() if k != "defensive_floor"}
+    prop = StaticDesign(sp.pool, Design.from_dict(legacy)).proposal
+    np.testing.assert_allclose(prop.q, bae.optimal_proposal(sp.pool, "f1", mix=0.05).q, rtol=1e-12)
+    assert prop.info["defensive_floor"] == 0.0 and prop.info["mix"] == 0.05
+    assert not np.allclose(prop.q, bae.optimal_proposal(sp.pool, "f1").q)
+
+
 def test_next_is_idempotent_until_labeled(small, tmp_path):
     """A crash between next and record does not change what is asked."""
     path, _, truth = small

@@ -19,7 +19,7 @@ from .._validation import check_count, check_fraction, check_rng, show
 from ..beliefs import as_belief, require_plugin
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
-    DEFAULT_MIX,
+    DEFAULT_DEFENSIVE_FLOOR,
     check_risk,
     drawable,
     floor_from_sums,
@@ -358,9 +358,9 @@ def optimal_proposal(
     risk: Any = None,
     costs: Any = None,
     belief_floor: float | str = "auto",
-    mix: float = DEFAULT_MIX,
+    mix: float | None = None,
     estimator: str = "ipw",
-    defensive_floor: float = 0.0,
+    defensive_floor: float | None = None,
 ) -> LazyProposal:
     """:func:`~bayes_activeeval.optimal_proposal` on a lazy pool, in two passes over the chunks.
 
@@ -396,12 +396,12 @@ def optimal_proposal(
     belief_floor : float or "auto", optional
         Floor on each class probability of the belief, in ``[0, 1)`` (default ``"auto"``).
     mix : float, optional
-        Defensive mixture weight ``δ`` in ``[0, 1]`` (default ``0.05``).
+        Defensive mixture weight ``δ`` in ``[0, 1]`` (default ``None``: ``0``).
     estimator : {"ipw", "model_assisted"}, optional
         The estimator the proposal is optimal for (default ``"ipw"``).
     defensive_floor : float, optional
-        Defensive floor ``λ`` in ``[0, 1]`` of ``q ← max(q, λ p)/Z`` after the mixture
-        (default ``0.0``: none; one more pass over the chunks when ``λ > 0``).
+        Defensive floor ``λ`` in ``[0, 1]`` of ``q ← max(q, λ p)/Z`` (default ``None``:
+        ``DEFAULT_DEFENSIVE_FLOOR`` when ``mix`` is not given, else ``0``; as in memory).
 
     Returns
     -------
@@ -425,7 +425,9 @@ def optimal_proposal(
     if auto and belief_floor != "auto":
         raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
     floor = DEFAULT_BELIEF_FLOOR if auto else check_fraction(belief_floor, "belief_floor")
-    mix = check_fraction(mix, "mix", allow_one=True)
+    if defensive_floor is None:
+        defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
+    mix = check_fraction(0.0 if mix is None else mix, "mix", allow_one=True)
     defensive_floor = check_fraction(defensive_floor, "defensive_floor", allow_one=True)
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")

@@ -27,7 +27,7 @@ from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..threshold_free import RankMeasure
 from . import annotations as team
-from .designs import Design, StaticDesign, make_design
+from .designs import Design, StaticDesign, make_design, resolve_defences
 from .records import SessionRecords
 from .store import (
     SCHEMA_VERSION,
@@ -177,8 +177,18 @@ class Session(SessionRecords):
             from ..adaptive import default_relative_floor
 
             options["relative_floor"] = default_relative_floor(options.get("estimator"))
+        # the defences, resolved and stored likewise (files written before the defensive floor
+        # have a mix and no floor, and keep their mixture)
+        mix, defensive_floor = resolve_defences(design, tuple(models))
         design = Design(
-            **{**design.to_dict(), "models": tuple(models), "oracle": oracle, "options": options}
+            **{
+                **design.to_dict(),
+                "models": tuple(models),
+                "oracle": oracle,
+                "options": options,
+                "mix": mix,
+                "defensive_floor": defensive_floor,
+            }
         )
         pool.resolve(design.measure, models[0])  # measure fits the pool?
         strategy = make_design(pool, design, validate=True)

@@ -25,7 +25,13 @@ from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import label_codec
 from ..measures import difference, stack
 from ..measures import get as get_measure
-from ..proposals import DEFAULT_BELIEF_FLOOR, Draws, Proposal, optimal_proposal
+from ..proposals import (
+    DEFAULT_BELIEF_FLOOR,
+    DEFAULT_DEFENSIVE_FLOOR,
+    Draws,
+    Proposal,
+    optimal_proposal,
+)
 from .store import SessionError, first_new
 
 
@@ -130,7 +136,13 @@ class Design:
         Defensive mixing weight δ and belief floor of the optimal proposal. ``belief_floor``
         defaults to ``"auto"`` (:func:`~bayes_activeeval.kernel.scaled_belief_floor`, as
         :func:`~bayes_activeeval.optimal_proposal`); the comparison and adaptive designs take
-        ``1e-6`` for ``"auto"``.
+        ``1e-6`` for ``"auto"``. ``mix`` defaults to ``None``, resolved and stored by
+        :meth:`Session.create` (:func:`resolve_defences`).
+    defensive_floor : float, optional
+        Defensive floor ``λ`` of a static design's optimal proposal (``q ← max(q, λ p)/Z``;
+        :func:`~bayes_activeeval.kernel.floor_proposal`). Default ``None``, resolved and stored
+        by :meth:`Session.create`; a session file written before the option existed has none
+        and keeps its mixture.
     options : dict
         Extra keyword arguments for the adaptive evaluator, and ``variance`` (``"martingale"``,
         the default, or ``"clt"``, which needs ``estimator="ipw"``) for its standard error
@@ -145,9 +157,10 @@ class Design:
     seed: int = 0
     budget: float | None = None
     models: tuple[str, ...] = ()
-    mix: float = 0.05
+    mix: float | None = None
     belief_floor: float | str = "auto"
     options: dict = field(default_factory=dict)
+    defensive_floor: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("static", "adaptive"):
@@ -188,6 +201,26 @@ class Design:
         return cls(**d)
 
 
+#: The defensive mixture of the designs that keep one: comparisons, threshold-free measures and
+#: adaptive sessions (the sessions' default before the defensive floor).
+SESSION_MIX = 0.05
+
+
+def resolve_defences(design: Design, models: tuple[str, ...]) -> tuple[float, float]:
+    """``(mix, defensive_floor)`` of a design, its ``None`` resolved: a static design of one
+    model and a generalized measure takes :func:`~bayes_activeeval.optimal_proposal`'s default
+    (the defensive floor ``DEFAULT_DEFENSIVE_FLOOR``, no mixture, unless a mixture is given);
+    every other design the mixture ``SESSION_MIX`` and no floor."""
+    from ..threshold_free import rank_measure
+
+    mix, floor = design.mix, design.defensive_floor
+    if design.kind == "static" and len(models) <= 1 and rank_measure(design.measure) is None:
+        if floor is None:
+            floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
+        return (0.0 if mix is None else mix), floor
+    return (SESSION_MIX if mix is None else mix), (0.0 if floor is None else floor)
+
+
 def fixed_floor(design: Design) -> float:
     """The design's belief floor as a number (``"auto"`` → the fixed default ``1e-6``)."""
     if isinstance(design.belief_floor, str):
@@ -212,15 +245,20 @@ class StaticDesign:
                 from ..comparison import comparison_proposal
 
                 self._proposal = comparison_proposal(
-                    self.pool, d.measure, d.models, mix=d.mix, belief_floor=fixed_floor(d)
+                    self.pool,
+                    d.measure,
+                    d.models,
+                    mix=SESSION_MIX if d.mix is None else d.mix,
+                    belief_floor=fixed_floor(d),
                 )
-            else:
+            else:  # None: optimal_proposal's default (a legacy file has a mix and no floor)
                 self._proposal = optimal_proposal(
                     self.pool,
                     d.measure,
                     model=_single_model(d),
                     mix=d.mix,
                     belief_floor=d.belief_floor,
+                    defensive_floor=d.defensive_floor,
                 )
         return self._proposal
 
@@ -337,7 +375,7 @@ class AdaptiveDesign:
             oracle=self.design.oracle,
             model=_single_model(self.design),
             rng=self.design.seed,
-            mix=self.design.mix,
+            mix=SESSION_MIX if self.design.mix is None else self.design.mix,
             belief_floor=fixed_floor(self.design),
             **opts,
         )
