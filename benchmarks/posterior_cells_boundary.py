@@ -94,6 +94,8 @@ def run(args) -> list[dict]:
                 continue
             pool, y, correct = bc.make_pool(truth, np.random.default_rng([b_i, t_i]), belief)
             for d_i, (design, q) in enumerate(bc.static_designs(pool).items()):
+                if args.designs and design not in args.designs:
+                    continue
                 for n in bc.POSTERIOR_SIZES:
                     # the seeds and draws of boundary_coverage.main()
                     rng = np.random.default_rng([b_i, t_i, d_i, n])
@@ -282,6 +284,9 @@ def main(argv=None):
     ap.add_argument("--post-reps", type=int, default=100)
     ap.add_argument("--beliefs", nargs="*", default=list(bc.BELIEFS))
     ap.add_argument("--truths", nargs="*", type=float, default=list(bc.TRUTHS))
+    ap.add_argument(
+        "--designs", nargs="*", default=None, help="Only these static designs (default: all)."
+    )
     ap.add_argument("--render", action="store_true", help="Only rewrite the .md from the .json.")
     ap.add_argument(
         "--only",
