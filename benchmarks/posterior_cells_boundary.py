@@ -20,6 +20,7 @@ the defaults, the recalibrated prior about twice that)::
 
     nice -n 5 python benchmarks/posterior_cells_boundary.py [--post-reps 100]
         [--beliefs calibrated underconfident] [--truths 0.9 0.99 0.995 0.999 1.0]
+        [--designs optimal stratified_neyman]
     python benchmarks/posterior_cells_boundary.py --render   # the .md from the .json
 
 The committed results add the recalibrated prior to the previous run (truths below 1, the
@@ -29,7 +30,10 @@ reference refitted for the paired differences), one process per belief::
         --only "20 x 4 cells" "recalibrated" --tag _B
     python benchmarks/posterior_cells_boundary.py --merge _calibrated _underconfident
 
-(the ``_B`` files were removed after the merge). Writes
+(the ``_B`` files were removed after the merge). When the static default changed (8702ddc: the
+defensive floor) the optimal and Neyman rows were re-run whole, ``--designs optimal
+stratified_neyman --tag _B`` per belief, then ``--merge``: a tagged row with every variant of the
+old row replaces it. Writes
 ``benchmarks/results/posterior_cells_boundary.{json,md}``.
 """
 
@@ -213,7 +217,20 @@ def render(meta: dict) -> str:
     lines += ["", "## Summary", ""]
     lines += summary(rows, ref, alts)
     merged = meta.get("merged")
-    if merged:
+    if merged and "previous" in merged:  # a re-run of whole cells after a re-run of variants
+        prev = merged["previous"]
+        lines += [
+            "",
+            f"The rows of {', '.join(merged['designs'])} re-run with every variant (`--designs`, "
+            f"one process per belief, `--tag` {' '.join(merged['tags'])}, then `--merge`): "
+            f"{meta['seconds']:.0f} s summed over the processes on the shared 2-core machine. In "
+            f"the other rows {', '.join(prev['fitted'])} are from an earlier re-run of those "
+            f"variants ({prev['seconds']:.0f} s) and the rest from the run before it (the same "
+            "computation on the same seeds: its `20 x 4 cells` column, re-fitted for the paired "
+            "differences, came out identical).",
+            "",
+        ]
+    elif merged:
         lines += [
             "",
             f"Re-run of {', '.join(merged['fitted'])} (`--only`, one process per belief, "
@@ -318,16 +335,23 @@ def main(argv=None):
         rows = []
         for r in old["rows"]:
             n = new.get(tuple(r[k] for k in key))
-            if n is not None:  # the new row's variants replace the old row's of the same name
+            if n is not None and set(r["variants"]) <= set(n["variants"]):
+                r = n  # every variant re-fitted (a re-run of the cell): the new row as a whole
+            elif n is not None:  # the new row's variants replace the old row's of the same name
                 r = {**r, "variants": {**r["variants"], **n["variants"]}}
             rows.append(r)
         fitted = sorted({v for p in parts for r in p["rows"] for v in r["variants"]})
+        designs = sorted({r["design"] for p in parts for r in p["rows"]})
         meta = {
             "post_reps": old["post_reps"],
             "seconds": sum(p["seconds"] for p in parts),
-            "merged": {"tags": args.merge, "fitted": fitted},
+            "merged": {"tags": args.merge, "fitted": fitted, "designs": designs},
             "rows": rows,
         }
+        if "merged" in old:
+            meta["merged"]["previous"] = {
+                k: old["merged"][k] for k in old["merged"] if k != "previous"
+            } | {"seconds": old["seconds"]}
         path.write_text(json.dumps(meta, indent=1))
     elif args.render:
         meta = json.loads(path.read_text())
