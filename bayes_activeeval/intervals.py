@@ -516,7 +516,13 @@ def effective_size(
     from less than one event — one event of weight ``u`` (normalized) gives ``n* ≈ 1/u``, about
     ``10¹²`` for an estimate just above :data:`SNAP`, whose interval then had almost no width
     while an estimate at ``SNAP`` got the Kish size — and the draws carry no more than their Kish
-    size. The two sides of ``SNAP`` now meet. With ``df`` (degrees of freedom
+    size. The two sides of ``SNAP`` meet where the standard error vanishes with the distance to
+    the bound (the empirical variance: one light event). They do not where it stays large: the
+    rank measures' guarded variance keeps the belief's part at the bound, so an estimate just
+    inside gets ``n*`` near 0 and an interval reaching the far bound, while one at ``SNAP`` gets
+    the Kish size (an AUC of ``1 − 10⁻⁷`` with a guarded ``SE`` of 0.06 against an AUC of 1 with
+    a Kish size of 340). Raising ``n*`` towards the Kish size there was measured and rejected
+    (``docs/threshold-free.md``). With ``df`` (degrees of freedom
     of the variance estimate), the Korn & Graubard (1998) adjustment ``n* (z/t_df)²`` shrinks it
     so that the interval widens as a t interval would — where ``n*`` comes from the variance; the
     Kish size at a bound is a known function of the weights and is not adjusted.
