@@ -95,6 +95,7 @@ DEFAULT_CONFIGS = (
     "dirichlet-tree:tree_smoothing=1;within_leaf=flat;histogram=fd-run",
     "calibration:predictive=mean-run",
     "auto:calibration.predictive=mean-run",
+    "default-run@relative_floor=0.03",
     "static",
     "static@mix=0.05",
     "sawade",
