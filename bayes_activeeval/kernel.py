@@ -52,6 +52,7 @@ __all__ = [
     "predicted_variance",
     "proposal_from_scores",
     "proposal_scores",
+    "resolve_defences",
     "risk_jacobian",
     "scaled_belief_floor",
     "support_needed",
@@ -816,6 +817,40 @@ def mix_proposal(
     if mix:
         s += mix * p
     return s
+
+
+def resolve_defences(
+    mix: float | None, defensive_floor: float | None, *, keeps_mixture: bool = False
+) -> tuple[float, float]:
+    """``(mix, defensive_floor)`` with their ``None`` defaults resolved, the one place the
+    defaults of a proposal's defence are decided.
+
+    The static optimal proposal of a measure of expected losses and one model takes the
+    defensive floor :data:`DEFAULT_DEFENSIVE_FLOOR` and no mixture (a given ``mix`` is the
+    defence instead, and turns the floor off unless ``defensive_floor`` is given too);
+    ``keeps_mixture=True`` (threshold-free measures, comparisons, adaptive and ranking designs,
+    whose records were made with it) takes the mixture :data:`DEFAULT_MIX` and no floor
+    (``docs/design.md``, "Defaults").
+
+    Parameters
+    ----------
+    mix, defensive_floor : float or None
+        As given by the caller (``None``: the default).
+    keeps_mixture : bool
+        Whether the design's default defence is the mixture.
+
+    Returns
+    -------
+    (float, float)
+        ``mix`` and ``defensive_floor``, unchecked.
+    """
+    if keeps_mixture:
+        return (DEFAULT_MIX if mix is None else mix), (
+            0.0 if defensive_floor is None else defensive_floor
+        )
+    if defensive_floor is None:
+        defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
+    return (0.0 if mix is None else mix), defensive_floor
 
 
 def floor_proposal(

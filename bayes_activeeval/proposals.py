@@ -46,6 +46,7 @@ from .kernel import (
     mix_proposal,
     predicted_variance,
     proposal_from_scores,
+    resolve_defences,
     scaled_belief_floor,
     support_needed,
     unreachable_message,
@@ -549,13 +550,10 @@ def optimal_proposal(
     """
     from .threshold_free import rank_measure, rank_proposal  # builds on this module
 
-    if rank_measure(measure) is None:  # the floor, not the mixture, unless a mixture is asked
-        if defensive_floor is None:
-            defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
-        mix = 0.0 if mix is None else mix
-    else:  # threshold-free: rank_proposal's own defence (its records were made with it)
-        mix = DEFAULT_MIX if mix is None else mix
-        defensive_floor = 0.0 if defensive_floor is None else defensive_floor
+    # threshold-free measures keep rank_proposal's own defence, the mixture
+    mix, defensive_floor = resolve_defences(
+        mix, defensive_floor, keeps_mixture=rank_measure(measure) is not None
+    )
     if getattr(pool, "is_lazy", False):  # a pool on dask: the same steps, chunk by chunk
         from .lazy import optimal_proposal as lazy_optimal_proposal
 

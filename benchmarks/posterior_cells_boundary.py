@@ -296,6 +296,42 @@ def summary(rows, ref, alts) -> list[str]:
     return out
 
 
+KEY = ("belief", "truth", "design", "n")
+
+
+def merge(old: dict, parts: list[dict], tags: list[str]) -> dict:
+    """The results ``old`` with the rows of ``parts`` (the first part wins for a cell in several):
+    a part's row that re-fits every variant of the old row replaces it whole (a re-run of the
+    cell: its share without an error and its committed column too); otherwise its variants
+    replace the old row's of the same name. Cells only in ``parts`` are not added."""
+    new = {}
+    for part in parts:
+        for r in part["rows"]:
+            new.setdefault(tuple(r[k] for k in KEY), r)
+    rows = []
+    for r in old["rows"]:
+        n = new.get(tuple(r[k] for k in KEY))
+        if n is not None and set(r["variants"]) <= set(n["variants"]):
+            r = n
+        elif n is not None:
+            r = {**r, "variants": {**r["variants"], **n["variants"]}}
+        rows.append(r)
+    meta = {
+        "post_reps": old["post_reps"],
+        "seconds": sum(p["seconds"] for p in parts),
+        "merged": {
+            "tags": tags,
+            "fitted": sorted({v for p in parts for r in p["rows"] for v in r["variants"]}),
+            "designs": sorted({r["design"] for p in parts for r in p["rows"]}),
+        },
+        "rows": rows,
+    }
+    if "merged" in old:
+        prev = {k: v for k, v in old["merged"].items() if k != "previous"}
+        meta["merged"]["previous"] = prev | {"seconds": old["seconds"]}
+    return meta
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--post-reps", type=int, default=100)
@@ -322,36 +358,12 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
     path = OUT / "posterior_cells_boundary.json"
-    key = ("belief", "truth", "design", "n")
     if args.merge is not None:
         old = json.loads(path.read_text())
         parts = [
             json.loads((OUT / f"posterior_cells_boundary{t}.json").read_text()) for t in args.merge
         ]
-        new = {}
-        for part in parts:
-            for r in part["rows"]:
-                new.setdefault(tuple(r[k] for k in key), r)
-        rows = []
-        for r in old["rows"]:
-            n = new.get(tuple(r[k] for k in key))
-            if n is not None and set(r["variants"]) <= set(n["variants"]):
-                r = n  # every variant re-fitted (a re-run of the cell): the new row as a whole
-            elif n is not None:  # the new row's variants replace the old row's of the same name
-                r = {**r, "variants": {**r["variants"], **n["variants"]}}
-            rows.append(r)
-        fitted = sorted({v for p in parts for r in p["rows"] for v in r["variants"]})
-        designs = sorted({r["design"] for p in parts for r in p["rows"]})
-        meta = {
-            "post_reps": old["post_reps"],
-            "seconds": sum(p["seconds"] for p in parts),
-            "merged": {"tags": args.merge, "fitted": fitted, "designs": designs},
-            "rows": rows,
-        }
-        if "merged" in old:
-            meta["merged"]["previous"] = {
-                k: old["merged"][k] for k in old["merged"] if k != "previous"
-            } | {"seconds": old["seconds"]}
+        meta = merge(old, parts, args.merge)
         path.write_text(json.dumps(meta, indent=1))
     elif args.render:
         meta = json.loads(path.read_text())

@@ -348,3 +348,26 @@ def test_predicted_variance_under_another_u(rare_pool):
     passive = bae.passive_proposal(pool)
     assert passive.predicted_variance(u) == pytest.approx(float(pool.p @ u))
     assert passive.predicted_variance(u) >= opt.predicted_variance()
+
+
+def test_resolve_defences_is_the_one_rule_of_the_defaults():
+    """The defence's defaults (``kernel.resolve_defences``): the floor and no mixture unless a
+    mixture is given; the mixture and no floor where the design keeps it; given values kept."""
+    from bayes_activeeval.kernel import DEFAULT_DEFENSIVE_FLOOR, DEFAULT_MIX, resolve_defences
+
+    assert resolve_defences(None, None) == (0.0, DEFAULT_DEFENSIVE_FLOOR)
+    assert resolve_defences(0.05, None) == (0.05, 0.0)
+    assert resolve_defences(0.05, 0.2) == (0.05, 0.2)
+    assert resolve_defences(None, 0.0) == (0.0, 0.0)
+    assert resolve_defences(None, None, keeps_mixture=True) == (DEFAULT_MIX, 0.0)
+    assert resolve_defences(0.0, 0.1, keeps_mixture=True) == (0.0, 0.1)
+    pool = bae.datasets.make_classification_pool(2_000, 0.05, rng=3).pool
+    assert optimal_info(bae.optimal_proposal(pool, "f1")) == (0.0, DEFAULT_DEFENSIVE_FLOOR)
+    assert optimal_info(bae.optimal_proposal(pool, "f1", mix=0.05)) == (0.05, 0.0)
+    assert optimal_info(bae.optimal_proposal(pool, "roc_auc")) == (DEFAULT_MIX, 0.0)
+
+
+def optimal_info(prop):
+    info = prop.info
+    get = info.get if isinstance(info, dict) else lambda k: getattr(info, k, None)
+    return get("mix"), get("defensive_floor")

@@ -290,3 +290,70 @@ def test_scorecard_ratios_and_coverage_counts():
     # without the reference in every cell there is no scorecard
     del res["results"]["b"]["default-run"]
     assert real_pools.scorecard(res, [1, 2]) == []
+
+
+def test_static_configuration_passes_its_options_to_the_optimal_proposal(monkeypatch):
+    """``"static@mix=0.05"`` (the mixture, the static default before the defensive floor) runs
+    ``optimal_proposal(pool, "f1", mix=0.05)``; ``"static"`` its defaults; ``"sawade"`` takes
+    no options."""
+    import bayes_activeeval as bae
+
+    seen = []
+    real = bae.optimal_proposal
+
+    def spy(pool, measure, **kw):
+        seen.append(kw)
+        return real(pool, measure, **kw)
+
+    monkeypatch.setattr(bae, "optimal_proposal", spy)
+    peer_adapter.check_config("static@mix=0.05")
+    mixed = peer_adapter.run_config(_tiny_pool(), "f1", [50], 1, "static@mix=0.05")
+    floored = peer_adapter.run_config(_tiny_pool(), "f1", [50], 1, "static")
+    assert seen == [{"mix": 0.05}, {}]
+    assert mixed[0].value != floored[0].value  # other proposals, other draws
+    with pytest.raises(ValueError, match="optimal proposal"):
+        peer_adapter.run_static(_tiny_pool(), "f1", [50], 1, "sawade", mix=0.05)
+
+
+def test_posterior_cells_merge_replaces_refitted_rows_whole():
+    """``posterior_cells_boundary.merge``: a part's row with every variant of the old row replaces
+    it (its share without an error and committed column too); a part's row with some variants
+    replaces only those; the previous merge is kept as ``previous``."""
+    import posterior_cells_boundary as pcb
+
+    def row(design, variants, share, committed):
+        return {
+            "belief": "calibrated",
+            "truth": 0.99,
+            "design": design,
+            "n": 50,
+            "share_no_error": share,
+            "committed_cov_20x4": committed,
+            "variants": variants,
+        }
+
+    old = {
+        "post_reps": 100,
+        "seconds": 7.0,
+        "merged": {"tags": ["_x"], "fitted": ["b"]},
+        "rows": [
+            row("optimal", {"a": 1, "b": 2}, 0.4, 0.9),
+            row("passive", {"a": 1, "b": 2}, 0.6, 0.8),
+            row("stratified", {"a": 1, "b": 2}, 0.6, 0.8),
+        ],
+    }
+    parts = [
+        {
+            "seconds": 3.0,
+            "rows": [row("optimal", {"a": 5, "b": 6}, 0.5, 0.95), row("passive", {"b": 9}, 0, 0)],
+        },
+        {"seconds": 2.0, "rows": [row("optimal", {"a": 0, "b": 0}, 0.0, 0.0)]},  # the first wins
+    ]
+    meta = pcb.merge(old, parts, ["_c", "_u"])
+    opt, pas, strat = meta["rows"]
+    assert opt == parts[0]["rows"][0]
+    assert pas["variants"] == {"a": 1, "b": 9} and pas["share_no_error"] == 0.6
+    assert strat == old["rows"][2]
+    assert meta["seconds"] == 5.0 and meta["merged"]["designs"] == ["optimal", "passive"]
+    assert meta["merged"]["fitted"] == ["a", "b"]
+    assert meta["merged"]["previous"] == {"tags": ["_x"], "fitted": ["b"], "seconds": 7.0}

@@ -19,12 +19,12 @@ from .._validation import check_count, check_fraction, check_rng, show
 from ..beliefs import as_belief, require_plugin
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
-    DEFAULT_DEFENSIVE_FLOOR,
     check_risk,
     drawable,
     floor_from_sums,
     inverse_cdf,
     mix_proposal,
+    resolve_defences,
     risk_jacobian,
     unreachable_message,
 )
@@ -425,9 +425,8 @@ def optimal_proposal(
     if auto and belief_floor != "auto":
         raise ValueError(f"belief_floor must be a number or 'auto', got {belief_floor!r}")
     floor = DEFAULT_BELIEF_FLOOR if auto else check_fraction(belief_floor, "belief_floor")
-    if defensive_floor is None:
-        defensive_floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
-    mix = check_fraction(0.0 if mix is None else mix, "mix", allow_one=True)
+    mix, defensive_floor = resolve_defences(mix, defensive_floor)
+    mix = check_fraction(mix, "mix", allow_one=True)
     defensive_floor = check_fraction(defensive_floor, "defensive_floor", allow_one=True)
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")

@@ -27,7 +27,7 @@ from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..threshold_free import RankMeasure
 from . import annotations as team
-from .designs import Design, StaticDesign, make_design, resolve_defences
+from .designs import Design, StaticDesign, make_design, resolve_design_defences
 from .records import SessionRecords
 from .store import (
     SCHEMA_VERSION,
@@ -179,7 +179,7 @@ class Session(SessionRecords):
             options["relative_floor"] = default_relative_floor(options.get("estimator"))
         # the defences, resolved and stored likewise (files written before the defensive floor
         # have a mix and no floor, and keep their mixture)
-        mix, defensive_floor = resolve_defences(design, tuple(models))
+        mix, defensive_floor = resolve_design_defences(design, tuple(models))
         design = Design(
             **{
                 **design.to_dict(),

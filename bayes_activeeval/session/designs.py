@@ -23,15 +23,10 @@ import numpy as np
 from .._validation import check_budget
 from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import label_codec
+from ..kernel import DEFAULT_MIX, resolve_defences
 from ..measures import difference, stack
 from ..measures import get as get_measure
-from ..proposals import (
-    DEFAULT_BELIEF_FLOOR,
-    DEFAULT_DEFENSIVE_FLOOR,
-    Draws,
-    Proposal,
-    optimal_proposal,
-)
+from ..proposals import DEFAULT_BELIEF_FLOOR, Draws, Proposal, optimal_proposal
 from .store import SessionError, first_new
 
 
@@ -137,7 +132,7 @@ class Design:
         defaults to ``"auto"`` (:func:`~bayes_activeeval.kernel.scaled_belief_floor`, as
         :func:`~bayes_activeeval.optimal_proposal`); the comparison and adaptive designs take
         ``1e-6`` for ``"auto"``. ``mix`` defaults to ``None``, resolved and stored by
-        :meth:`Session.create` (:func:`resolve_defences`).
+        :meth:`Session.create` (:func:`resolve_design_defences`).
     defensive_floor : float, optional
         Defensive floor ``λ`` of a static design's optimal proposal (``q ← max(q, λ p)/Z``;
         :func:`~bayes_activeeval.kernel.floor_proposal`). Default ``None``, resolved and stored
@@ -201,24 +196,20 @@ class Design:
         return cls(**d)
 
 
-#: The defensive mixture of the designs that keep one: comparisons, threshold-free measures and
-#: adaptive sessions (the sessions' default before the defensive floor).
-SESSION_MIX = 0.05
-
-
-def resolve_defences(design: Design, models: tuple[str, ...]) -> tuple[float, float]:
-    """``(mix, defensive_floor)`` of a design, its ``None`` resolved: a static design of one
-    model and a generalized measure takes :func:`~bayes_activeeval.optimal_proposal`'s default
-    (the defensive floor ``DEFAULT_DEFENSIVE_FLOOR``, no mixture, unless a mixture is given);
-    every other design the mixture ``SESSION_MIX`` and no floor."""
+def resolve_design_defences(design: Design, models: tuple[str, ...]) -> tuple[float, float]:
+    """``(mix, defensive_floor)`` of a design, its ``None`` resolved by
+    :func:`~bayes_activeeval.kernel.resolve_defences`: a static design of one model and a
+    generalized measure takes :func:`~bayes_activeeval.optimal_proposal`'s default (the
+    defensive floor, no mixture, unless a mixture is given); every other design keeps the
+    mixture (the sessions' default before the defensive floor)."""
     from ..threshold_free import rank_measure
 
-    mix, floor = design.mix, design.defensive_floor
-    if design.kind == "static" and len(models) <= 1 and rank_measure(design.measure) is None:
-        if floor is None:
-            floor = DEFAULT_DEFENSIVE_FLOOR if mix is None else 0.0
-        return (0.0 if mix is None else mix), floor
-    return (SESSION_MIX if mix is None else mix), (0.0 if floor is None else floor)
+    static_one = design.kind == "static" and len(models) <= 1
+    return resolve_defences(
+        design.mix,
+        design.defensive_floor,
+        keeps_mixture=not (static_one and rank_measure(design.measure) is None),
+    )
 
 
 def fixed_floor(design: Design) -> float:
@@ -248,7 +239,7 @@ class StaticDesign:
                     self.pool,
                     d.measure,
                     d.models,
-                    mix=SESSION_MIX if d.mix is None else d.mix,
+                    mix=DEFAULT_MIX if d.mix is None else d.mix,
                     belief_floor=fixed_floor(d),
                 )
             else:  # None: optimal_proposal's default (a legacy file has a mix and no floor)
@@ -375,7 +366,7 @@ class AdaptiveDesign:
             oracle=self.design.oracle,
             model=_single_model(self.design),
             rng=self.design.seed,
-            mix=SESSION_MIX if self.design.mix is None else self.design.mix,
+            mix=DEFAULT_MIX if self.design.mix is None else self.design.mix,
             belief_floor=fixed_floor(self.design),
             **opts,
         )
