@@ -73,6 +73,8 @@ def _labeler(pool: dict):
 
 
 def _option(text: str):
+    if "+" in text:  # "calibration+dirichlet-tree": a tuple (e.g. the ensemble's members)
+        return tuple(_option(t) for t in text.split("+"))
     for kind in (int, float):
         try:
             return kind(text)
@@ -86,7 +88,8 @@ def parse_oracle(spec: str) -> tuple[str, dict]:
 
     ``member.key=value`` sets an option of one member of the ``"auto"`` ensemble
     (``member_options={member: {key: value}}``), e.g.
-    ``"auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat"``."""
+    ``"auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat"``; ``a+b`` is a
+    tuple (``"auto:members=calibration+dirichlet-tree"``)."""
     name, _, opts = spec.partition(":")
     options: dict = {}
     for k, v in (o.split("=", 1) for o in opts.split(";") if o):

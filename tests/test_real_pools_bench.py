@@ -253,6 +253,11 @@ def test_member_options_of_the_ensemble_are_parsed():
         "member_options": {"dirichlet-tree": {"histogram": "fd", "tree_smoothing": 1}},
         "prior": 0.5,
     }
+    name, opts = peer_adapter.parse_oracle("auto:members=calibration+dirichlet-tree")
+    assert opts == {"members": ("calibration", "dirichlet-tree")}
+    from bayes_activeeval.oracles import make_oracle
+
+    assert make_oracle(name, **opts).members == ("calibration", "dirichlet-tree")
 
 
 def test_scorecard_ratios_and_coverage_counts():
