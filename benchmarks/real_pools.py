@@ -97,6 +97,7 @@ DEFAULT_CONFIGS = (
     "auto:calibration.predictive=mean-run",
     "default-run@relative_floor=0.03",
     "auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat;dirichlet-tree.histogram=fd-run",
+    "auto:members=calibration+dirichlet-tree-run",
     "static",
     "static@mix=0.05",
     "sawade",
