@@ -73,13 +73,13 @@ def _labeler(pool: dict):
 
 
 def _option(text: str):
-    if "+" in text:  # "calibration+dirichlet-tree": a tuple (e.g. the ensemble's members)
-        return tuple(_option(t) for t in text.split("+"))
-    for kind in (int, float):
+    for kind in (int, float):  # first: "1e+5" is a number
         try:
             return kind(text)
         except ValueError:
             pass
+    if "+" in text:  # "calibration+dirichlet-tree": a tuple (e.g. the ensemble's members)
+        return tuple(_option(t) for t in text.split("+"))
     return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 

@@ -255,6 +255,7 @@ def test_member_options_of_the_ensemble_are_parsed():
     }
     name, opts = peer_adapter.parse_oracle("auto:members=calibration+dirichlet-tree")
     assert opts == {"members": ("calibration", "dirichlet-tree")}
+    assert peer_adapter.parse_oracle("calibration:clip=1e+5")[1] == {"clip": 1e5}  # a number
     from bayes_activeeval.oracles import make_oracle
 
     assert make_oracle(name, **opts).members == ("calibration", "dirichlet-tree")

@@ -23,7 +23,7 @@ import numpy as np
 from .._validation import check_budget
 from ..estimators import Estimate, UndefinedEstimateWarning, estimate
 from ..io import label_codec
-from ..kernel import DEFAULT_MIX, resolve_defences
+from ..kernel import resolve_defences
 from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..proposals import DEFAULT_BELIEF_FLOOR, Draws, Proposal, optimal_proposal
@@ -239,7 +239,7 @@ class StaticDesign:
                     self.pool,
                     d.measure,
                     d.models,
-                    mix=DEFAULT_MIX if d.mix is None else d.mix,
+                    mix=resolve_design_defences(d, d.models)[0],
                     belief_floor=fixed_floor(d),
                 )
             else:  # None: optimal_proposal's default (a legacy file has a mix and no floor)
@@ -366,7 +366,7 @@ class AdaptiveDesign:
             oracle=self.design.oracle,
             model=_single_model(self.design),
             rng=self.design.seed,
-            mix=DEFAULT_MIX if self.design.mix is None else self.design.mix,
+            mix=resolve_design_defences(self.design, self.design.models)[0],
             belief_floor=fixed_floor(self.design),
             **opts,
         )
