@@ -234,7 +234,7 @@ def test_relative_floor_default_validation_and_old_states(small):
     from bayes_activeeval.adaptive import RELATIVE_FLOOR
 
     ev = bae.ActiveEvaluator(small.pool, "f1", rng=0, batch_size=25)
-    assert ev.estimator == "model_assisted" and ev.relative_floor == RELATIVE_FLOOR == 0.01
+    assert ev.estimator == "model_assisted" and ev.relative_floor == RELATIVE_FLOOR == 0.03
     assert bae.ActiveEvaluator(small.pool, "f1", estimator="ipw").relative_floor == 0.0
     with pytest.raises(
         ValueError, match=r"relative_floor=0\.1 applies to estimator='model_assisted'"

@@ -179,7 +179,7 @@ class ActiveEvaluator(EvaluatorState):
         With the model-assisted estimate, each unlabeled item's class probabilities are also
         floored at this fraction of the belief's own pool rate of the rarer class before the
         proposal and the control variate are computed (default
-        :data:`~bayes_activeeval.adaptive.RELATIVE_FLOOR` = 0.01; 0 with ``"ipw"``, which does
+        :data:`~bayes_activeeval.adaptive.RELATIVE_FLOOR` = 0.03; 0 with ``"ipw"``, which does
         not take it): a fitted belief that is sure the lowest scores hold no positive still
         sends them draws in proportion to the base rate
         (:func:`~bayes_activeeval.adaptive.model_assisted_proposal`). A restored evaluator keeps

@@ -25,10 +25,13 @@ from ..threshold_free import adaptive_rank_proposal, measure_models, rank_measur
 #: Default ε_0 (relative to the mean integrand): with the deterministic schedule, every item whose
 #: loss can be non-zero under the belief keeps at least about ε_t of the average proposal mass.
 DEFAULT_EPSILON = 0.01
-RELATIVE_FLOOR = 0.01
+RELATIVE_FLOOR = 0.03
 """``ActiveEvaluator``'s default ``relative_floor`` with the model-assisted estimate: no unlabeled
-item is believed less likely to carry a label than 1 % of the belief's own pool rate of the rarer
-class (:func:`model_assisted_proposal`; measured in ``docs/adaptive.md``, "The relative floor")."""
+item is believed less likely to carry a label than 3 % of the belief's own pool rate of the rarer
+class (:func:`model_assisted_proposal`; measured in ``docs/adaptive.md``, "The relative floor").
+A prior on how many errors the unlabeled bulk holds, set above the rate measured beyond the 1,000
+highest-scored predicted non-matches on every real pool of ``benchmarks/real_pools_data.py``
+(0-0.016 of the match rate); 0.01 before session 29 (``CHANGELOG.md``)."""
 
 
 def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, deterministic: bool):
