@@ -96,6 +96,8 @@ DEFAULT_CONFIGS = (
     "calibration:predictive=mean-run",
     "auto:calibration.predictive=mean-run",
     "default-run@relative_floor=0.03",
+    "default@relative_floor=0.01",
+    "default-run@relative_floor=0.01",
     "auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat;dirichlet-tree.histogram=fd-run",
     "auto:members=calibration+dirichlet-tree-run",
     "static",
