@@ -98,6 +98,7 @@ DEFAULT_CONFIGS = (
     "default-run@relative_floor=0.03",
     "default@relative_floor=0.01",
     "default-run@relative_floor=0.01",
+    "default-run@relative_floor=0.1",
     "auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat;dirichlet-tree.histogram=fd-run",
     "auto:members=calibration+dirichlet-tree-run",
     "static",
