@@ -383,6 +383,11 @@ def test_adaptive_session_stores_its_relative_floor(small, tmp_path):
         assert s.design.options["relative_floor"] == 0.0
     old = Design("f1", kind="adaptive", seed=1, options={"estimator": "model_assisted"})
     assert make_design(small[1].pool, old)._fresh().relative_floor == 0.0
+    # a session recorded under the earlier default (0.01) replays with it, not with today's
+    then = {"estimator": "model_assisted", "relative_floor": 0.01}
+    assert RELATIVE_FLOOR != 0.01
+    then_design = Design("f1", kind="adaptive", seed=1, options=then)
+    assert make_design(small[1].pool, then_design)._fresh().relative_floor == 0.01
 
 
 def test_two_labelers_recording_at_once(small, tmp_path):
