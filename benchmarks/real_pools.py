@@ -101,6 +101,7 @@ DEFAULT_CONFIGS = (
     "default-run@relative_floor=0.1",
     "auto:dirichlet-tree.tree_smoothing=1;dirichlet-tree.within_leaf=flat;dirichlet-tree.histogram=fd-run",
     "auto:members=calibration+dirichlet-tree-run",
+    "calibration-run@relative_floor=0.03",
     "static",
     "static@mix=0.05",
     "sawade",

@@ -12,7 +12,8 @@ Usage::
     python benchmarks/real_pools_counts.py febrl4_sub400_initial_svm \\
         "auto:weighting=bma-run:20,47" "calibration-run:46,77"
 
-writes ``results/real_pools_counts.{json,md}``.
+writes ``results/real_pools_counts.{json,md}`` (``--out NAME``: ``results/NAME.{json,md}``, so a
+new set of runs does not replace the one the docs follow).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("pool")
     ap.add_argument("runs", nargs="+", help="CONFIG:SEED[,SEED…] (the config may contain ':')")
+    ap.add_argument("--out", default="real_pools_counts", help="stem of the results files")
     args = ap.parse_args(argv)
     d = load_pool(args.pool)
     y, f = d["labels"], d["preds"]
@@ -54,12 +56,14 @@ def main(argv=None) -> None:
                 row = {"config": config, "seed": seed, "labels": b, "f1": float(e.value)}
                 rows.append(row | {"tp": float(counts[0]), "half_pp_p": float(counts[1])})
     command = "python benchmarks/real_pools_counts.py " + " ".join(
-        [args.pool] + [f'"{r}"' for r in args.runs]
+        [args.pool]
+        + [f'"{r}"' for r in args.runs]
+        + ([f"--out {args.out}"] if args.out != "real_pools_counts" else [])
     )
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "pool": args.pool, "truth": truth}
     out["command"] = command
     out["rows"] = rows
-    (RESULTS / "real_pools_counts.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=1))
     lines = [
         f"# F1 estimates in pool units: `{args.pool}`",
         "",
@@ -78,7 +82,7 @@ def main(argv=None) -> None:
             f"| `{r['config']}` | {r['seed']} | {r['labels']:,} | {r['f1']:.4f} | "
             f"{r['tp']:,.1f} | {r['half_pp_p']:,.1f} |"
         )
-    (RESULTS / "real_pools_counts.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
