@@ -9,7 +9,7 @@ Layers (imports go one way, down this list; ``tests/test_layers.py`` checks it):
 0. **Kernels** — depend only on NumPy and SciPy: ``measures`` (ℓ, g, Dg), ``beliefs``,
    ``strata``, ``pool``, ``kernel`` (the deviation integrand and the proposal-from-scores step),
    ``intervals`` (confidence intervals from an estimate and its effective size), ``estimators``,
-   ``proposals``, ``datasets``.
+   ``proposals``, ``datasets``, ``unseen`` (errors no label has seen).
 1. **Bayesian models** — ``oracles`` (beliefs about the labels, π(y|x)) and ``posterior``
    (posteriors of the measure itself); PyMC and ArviZ enter here.
 2. **Workflows** — ``adaptive``, ``comparison``, ``sequential``, ``planning``, ``benchmark``,
@@ -56,6 +56,7 @@ from .pool import Pool
 from .proposals import Draws, Proposal, optimal_proposal, passive_proposal, stratified_proposal
 from .sequential import GroupSequentialDesign, sequential_compare
 from .strata import score_strata
+from .unseen import UnseenErrors, unseen_errors
 
 __version__ = "0.1.0.dev0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "Pool",
     "Proposal",
     "UndefinedEstimateWarning",
+    "UnseenErrors",
     "__version__",
     "benchmark",
     "compare",
@@ -101,5 +103,6 @@ __all__ = [
     "sequential_compare",
     "stack",
     "stratified_proposal",
+    "unseen_errors",
     "weighted_estimate",
 ]

@@ -857,6 +857,10 @@ def format_status(s, st) -> str:
             f"{st['measure']} [{r['model']}] = {r['estimate']:.4f} ± {r['stderr']:.4f} (SE), "
             f"{lvl} interval [{r['low']:.4f}, {r['high']:.4f}] from {r['draws']} draws"
         )
+        if r.get("unseen"):
+            from .report import unseen_line
+
+            lines.append("  " + unseen_line(r["unseen"], st["measure"], lvl))
     return "\n".join(lines + _team_lines(st))
 
 

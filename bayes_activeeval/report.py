@@ -511,6 +511,35 @@ def _interval_text(est) -> str:
     )
 
 
+def unseen_line(u: dict, measure: str, lvl: str) -> str:
+    """The sentence ``bae status`` and the report print for ``Session.status()``'s ``"unseen"``
+    entry of one estimate (:func:`bayes_activeeval.unseen_errors`).
+
+    Parameters
+    ----------
+    u : dict
+        ``{"regions": [{"predicted", "actual", "items", "labeled", "max_hidden", "value"}, …],
+        "value": …}``.
+    measure : str
+        The measure's name.
+    lvl : str
+        The level as printed (``"95%"``).
+
+    Returns
+    -------
+    str
+    """
+    parts = [
+        f"{g['max_hidden']:,} labeled {g['actual']} among the {g['items'] - g['labeled']:,} "
+        f"unlabeled predicted {g['predicted']} ({g['labeled']:,} of {g['items']:,} labeled)"
+        for g in u["regions"]
+    ]
+    return (
+        f"errors no label has seen ({lvl}): up to {' and '.join(parts)}; with them "
+        f"{measure} would be {u['value']:.4f}"
+    )
+
+
 def estimate_note(session, estimates: dict | None = None) -> str:
     """One sentence per kind of estimate in the report's table: how the session estimated each
     output (:func:`estimator_kind`) and which confidence interval it has, from the completed
@@ -654,6 +683,12 @@ def _render_html(session, level: float) -> str:
     freq_for_plot = freq.rename(columns={f"{level:.0%} low": "low"}) if freq_rows else None
     plot_labels = [ESTIMATOR_LABELS[estimator_kind(session, r["model"])] for r in freq_rows]
     conflicts = posterior_conflicts(st["estimates"], post_sum, meas)
+    unseen_html = "".join(
+        f"<p class='note' id='unseen'>{html.escape(r['model'])}: "
+        f"{html.escape(unseen_line(r['unseen'], meas, f'{level:.0%}'))}</p>"
+        for r in st["estimates"]
+        if r.get("unseen")
+    )
     curves = ""
     if isinstance(get_measure(session.design.measure), RankMeasure):
         curves = (
@@ -724,7 +759,8 @@ def _render_html(session, level: float) -> str:
 <div class="meta">{meta.to_html(index=False, header=False, border=0)}</div>
 <div class="side">
   <div><h2>Frequentist answer</h2>{_table(freq)}
-  <p class="note" id="estimator">{html.escape(estimate_note(session, estimates))}</p></div>
+  <p class="note" id="estimator">{html.escape(estimate_note(session, estimates))}</p>
+  {unseen_html}</div>
   <div><h2>Bayesian answer</h2>{bayes}</div>
 </div>
 {"".join(f"<p class='note'><b>{html.escape(c)}</b></p>" for c in conflicts)}

@@ -37,7 +37,6 @@ the pool's matches and false negatives are labeled (seconds).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from pathlib import Path
@@ -110,7 +109,9 @@ def variants(ev, est) -> dict[str, list[float]]:
     return out
 
 
-def run_one(task: tuple[str, int]) -> dict:
+def run_default(task: tuple[str, int], row=None) -> dict:
+    """One run of the default through ``ev.run`` to each budget: ``{"pool", "seed", "budgets",
+    "rows", "secs"}`` with ``rows[j] = row(ev, est)`` at budget ``j`` (default: the variants)."""
     pool_name, seed = task
     if pool_name not in _POOLS:
         _POOLS[pool_name] = real_pools_data.load_pool(pool_name)
@@ -124,9 +125,13 @@ def run_one(task: tuple[str, int]) -> dict:
         warnings.simplefilter("ignore")
         for B in BUDGETS:
             est = ev.run(labeler, budget=B, progress=False)
-            rec["rows"].append(variants(ev, est))
+            rec["rows"].append((row or variants)(ev, est))
     rec["secs"] = time.perf_counter() - t0
     return rec
+
+
+def run_one(task: tuple[str, int]) -> dict:
+    return run_default(task)
 
 
 def report(recs: list[dict]) -> str:
@@ -233,20 +238,8 @@ def main() -> None:
         write_traces()
         return
     out = Path(args.out)
-    done = set()
-    if out.exists():
-        done = {(r["pool"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())}
-    if not args.report:
-        tasks = [
-            (p, s) for s in range(args.reps) for p in args.pools.split(",") if (p, s) not in done
-        ]
-        from multiprocessing import Pool
-
-        with Pool(args.workers) as workers, out.open("a") as f:
-            for rec in workers.imap_unordered(run_one, tasks):
-                f.write(json.dumps(rec) + "\n")
-                f.flush()
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    reps = 0 if args.report else args.reps
+    recs = real_pools_data.run_pool_seeds(run_one, out, args.pools.split(","), reps, args.workers)
     (RESULTS / "interval_variants.md").write_text(report(recs))
 
 

@@ -419,6 +419,26 @@ def describe(spec: RLSpec | BalancedSpec) -> str:
     return f"{who}; {blk}; {spec.features} features; {clf} trained on {spec.train} pairs"
 
 
+def run_pool_seeds(run_one, out: Path | str, pools: list[str], reps: int, workers: int) -> list:
+    """Run ``run_one((pool, seed))`` for every pool and seed ``0..reps-1`` whose record is not yet
+    in ``out`` (JSONL, one record per line with ``pool`` and ``seed``), on ``workers`` processes,
+    appending each record as it finishes (an interrupted run resumes where it stopped); return
+    every record in ``out``. ``reps=0`` only reads."""
+    out = Path(out)
+    done = set()
+    if out.exists():
+        done = {(r["pool"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())}
+    tasks = [(p, s) for s in range(reps) for p in pools if (p, s) not in done]
+    if tasks:
+        from multiprocessing import Pool
+
+        with Pool(workers) as procs, out.open("a") as f:
+            for rec in procs.imap_unordered(run_one, tasks):
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+    return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
 def summary_rows(names=None, pool_dir: Path | str = POOL_DIR) -> list[dict]:
     rows = []
     for name in names or pool_names():

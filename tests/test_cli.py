@@ -107,12 +107,20 @@ def test_static_session_end_to_end_equals_python_api(demo_csv, tmp_path):
     assert got["stderr"] == pytest.approx(ref.stderr, rel=1e-12)
     low, high = ref.confidence_interval(0.95)
     assert (got["low"], got["high"]) == pytest.approx((low, high), rel=1e-12)
+    # errors no label has seen: the same as bae.unseen_errors on the same labels
+    seen = bae.unseen_errors(demo.pool, "f1", draws, ref)
+    assert [g["max_hidden"] for g in got["unseen"]["regions"]] == [
+        r.max_hidden for r in seen.regions
+    ]
+    assert got["unseen"]["value"] == pytest.approx(float(seen.values[0]), rel=1e-12)
+    assert "errors no label has seen (95%): up to " in text
 
     report = tmp_path / "report.html"
     ok("report", session, "--out", report)
     html = report.read_text()
     assert html.count("data:image/png;base64,") == 3
     assert "Frequentist answer" in html and "Bayesian answer" in html and "ess_bulk" in html
+    assert "errors no label has seen (95%): up to " in html
 
 
 def test_adaptive_session_end_to_end_equals_active_evaluator(demo_csv, tmp_path):

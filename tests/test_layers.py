@@ -36,6 +36,7 @@ LAYERS = {
     "datasets": 0,
     "threshold_free": 0,
     "curves": 0,
+    "unseen": 0,
     # 1. Bayesian models: beliefs about labels (oracles), posteriors of the measure
     "oracles": 1,
     "oracles.dirichlet_tree.tree": 1,  # the Dirichlet-tree oracle: tree, tilt, posterior, oracle

@@ -794,6 +794,37 @@ class ActiveEvaluator(EvaluatorState):
             )
         return self._estimate(warn=True, variance=variance, bias_correction=bias_correction)
 
+    def unseen_errors(self, level: float = 0.95):
+        """How many errors could hide among the items no draw has labeled, and the measure if
+        they did (:func:`~bayes_activeeval.unseen.unseen_errors` with this evaluator's labeled
+        items and :meth:`estimate`).
+
+        Per predicted class, the largest number of errors placed at random among its unlabeled
+        items that the labels so far would all have missed with probability above
+        ``1 − level`` (the hypergeometric rule of three), and the measure with them added to
+        the estimate. The confidence interval is conditional on what the sample has seen; this
+        says how far an error the sample could not see could move it.
+
+        Parameters
+        ----------
+        level : float
+            In ``(0, 1)``; default 0.95.
+
+        Returns
+        -------
+        UnseenErrors
+        """
+        from ..unseen import unseen_errors
+
+        return unseen_errors(
+            self.pool,
+            self.measure,
+            np.unique(self._arrays()[0]),
+            self.estimate(),
+            level=level,
+            model=None if self.measure.models is not None else self.model,
+        )
+
     def _estimate(
         self, warn: bool, variance: str = "martingale", bias_correction: bool = False
     ) -> Estimate:

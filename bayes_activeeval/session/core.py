@@ -26,6 +26,7 @@ from ..io import PoolFile, PoolSpec, file_checksum, jsonable, read_pool
 from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..threshold_free import RankMeasure
+from ..unseen import unseen_errors
 from . import annotations as team
 from .designs import Design, StaticDesign, make_design, resolve_design_defences
 from .records import SessionRecords
@@ -728,6 +729,32 @@ class Session(SessionRecords):
             **kwargs,
         )
 
+    def _unseen(self, model: str, labeled, est: Estimate, level: float) -> dict | None:
+        """``unseen_errors`` of one model's estimate as a dict (``None`` where it does not apply:
+        a multiclass or dask pool, a measure not of the confusion matrix, the difference target)."""
+        if model not in self.pool.models:
+            return None
+        try:
+            u = unseen_errors(
+                self.pool, self.design.measure, labeled, est, level=level, model=model
+            )
+        except ValueError:
+            return None
+        return {
+            "regions": [
+                {
+                    "predicted": r.predicted,
+                    "actual": r.actual,
+                    "items": r.n_items,
+                    "labeled": r.n_labeled,
+                    "max_hidden": r.max_hidden,
+                    "value": float(r.values[0]),
+                }
+                for r in u.regions
+            ],
+            "value": float(u.values[0]),
+        }
+
     def status(self, level: float = 0.95) -> dict[str, Any]:
         """A summary: labels, stages, budget, pending items and the estimates with intervals."""
         level = check_level(level)
@@ -737,7 +764,9 @@ class Session(SessionRecords):
     def _status(self, level: float) -> dict[str, Any]:
         done, _ = self.stage_progress()
         rows = []
-        for name, est in self.estimates().items():
+        ests = self.estimates()
+        labeled = np.unique(self.labeled_draws()[0].indices) if ests else None
+        for name, est in ests.items():
             low, high = est.confidence_interval(level)
             rows.append(
                 {
@@ -747,6 +776,7 @@ class Session(SessionRecords):
                     "low": low,
                     "high": high,
                     "draws": est.n_draws,
+                    "unseen": self._unseen(name, labeled, est, level),
                 }
             )
         return {
