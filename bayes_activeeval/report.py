@@ -518,8 +518,8 @@ def unseen_line(u: dict, measure: str, lvl: str) -> str:
     Parameters
     ----------
     u : dict
-        ``{"regions": [{"predicted", "actual", "items", "labeled", "max_hidden", "value"}, …],
-        "value": …}``.
+        ``{"regions": [{"predicted", "actual", "kind", "items", "labeled", "max_hidden",
+        "value", "joint_hidden"}, …], "value": …}``.
     measure : str
         The measure's name.
     lvl : str
@@ -529,14 +529,20 @@ def unseen_line(u: dict, measure: str, lvl: str) -> str:
     -------
     str
     """
+
+    def num(x) -> str:
+        return "n/a" if x is None or not np.isfinite(x) else f"{x:.4f}"
+
     parts = [
-        f"{g['max_hidden']:,} labeled {g['actual']} among the {g['items'] - g['labeled']:,} "
-        f"unlabeled predicted {g['predicted']} ({g['labeled']:,} of {g['items']:,} labeled)"
+        f"{g['max_hidden']:,} {g['kind']} among the {g['items'] - g['labeled']:,} unlabeled "
+        f"predicted {g['predicted']} ({g['labeled']:,} of {g['items']:,} labeled; "
+        f"{measure} {num(g['value'])})"
         for g in u["regions"]
     ]
+    both = " and ".join(f"{g['joint_hidden']:,}" for g in u["regions"])
     return (
-        f"errors no label has seen ({lvl}): up to {' and '.join(parts)}; with them "
-        f"{measure} would be {u['value']:.4f}"
+        f"errors no label has seen ({lvl}): up to {' and '.join(parts)}; all at once "
+        f"({both}): {measure} {num(u['value'])}"
     )
 
 
@@ -684,7 +690,7 @@ def _render_html(session, level: float) -> str:
     plot_labels = [ESTIMATOR_LABELS[estimator_kind(session, r["model"])] for r in freq_rows]
     conflicts = posterior_conflicts(st["estimates"], post_sum, meas)
     unseen_html = "".join(
-        f"<p class='note' id='unseen'>{html.escape(r['model'])}: "
+        f"<p class='note unseen'>{html.escape(r['model'])}: "
         f"{html.escape(unseen_line(r['unseen'], meas, f'{level:.0%}'))}</p>"
         for r in st["estimates"]
         if r.get("unseen")

@@ -83,7 +83,10 @@ def max_hidden(n_items: int, n_labeled: int, level: float = 0.95) -> int:
             + special.gammaln(n - k + 1)
         )
 
-    lo, hi, target = 0, u, np.log(alpha)  # log_h(0) = 0 > target; find the last k above it
+    # log_h(0) = 0 > target; find the last k above it. H(k) equal to α in exact arithmetic (a
+    # tie, e.g. N = 20, L = 1, level 0.9 at k = 18) is not above it: the margin absorbs gammaln's
+    # rounding, ~1e-13 here, and moves no other k (|log H(k) − log α| >= 1e-9 otherwise).
+    lo, hi, target = 0, u, np.log(alpha) + 1e-10
     if log_h(hi) > target:
         return hi
     while hi - lo > 1:
@@ -99,27 +102,36 @@ def max_hidden(n_items: int, n_labeled: int, level: float = 0.95) -> int:
 class UnseenRegion:
     """The unlabeled items of one predicted class and the errors they could hide.
 
-    Attributes
+    Parameters
     ----------
     predicted : object
         The predicted class (as in ``pool.classes``).
     actual : object
         The other class: what a hidden error's label is.
+    kind : str
+        ``"false negatives"`` or ``"false positives"``: what the hidden errors are.
     n_items, n_labeled : int
         Items with ``p > 0`` predicted ``predicted``, and how many of them are labeled.
     max_hidden : int
         The largest number of errors among the unlabeled ones that the labels cannot rule out at
         the level (:func:`max_hidden`).
     values : ndarray (m,)
-        The measure with that many errors added to the estimate.
+        The measure with that many errors added to the estimate; NaN where the estimate leaves
+        no room for them (a value outside the measure's range) or is itself undefined.
+    joint_hidden : int
+        This class's share of the errors of :attr:`UnseenErrors.values`: the largest number the
+        labels miss with probability above ``(1 − level)^(1/c)`` for ``c`` predicted classes, so
+        that missing every class's at once stays above ``1 − level``.
     """
 
     predicted: Any
     actual: Any
+    kind: str
     n_items: int
     n_labeled: int
     max_hidden: int
     values: np.ndarray
+    joint_hidden: int
 
     @property
     def labeled_fraction(self) -> float:
@@ -131,7 +143,7 @@ class UnseenRegion:
 class UnseenErrors:
     """What errors no label has seen could do to an estimate (:func:`unseen_errors`).
 
-    Attributes
+    Parameters
     ----------
     measure : str
     outputs : tuple of str
@@ -141,7 +153,9 @@ class UnseenErrors:
     regions : tuple of UnseenRegion
         One per predicted class.
     values : ndarray (m,)
-        The measure with every region's hidden errors at once.
+        The measure with every class's :attr:`UnseenRegion.joint_hidden` errors at once (the
+        labels miss all of them with probability above ``1 − level``); NaN as in
+        :attr:`UnseenRegion.values`.
     """
 
     measure: str
@@ -164,7 +178,9 @@ class UnseenErrors:
                 "items": r.n_items,
                 "labeled": r.n_labeled,
                 "labeled_fraction": r.labeled_fraction,
+                "kind": r.kind,
                 "max_hidden": r.max_hidden,
+                "joint_hidden": r.joint_hidden,
             }
             for name, v in zip(self.outputs, r.values, strict=True):
                 row[name if len(self.outputs) > 1 else self.measure] = float(v)
@@ -178,12 +194,13 @@ class UnseenErrors:
         for r in self.regions:
             unl = r.n_items - r.n_labeled
             out.append(
-                f"up to {r.max_hidden:,} items labeled {show(r.actual)} could hide among the "
-                f"{unl:,} unlabeled items predicted {show(r.predicted)} ({r.n_labeled:,} of "
-                f"{r.n_items:,} labeled; {pct}): {self.measure} would be {_fmt(r.values)} "
-                f"(estimate {_fmt(self.estimate)})"
+                f"up to {r.max_hidden:,} {r.kind} (items of class {show(r.actual)}) could hide "
+                f"among the {unl:,} unlabeled items predicted {show(r.predicted)} "
+                f"({r.n_labeled:,} of {r.n_items:,} labeled; {pct}): {self.measure} would be "
+                f"{_fmt(r.values)} (estimate {_fmt(self.estimate)})"
             )
-        out.append(f"with all of them: {self.measure} {_fmt(self.values)}")
+        both = " and ".join(f"{r.joint_hidden:,} {r.kind}" for r in self.regions)
+        out.append(f"all at once ({both}; {pct}): {self.measure} would be {_fmt(self.values)}")
         return out
 
     def __str__(self) -> str:
@@ -213,6 +230,8 @@ def _labeled_items(labeled: Any, n: int) -> np.ndarray:
 
     idx = labeled.indices if isinstance(labeled, Draws) else labeled
     arr = np.asarray(idx)
+    if arr.size == 0:
+        return np.empty(0, dtype=np.int64)
     if arr.dtype == bool:
         if arr.shape != (n,):
             raise ValueError(
@@ -271,6 +290,22 @@ def unseen_errors(
     -------
     UnseenErrors
 
+    Raises
+    ------
+    ValueError
+        A pool on dask or not binary, a measure that reads several models or whose loss depends
+        on more than the label and the prediction (not of the confusion matrix), an estimate of
+        another measure, labeled items outside the pool, ``level`` outside ``(0, 1)``.
+
+    Notes
+    -----
+    The count is the rule of three (Hanley & Lippman-Hand (1983), "If nothing goes wrong, is
+    everything all right?", JAMA 249) in its exact hypergeometric form for a finite pool; the
+    argument that an interval honest on every such pool must reach these values is in
+    ``docs/design.md`` ("What such an allowance costs"). The errors are placed at random among
+    the class's unlabeled items, so the statement says nothing about errors hidden where the
+    design looked least, and it is not a probability that they are there.
+
     Examples
     --------
     >>> import numpy as np, bayes_activeeval as bae
@@ -312,27 +347,39 @@ def unseen_errors(
     p = np.asarray(pool.p, dtype=float)
     pred = np.asarray(pool.view(names[0]).pred)
     classes = pool.classes
+    pos = pool.pos
+    present = [c for c in (0, 1) if np.any((pred == c) & (p > 0))]
+    # every loss component is >= 0 for every (prediction, label): a shifted mean below 0 is a
+    # pool that cannot exist (more errors than the estimate counts correct items)
+    table = [
+        m.loss(np.array([y]), views(np.flatnonzero(pred == c)[:1])) for c in present for y in (0, 1)
+    ]
+    nonneg = bool(np.all(np.asarray(table, dtype=float) >= 0))
+    defined = bool(np.all(np.isfinite(np.asarray(estimate.values, dtype=float))))
+    alpha_joint = (1.0 - lv) ** (1.0 / max(len(present), 1))
     regions: list[UnseenRegion] = []
     shift_all = np.zeros_like(R)
-    for c in (0, 1):
+    for c in present:
         items = np.flatnonzero((pred == c) & (p > 0))
-        if items.size == 0:
-            continue
         v = views(items[:1])  # a tabular loss is the same for every item of the class
         delta = np.asarray(m.loss(np.array([1 - c]), v) - m.loss(np.array([c]), v), dtype=float)
-        delta = delta.reshape(1, -1)
+        delta = delta.reshape(-1)
         open_ = items[~known[items]]
-        k = max_hidden(int(items.size), int(items.size - open_.size), lv)
-        shift = k * float(p[open_].mean()) * delta[0] if open_.size else np.zeros_like(R)
-        shift_all = shift_all + shift
+        n_lab = int(items.size - open_.size)
+        pbar = float(p[open_].mean()) if open_.size else 0.0
+        k = max_hidden(int(items.size), n_lab, lv)
+        kj = max_hidden(int(items.size), n_lab, 1.0 - alpha_joint)
+        shift_all = shift_all + kj * pbar * delta
         regions.append(
             UnseenRegion(
                 predicted=classes[c],
                 actual=classes[1 - c],
+                kind="false positives" if c == pos else "false negatives",
                 n_items=int(items.size),
-                n_labeled=int(items.size - open_.size),
+                n_labeled=n_lab,
                 max_hidden=int(k),
-                values=_value(m, R + shift),
+                values=_value(m, R + k * pbar * delta, nonneg, defined),
+                joint_hidden=int(kj),
             )
         )
     return UnseenErrors(
@@ -341,12 +388,19 @@ def unseen_errors(
         level=lv,
         estimate=np.asarray(estimate.values, dtype=float).reshape(-1),
         regions=tuple(regions),
-        values=_value(m, R + shift_all),
+        values=_value(m, R + shift_all, nonneg, defined),
     )
 
 
-def _value(m, R: np.ndarray) -> np.ndarray:
+def _value(m, R: np.ndarray, nonneg: bool, defined: bool) -> np.ndarray:
+    """``g(R)``, NaN where the estimate is undefined or ``R`` describes no pool: the errors are
+    added to what the estimate counts, so an estimate that counts fewer correct unlabeled items
+    than that leaves no room for them (a mean loss below 0, or ``g`` outside the range)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         g = np.asarray(m.g(R), dtype=float).reshape(-1)
+    if not defined or (nonneg and np.any(R < -1e-12)):
+        return np.full(g.shape, np.nan)
     lo, hi = m.bounds
-    return np.clip(g, lo, hi)
+    tol = 1e-12 * max(1.0, float(np.nanmax(np.abs(g)))) if np.any(np.isfinite(g)) else 0.0
+    bad = ~np.isfinite(g) | (g < lo - tol) | (g > hi + tol)
+    return np.where(bad, np.nan, np.clip(g, lo, hi))

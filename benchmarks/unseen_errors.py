@@ -7,8 +7,8 @@ Each repetition is one run of the default, ``ActiveEvaluator(pool, "f1", rng=see
 interval, and ``ev.unseen_errors(0.95)``: per predicted class the largest number of errors placed
 at random among its unlabeled items that the labels cannot rule out, and F1 with every class's
 at once. The report gives, per pool and budget, the coverage and mean width of the default
-interval and of ``[min(low, unseen value), high]`` (the interval reaching down to F1 with the
-hidden errors), the median counts, and the median distance from the estimate to the unseen value.
+interval and of ``[min(low, unseen value), high]`` (the interval reaching down to F1 with both classes'
+hidden errors at once), the median counts, and the median distance from the estimate to that value.
 
 Usage::
 
@@ -42,7 +42,9 @@ def row(ev, est) -> dict:
         "lo": float(lo),
         "hi": float(hi),
         "unseen": float(u.values[0]),
+        "unseen_by_class": [float(r.values[0]) for r in u.regions],
         "hidden": [r.max_hidden for r in u.regions],
+        "joint_hidden": [r.joint_hidden for r in u.regions],
         "labeled": [r.n_labeled for r in u.regions],
         "items": [r.n_items for r in u.regions],
     }
@@ -59,12 +61,14 @@ def report(recs: list[dict]) -> str:
         f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')}. F1, the default through `ev.run` "
         '(`ActiveEvaluator(pool, "f1", rng=seed)`, deterministic oracle), '
         "`ev.unseen_errors(0.95)` at each budget. `interval`: the default 95 % interval; "
-        "`down to unseen`: `[min(low, unseen F1), high]`, the interval reaching F1 with every "
-        "predicted class's unseen errors added; coverage ± Monte Carlo s.e. and mean width; "
+        "`down to unseen`: `[min(low, unseen F1), high]`, the interval reaching F1 with both "
+        "predicted classes' unseen errors added at once (each count at α^(1/2), "
+        "`UnseenErrors.values`); coverage ± Monte Carlo s.e. and mean width; "
         "`hidden FN / FP`: median largest numbers of false negatives among the unlabeled "
         "predicted non-matches and false positives among the unlabeled predicted matches that "
         "the labels cannot rule out (95 %), with the median labeled fraction of the predicted "
-        "non-matches; `estimate − unseen`: median distance from the estimate to unseen F1.",
+        "non-matches (each count alone at 95 %); `estimate − unseen`: median distance from the "
+        "estimate to that F1.",
         "",
         "| pool | labels | n | interval: coverage, width | down to unseen: coverage, width | "
         "hidden FN / FP (labeled share of predicted non-matches) | estimate − unseen |",

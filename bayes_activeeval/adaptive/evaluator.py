@@ -816,6 +816,8 @@ class ActiveEvaluator(EvaluatorState):
         """
         from ..unseen import unseen_errors
 
+        if getattr(self.pool, "is_lazy", False):
+            raise ValueError("unseen_errors needs a pool in memory, not one on dask")
         return unseen_errors(
             self.pool,
             self.measure,

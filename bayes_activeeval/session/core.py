@@ -745,10 +745,12 @@ class Session(SessionRecords):
                 {
                     "predicted": r.predicted,
                     "actual": r.actual,
+                    "kind": r.kind,
                     "items": r.n_items,
                     "labeled": r.n_labeled,
                     "max_hidden": r.max_hidden,
                     "value": float(r.values[0]),
+                    "joint_hidden": r.joint_hidden,
                 }
                 for r in u.regions
             ],
