@@ -576,6 +576,8 @@ def test_cli_session_on_a_lazy_pool_matches_the_in_memory_one(tmp_path, design):
     tol = 1e-12 if design == "static" else 1e-10  # the adaptive oracle's fit adds rounding
     assert e_l["estimate"] == pytest.approx(e_m["estimate"], rel=tol)
     assert e_l["stderr"] == pytest.approx(e_m["stderr"], rel=100 * tol)
+    # errors no label has seen: in memory only (a pool on dask gets no line, and no error)
+    assert e_l["unseen"] is None and e_m["unseen"]["regions"][0]["max_hidden"] > 0
 
 
 def test_compare_is_post_stratified_on_a_large_lazy_pool(tmp_path):

@@ -197,3 +197,19 @@ def test_bad_input_names_the_argument(data):
     three = bae.Pool(predictions=np.arange(30) % 3, probs=np.full((30, 3), 1 / 3))
     with pytest.raises(ValueError, match="binary pool"):
         bae.unseen_errors(three, "accuracy", [0], est)
+
+
+def test_a_pool_on_dask_is_refused_with_a_clear_error(tmp_path, data):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pool = data.pool
+    frame = pd.DataFrame({"pred": pool.view().pred, "p": pool.view().prob[:, 1]})
+    path = tmp_path / "pool.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=4096)
+    lazy = bae.Pool.from_parquet(path, predictions="pred", probs="p", chunk_size=4096)
+    draws = bae.optimal_proposal(pool, "f1").draw(100, rng=2)
+    est = bae.estimate(pool, "f1", draws, data.labeler(draws.indices))
+    with pytest.raises(ValueError, match="pool in memory, not one on dask"):
+        bae.unseen_errors(lazy, "f1", draws, est)
