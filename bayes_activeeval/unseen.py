@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ._validation import show
+from ._validation import check_count, check_level, show
 
-__all__ = ["UnseenErrors", "UnseenRegion", "max_hidden", "unseen_errors"]
+__all__ = ["UnseenErrors", "UnseenRegion", "applies_to", "max_hidden", "unseen_errors"]
 
 
 def max_hidden(n_items: int, n_labeled: int, level: float = 0.95) -> int:
@@ -67,10 +67,11 @@ def max_hidden(n_items: int, n_labeled: int, level: float = 0.95) -> int:
     >>> max_hidden(100_000, 1_000)      # 1 % labeled: about ln(20)/0.01 = 300
     297
     """
-    n, lab = _count(n_items, "n_items"), _count(n_labeled, "n_labeled")
+    n = check_count(n_items, "n_items", minimum=0)
+    lab = check_count(n_labeled, "n_labeled", minimum=0)
     if lab > n:
         raise ValueError(f"n_labeled must be at most n_items ({n}), got {lab}")
-    alpha = 1.0 - _level(level)
+    alpha = 1.0 - check_level(level)
     u = n - lab
     if lab == 0 or u == 0:
         return u
@@ -212,19 +213,6 @@ def _fmt(v: np.ndarray) -> str:
     return f"{v[0]:.4g}" if v.size == 1 else "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
 
 
-def _count(x: Any, name: str) -> int:
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {x!r}")
-    return int(x)
-
-
-def _level(level: Any) -> float:
-    lv = float(level) if isinstance(level, (int, float, np.number)) else float("nan")
-    if not 0.0 < lv < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    return lv
-
-
 def _labeled_items(labeled: Any, n: int) -> np.ndarray:
     from .proposals import Draws
 
@@ -246,6 +234,50 @@ def _labeled_items(labeled: Any, n: int) -> np.ndarray:
             f"labeled[{bad[0]}] = {int(arr[bad[0]])} is not an item of the pool (0..{n - 1})"
         )
     return np.unique(arr)
+
+
+def applies_to(pool, measure: Any, model: str | None = None) -> bool:
+    """Whether :func:`unseen_errors` applies: a binary pool in memory and a measure of the
+    confusion matrix of one model (its loss depends on an item only through its label and the
+    model's prediction).
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : str or Measure
+        A measure the pool resolves (``Pool.resolve`` raises for one it does not).
+    model : str, optional
+        Which model, for a pool with several.
+
+    Returns
+    -------
+    bool
+    """
+    return _not_applicable(pool, measure, model) is None
+
+
+def _not_applicable(pool, measure: Any, model: str | None):
+    """Why :func:`unseen_errors` does not apply (``None`` where it does), and the resolved
+    measure with its views and model names."""
+    if getattr(pool, "is_lazy", False):
+        return "unseen_errors needs a pool in memory, not one on dask"
+    if pool.task != "binary":
+        return (
+            f"unseen_errors needs a binary pool; this one is {pool.task} ({pool.n_classes} classes)"
+        )
+    m, _ = pool.resolve(measure, model)
+    names = pool.models_of(m, model)
+    if len(names) != 1:
+        return (
+            f"measure {m.name!r} reads {len(names)} models; unseen_errors takes a measure of one "
+            "model"
+        )
+    if not m.tabular:
+        return (
+            f"measure {m.name!r}: its loss depends on more than an item's label and prediction; "
+            "unseen_errors takes a measure of the confusion matrix"
+        )
+    return None
 
 
 def unseen_errors(
@@ -317,25 +349,12 @@ def unseen_errors(
     >>> seen.regions[0].max_hidden > 0
     True
     """
-    if getattr(pool, "is_lazy", False):
-        raise ValueError("unseen_errors needs a pool in memory, not one on dask")
-    if pool.task != "binary":
-        raise ValueError(
-            f"unseen_errors needs a binary pool; this one is {pool.task} ({pool.n_classes} classes)"
-        )
-    lv = _level(level)
+    reason = _not_applicable(pool, measure, model)
+    if reason is not None:
+        raise ValueError(reason)
+    lv = check_level(level)
     m, views = pool.resolve(measure, model)
     names = pool.models_of(m, model)
-    if len(names) != 1:
-        raise ValueError(
-            f"measure {m.name!r} reads {len(names)} models; unseen_errors takes a measure of "
-            "one model"
-        )
-    if not m.tabular:
-        raise ValueError(
-            f"measure {m.name!r}: its loss depends on more than an item's label and prediction; "
-            "unseen_errors takes a measure of the confusion matrix"
-        )
     R = np.asarray(getattr(estimate, "risk", None), dtype=float)
     if R.ndim != 1 or R.size != m.dim or getattr(estimate, "measure", m.name) != m.name:
         raise ValueError(
@@ -348,22 +367,22 @@ def unseen_errors(
     pred = np.asarray(pool.view(names[0]).pred)
     classes = pool.classes
     pos = pool.pos
-    present = [c for c in (0, 1) if np.any((pred == c) & (p > 0))]
-    # every loss component is >= 0 for every (prediction, label): a shifted mean below 0 is a
-    # pool that cannot exist (more errors than the estimate counts correct items)
-    table = [
-        m.loss(np.array([y]), views(np.flatnonzero(pred == c)[:1])) for c in present for y in (0, 1)
-    ]
-    nonneg = bool(np.all(np.asarray(table, dtype=float) >= 0))
+    by_class = {c: np.flatnonzero((pred == c) & (p > 0)) for c in (0, 1)}
+    by_class = {c: items for c, items in by_class.items() if items.size}
+    # the loss of one item per (prediction, label): a tabular loss is the same for every item of
+    # a predicted class. With every component >= 0, a shifted mean below 0 is a pool that cannot
+    # exist (more errors than the estimate counts correct items)
+    table = {
+        c: [m.loss(np.array([y]), views(items[:1])) for y in (0, 1)]
+        for c, items in by_class.items()
+    }
+    nonneg = bool(np.all(np.asarray(list(table.values()), dtype=float) >= 0))
     defined = bool(np.all(np.isfinite(np.asarray(estimate.values, dtype=float))))
-    alpha_joint = (1.0 - lv) ** (1.0 / max(len(present), 1))
+    alpha_joint = (1.0 - lv) ** (1.0 / max(len(by_class), 1))
     regions: list[UnseenRegion] = []
     shift_all = np.zeros_like(R)
-    for c in present:
-        items = np.flatnonzero((pred == c) & (p > 0))
-        v = views(items[:1])  # a tabular loss is the same for every item of the class
-        delta = np.asarray(m.loss(np.array([1 - c]), v) - m.loss(np.array([c]), v), dtype=float)
-        delta = delta.reshape(-1)
+    for c, items in by_class.items():
+        delta = np.asarray(table[c][1 - c] - table[c][c], dtype=float).reshape(-1)
         open_ = items[~known[items]]
         n_lab = int(items.size - open_.size)
         pbar = float(p[open_].mean()) if open_.size else 0.0

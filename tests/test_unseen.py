@@ -213,3 +213,17 @@ def test_a_pool_on_dask_is_refused_with_a_clear_error(tmp_path, data):
     est = bae.estimate(pool, "f1", draws, data.labeler(draws.indices))
     with pytest.raises(ValueError, match="pool in memory, not one on dask"):
         bae.unseen_errors(lazy, "f1", draws, est)
+
+
+def test_applies_to_says_where_unseen_errors_runs(data):
+    from bayes_activeeval.unseen import applies_to
+
+    pool = data.pool
+    three = bae.Pool(predictions=np.arange(30) % 3, probs=np.full((30, 3), 1 / 3))
+    assert applies_to(pool, "f1") and applies_to(pool, "mcc")
+    assert not applies_to(pool, "brier") and not applies_to(pool, "roc_auc")
+    assert not applies_to(three, "accuracy")
+    draws = bae.optimal_proposal(pool, "f1").draw(100, rng=2)
+    est = bae.estimate(pool, "brier", draws, data.labeler(draws.indices))
+    with pytest.raises(ValueError, match="confusion matrix"):  # the same reason, raised
+        bae.unseen_errors(pool, "brier", draws, est)

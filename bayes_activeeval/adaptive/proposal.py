@@ -31,7 +31,8 @@ item is believed less likely to carry a label than 3 % of the belief's own pool 
 class (:func:`model_assisted_proposal`; measured in ``docs/adaptive.md``, "The relative floor").
 A prior on how many errors the unlabeled bulk holds, set above the rate measured beyond the 1,000
 highest-scored predicted non-matches on every record-linkage pool of
-``benchmarks/real_pools_data.py`` (0-0.016 of the match rate). It was 0.01 before the change recorded in ``CHANGELOG.md`` (session 29)."""
+``benchmarks/real_pools_data.py`` (0-0.016 of the match rate). It was 0.01 before the change
+recorded in ``CHANGELOG.md`` (session 29)."""
 
 
 def epsilon_schedule(epsilon: float, *, stage: int, unlabeled_fraction: float, deterministic: bool):

@@ -26,7 +26,7 @@ from ..io import PoolFile, PoolSpec, file_checksum, jsonable, read_pool
 from ..measures import difference, stack
 from ..measures import get as get_measure
 from ..threshold_free import RankMeasure
-from ..unseen import unseen_errors
+from ..unseen import applies_to, unseen_errors
 from . import annotations as team
 from .designs import Design, StaticDesign, make_design, resolve_design_defences
 from .records import SessionRecords
@@ -732,14 +732,10 @@ class Session(SessionRecords):
     def _unseen(self, model: str, labeled, est: Estimate, level: float) -> dict | None:
         """``unseen_errors`` of one model's estimate as a dict (``None`` where it does not apply:
         a multiclass or dask pool, a measure not of the confusion matrix, the difference target)."""
-        if model not in self.pool.models:
+        measure = self.design.measure
+        if model not in self.pool.models or not applies_to(self.pool, measure, model):
             return None
-        try:
-            u = unseen_errors(
-                self.pool, self.design.measure, labeled, est, level=level, model=model
-            )
-        except ValueError:
-            return None
+        u = unseen_errors(self.pool, measure, labeled, est, level=level, model=model)
         return {
             "regions": [
                 {
