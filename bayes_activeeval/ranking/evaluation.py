@@ -31,7 +31,12 @@ import numpy as np
 
 from .._validation import check_budget, check_count, check_fraction, check_rng, show
 from ..comparison import ComparisonResult, wald_test
-from ..estimators import Estimate, model_assisted_estimate, weighted_estimate
+from ..estimators import (
+    Estimate,
+    UndefinedEstimateWarning,
+    model_assisted_estimate,
+    weighted_estimate,
+)
 from ..measures import difference, stack
 from ..proposals import DEFAULT_MIX, Draws, Proposal
 from .measures import RankingMeasure, get, loss_moments, query_losses
@@ -145,6 +150,8 @@ def proposal(
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
     _check_estimator(estimator)
+    if relevance is not None:  # checked whatever the design uses (the passive one reads none)
+        relevance = _relevance(pool, relevance)
     mix = check_fraction(mix, "mix", allow_one=True)
     n_samples = check_count(n_samples, "n_samples")
     m = pool.n_queries
@@ -368,6 +375,8 @@ def estimate(
     rm = get(measure)
     model = pool.check_model(model)
     _check_estimator(estimator)
+    if relevance is not None:  # checked whatever the estimator uses ("ipw" reads none)
+        relevance = _relevance(pool, relevance)
     L, n_q = _losses(pool, rm, (model,), draws, labels)
     est = _estimate(
         pool, rm, (model,), rm.measure(), L, draws, n_q, estimator, relevance, bias_correction
@@ -429,11 +438,17 @@ def test(
     -------
     ComparisonResult
         ``Δ̂ = Ĝ_a − Ĝ_b``, its standard error, the Wald statistic and p-value, and each
-        ranker's estimate on the shared draws; ``n_labels`` counts the graded queries.
+        ranker's estimate on the shared draws; ``n_labels`` counts the graded queries. When no
+        drawn query is one where the two rankers' lists differ (and the pool has such queries)
+        the draws say nothing of the difference: the standard error, statistic, p-value and
+        interval are NaN, with an ``UndefinedEstimateWarning`` (before, ``± 0`` and
+        ``p = 0``).
     """
     rm = get(measure)
     a, b = _models(pool, models, True)
     _check_estimator(estimator)
+    if relevance is not None:  # checked whatever the estimator uses ("ipw" reads none)
+        relevance = _relevance(pool, relevance)
     L, n_q = _losses(pool, rm, (a, b), draws, labels)
     base = rm.measure()
     est = _estimate(pool, rm, (a, b), difference(base, a, b), L, draws, n_q, estimator, relevance)
@@ -454,6 +469,18 @@ def test(
                 relevance, support=~same,
             )  # fmt: skip
             value, se = f * float(est_c.values[0]), f * float(est_c.stderrs[0])
+    if (~same).any() and same[draws.indices].all():
+        # every draw fell where the two lists are the same (δ ≡ 0, and m ≡ 0 there): the
+        # residuals are all 0 and say nothing of the queries where the rankers differ, so the
+        # standard error is undefined, not 0
+        warnings.warn(
+            f"no drawn query has different {rm.name} lists from {a!r} and {b!r} "
+            f"({int(np.count_nonzero(~same))} of the pool's {same.size} queries do): the "
+            "standard error of the difference is undefined",
+            UndefinedEstimateWarning,
+            stacklevel=2,
+        )
+        se = float("nan")
     z, pvalue = wald_test(value, se, alternative)
     return ComparisonResult(
         statistic=z,
@@ -639,8 +666,7 @@ def _relevance(pool: RankingPool, relevance: Any) -> np.ndarray:
         ) from exc
     if rel.shape != pool.relevance.shape:
         raise ValueError(f"relevance has shape {rel.shape}; expected {pool.relevance.shape}")
-    check_relevance(rel, pool.query_ids, pool.doc_ids, pool.n_docs)
-    return rel
+    return check_relevance(rel, pool.query_ids, pool.doc_ids, pool.n_docs)
 
 
 def _same_lists(pool: RankingPool, rm: RankingMeasure, a: str, b: str) -> np.ndarray:

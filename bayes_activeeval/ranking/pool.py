@@ -32,7 +32,8 @@ class RankingPool:
     relevance : ndarray (m, D, K), optional
         ``P(grade = k | query, doc)`` for grades ``0..K-1`` (independent given the query,
         Sawade (2012), Eq. 6.3): finite, in ``[0, 1]`` and summing to 1 (within 1e-6) for every
-        document (the padding is not checked). Default: uniform over ``0..max_grade``.
+        document (the padding is not checked; the pool keeps a certain grade 0 there). Default:
+        uniform over ``0..max_grade``.
     costs : ndarray (m,), optional
         Label cost of each query (default 1).
     max_grade : int, optional
@@ -43,8 +44,9 @@ class RankingPool:
     ValueError
         Ranks that are not whole numbers ``>= 0``, skip or repeat a position within a query or
         are not 0 on the padding; relevance probabilities outside ``[0, 1]``, not finite or not
-        summing to 1; shapes that do not match; non-positive costs; duplicate query ids; a
-        ``max_grade`` that is not a whole number ``>= 1`` or does not match ``relevance``.
+        summing to 1; shapes that do not match; non-positive costs; duplicate query ids or
+        documents within a query; a ``max_grade`` that is not a whole number ``>= 1`` or does
+        not match ``relevance``.
 
     Notes
     -----
@@ -97,8 +99,7 @@ class RankingPool:
             raise ValueError(
                 f"relevance has shape {relevance.shape}; expected ({m}, {D}, K) with K >= 2 grades"
             )
-        check_relevance(relevance, self.query_ids, self.doc_ids, self.n_docs)
-        self.relevance = relevance
+        self.relevance = check_relevance(relevance, self.query_ids, self.doc_ids, self.n_docs)
         self.max_grade = relevance.shape[2] - 1 if max_grade is None else int(max_grade)
         if self.max_grade != relevance.shape[2] - 1:
             raise ValueError(
@@ -120,6 +121,14 @@ class RankingPool:
         if len(self._index) != m:
             raise ValueError("query_ids must be distinct")
         self._doc_index = [{d: j for j, d in enumerate(docs)} for docs in self.doc_ids]
+        for q, (docs, index) in enumerate(zip(self.doc_ids, self._doc_index, strict=True)):
+            if len(index) != len(docs):
+                seen: set = set()
+                dup = next(d for d in docs if d in seen or seen.add(d))
+                raise ValueError(
+                    f"doc_ids of query {self.query_ids[q]!r} repeat document {dup!r}; the "
+                    "documents of a query must be distinct"
+                )
         self._orders: dict[tuple[str, int | None], np.ndarray] = {}
         self._expected: dict = {}  # expected losses under a relevance model, by measure
 
@@ -417,9 +426,11 @@ def _first_bad_list(pos: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
-def check_relevance(relevance, query_ids, doc_ids, n_docs) -> None:
+def check_relevance(relevance, query_ids, doc_ids, n_docs) -> np.ndarray:
     """Relevance probabilities: finite, in ``[0, 1]``, summing to 1 over the grades of every
-    document (the padding is not read)."""
+    document. The padding past a query's documents is not checked: the returned copy holds a
+    certain grade 0 there (never ranked, never asked), so that whatever it held (NaN included)
+    cannot reach a sum over the grades."""
     D = relevance.shape[1]
     real = np.arange(D)[None, :] < n_docs[:, None]
     with np.errstate(invalid="ignore"):
@@ -439,6 +450,10 @@ def check_relevance(relevance, query_ids, doc_ids, n_docs) -> None:
             f"relevance of query {query_ids[q]!r}, document {doc_ids[q][j]!r} sums to "
             f"{total[q, j]:.6g}; P(grade = 0..K-1) must sum to 1"
         )
+    out = np.array(relevance, dtype=float, copy=True)
+    out[~real] = 0.0
+    out[~real, 0] = 1.0
+    return out
 
 
 def _grade(value: Any, max_grade: int, qid: Any, doc: Any) -> int:
@@ -463,7 +478,8 @@ def _positions(col, order, qs, slot, m, D, name, column, qids) -> np.ndarray:
             f"ranks[{name!r}] (column {column!r}) has {show(raw[nonnum[0]])}; ranks are whole numbers >= 1"
         )
     has = ~np.isnan(r)
-    bad = np.flatnonzero(has & ~((r >= 1) & (r == np.floor(r))))
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(has & ~(np.isfinite(r) & (r >= 1) & (r == np.floor(r))))
     if bad.size:
         raise ValueError(
             f"ranks[{name!r}] (column {column!r}) has {show(r[bad[0]])} for query "
