@@ -108,3 +108,16 @@ def test_infinite_rank_refused_by_name():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(ValueError, match=r"ranks\['a'\] \(column 'ra'\) has inf"):
             ranking.RankingPool.from_frame(fr, ranks={"a": "ra"})
+
+
+def test_precision_threshold_above_the_grade_scale_refused():
+    data = ranking.make_ranking_pool(20, min_docs=3, max_docs=5, rng=0)
+    pool = data.pool
+    rm = ranking.RankingMeasure("precision", 2, threshold=pool.max_grade + 1)
+    with pytest.raises(ValueError, match=r"threshold=.* above the pool.s max_grade"):
+        ranking.proposal(pool, rm, model="a")
+    d = ranking.draw(pool, ranking.proposal(pool, "precision@2", model="a"), 5.0, rng=0)
+    with pytest.raises(ValueError, match="max_grade"):
+        ranking.estimate(pool, rm, d, data.grades, model="a")
+    ok = ranking.RankingMeasure("precision", 2, threshold=pool.max_grade)
+    assert np.isfinite(ranking.estimate(pool, ok, d, data.grades, model="a").value)

@@ -145,7 +145,7 @@ def proposal(
         squared deviation per query) and ``risk`` (``Ř``); ``proposal.expected_cost(pool.costs)``
         is ``E_q[λ]`` (``n* = Λ/E_q[λ]``, Eq. 6.7).
     """
-    rm = get(measure)
+    rm = _measure_for(pool, measure)
     mods = _models(pool, models, True) if models is not None else _models(pool, model, False)
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
@@ -372,7 +372,7 @@ def estimate(
     bias_correction : bool
         Subtract the estimated second-order bias (see :func:`bayes_activeeval.weighted_estimate`).
     """
-    rm = get(measure)
+    rm = _measure_for(pool, measure)
     model = pool.check_model(model)
     _check_estimator(estimator)
     if relevance is not None:  # checked whatever the estimator uses ("ipw" reads none)
@@ -444,7 +444,7 @@ def test(
         interval are NaN, with an ``UndefinedEstimateWarning`` (before, ``± 0`` and
         ``p = 0``).
     """
-    rm = get(measure)
+    rm = _measure_for(pool, measure)
     a, b = _models(pool, models, True)
     _check_estimator(estimator)
     if relevance is not None:  # checked whatever the estimator uses ("ipw" reads none)
@@ -650,6 +650,19 @@ def compare(
 def _check_estimator(estimator: str) -> None:
     if estimator not in ("ipw", "model_assisted"):
         raise ValueError(f"estimator must be 'ipw' or 'model_assisted', got {estimator!r}")
+
+
+def _measure_for(pool: RankingPool, measure: Any) -> RankingMeasure:
+    """The measure (:func:`get`), refused if it can never count a document as relevant on this
+    pool (a precision ``threshold`` above the pool's ``max_grade``: the measure would be 0
+    whatever the grades)."""
+    rm = get(measure)
+    if rm.kind == "precision" and rm.threshold > pool.max_grade:
+        raise ValueError(
+            f"{rm.name}: threshold={rm.threshold} is above the pool's max_grade={pool.max_grade}, "
+            "so no document could count as relevant (the measure would be 0 whatever the grades)"
+        )
+    return rm
 
 
 def _relevance(pool: RankingPool, relevance: Any) -> np.ndarray:
