@@ -413,14 +413,15 @@ def _init_ranking(pool, measure, session_path, query_col, item_col, ranks, relev
         )
 
 
-def _next_ranking(session, n, out, overwrite, annotator, lease, pool_path) -> None:
+def _next_ranking(session, n, out, overwrite, annotator, lease, pool_path, text_cols=()) -> None:
     from .io import check_output, escape_cell
     from .ranking_session import RankingSession
 
     with RankingSession.open(session, pool_path=pool_path) as rs:
         if out:
             check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
-        frame = rs.next(n, annotator=annotator, lease=lease).map(escape_cell)
+        # a bad --text-col fails before anything is leased (RankingSession.next checks first)
+        frame = rs.next(n, annotator=annotator, lease=lease, text=text_cols).map(escape_cell)
     _write_batch(_batch_csv(frame), out, overwrite,
                  f"{frame['qid'].nunique()} queries ({len(frame)} documents) to grade")  # fmt: skip
 
@@ -481,11 +482,20 @@ def next_(session, n, stage_size, out, overwrite, text_cols, annotator, lease_mi
     """
     import pandas as pd
 
+    from ._validation import check_count
     from .io import check_output, escape_cell
 
     lease = _lease_seconds(lease_minutes)
+    check_count(n, "--n")
+    if stage_size is not None:
+        check_count(stage_size, "--stage-size")
     if _ranking(session):
-        _next_ranking(session, n, out, overwrite, annotator, lease, pool_path)
+        if stage_size is not None:
+            raise ValueError(
+                "--stage-size is for labeling sessions; a ranking session draws queries "
+                "until its stage's budget is spent (bae init --budget)"
+            )
+        _next_ranking(session, n, out, overwrite, annotator, lease, pool_path, text_cols)
         return
 
     with _open(session, pool_path) as s:
@@ -536,8 +546,10 @@ def record(session, labels, id_col, label_col, batch_size, annotator, pool_path)
     """
     from tqdm import tqdm
 
+    from ._validation import check_count
     from .io import read_labels
 
+    check_count(batch_size, "--batch-size")
     if _ranking(session):  # a CSV with columns qid, doc, grade
         from .ranking_session import RankingSession, read_grades
 
@@ -605,7 +617,12 @@ def label(session, text_cols, n, max_labels, show_prediction, annotator, lease_m
     For a ranking session: grade every document of a query in turn ('b' goes back one document);
     the query is saved as soon as its last document is graded.
     """
+    from ._validation import check_count
+
     lease = _lease_seconds(lease_minutes)  # a bad --lease fails before the session is opened
+    check_count(n, "--n")
+    if max_labels is not None:
+        check_count(max_labels, "--max")
     if _ranking(session):
         _label_ranking(session, n, max_labels, show_prediction, annotator, lease, text_cols,
                        pool_path)  # fmt: skip
@@ -999,6 +1016,11 @@ def _relabel_ranking(session, qid, label, reason, annotator, pool_path) -> None:
             raise ValueError(
                 f"a ranking session's LABEL is DOC=GRADE[,DOC=GRADE…], got {part.strip()!r}"
             )
+        if doc in grades:
+            raise ValueError(
+                f"document {doc.strip()!r} is given twice in LABEL {label!r}; give each "
+                "document one grade"
+            )
         grades[doc] = grade.strip()
     with RankingSession.open(session, pool_path=pool_path) as rs:
         changed = rs.relabel(qid, grades, reason=reason, annotator=annotator, source="cli")
@@ -1040,8 +1062,16 @@ def serve(session, port, host, annotator, stage_size, batch, lease_minutes, leve
     from .serve import ServeConfig
     from .serve import serve as run_server
 
-    if not (0 <= port < 65536):
-        raise ValueError(f"--port must be in 0..65535, got {port}")
+    if not (0 < port < 65536):
+        raise ValueError(f"--port must be in 1..65535, got {port}")
+    if annotator is not None:
+        from .session.annotations import check_annotator
+
+        try:
+            check_annotator(annotator.strip())
+        except ValueError as exc:
+            raise ValueError(f"--annotator {annotator!r}: {exc}") from exc
+    _check_bind(host, port)
     cfg = ServeConfig(
         session=session,
         pool_path=pool_path,
@@ -1054,6 +1084,26 @@ def serve(session, port, host, annotator, stage_size, batch, lease_minutes, leve
         level=check_level(level),
     )
     run_server(cfg, echo=lambda m: click.echo(m, err=True))
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Refuse a --host/--port the server could not bind (an unknown name, an address not on
+    this machine, a port in use) before anything is printed, naming the option."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"--host {host!r} cannot be bound: {exc.strerror or exc}") from exc
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise ValueError(
+                f"--host {host!r} --port {port} cannot be bound: {exc.strerror or exc}"
+            ) from exc
 
 
 # -- compare --------------------------------------------------------------------------------------

@@ -774,7 +774,10 @@ def _holds_labels(path: Path) -> str | None:
     if is_sqlite(path):
         return "it is a SQLite database (a session?)"
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        # a byte-order mark is not part of the first name, and a cell that is not UTF-8 (a
+        # spreadsheet's Latin-1 export) must not make a file of labels look empty: bae record
+        # reads both
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
             reader = csv.reader(fh)
             header = next(reader, None) or []
             names = [c.strip().lower() for c in header]
@@ -786,8 +789,10 @@ def _holds_labels(path: Path) -> str | None:
             for row in reader:
                 for name, ks in cols.items():
                     filled[name] += any(k < len(row) and row[k].strip() for k in ks)
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except OSError:
         return None
+    except csv.Error as exc:  # not a CSV we can read: it may hold labels, so it is kept
+        return f"it cannot be read as CSV ({exc}), so it may hold labels"
     for name, n in filled.items():
         if n:
             return f"it holds {n} {name}s (column {name!r})"

@@ -630,10 +630,15 @@ class RankingSession:
         annotator: str | None = None,
         holder: str | None = None,
         lease: float = team.DEFAULT_LEASE,
+        text: Any = None,
     ) -> pd.DataFrame:
         """The (query, document) rows for one annotator to grade next, leased to them
-        (:meth:`lease`; the frame of :meth:`documents`)."""
-        return self.documents(self.lease(n, annotator=annotator, holder=holder, lease=lease))
+        (:meth:`lease`; the frame of :meth:`documents`, with the text columns ``text``, default
+        the session's — checked before anything is leased)."""
+        text = self._text(text)
+        return self.documents(
+            self.lease(n, annotator=annotator, holder=holder, lease=lease), text=text
+        )
 
     def documents(self, queries: Any, *, ranks: bool = True, text: Any = None) -> pd.DataFrame:
         """One row per (query, document) of ``queries`` (pool indices), in the pool's document

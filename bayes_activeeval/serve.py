@@ -64,6 +64,49 @@ NO_COOKIES = (
     "for this address and reload; nothing was handed out to this browser."
 )
 
+#: What a link from another site gets (no cookie set, nothing leased, ``?annotator=`` ignored).
+CROSS_SITE_PAGE = (
+    "<!doctype html><html><head><meta charset='utf-8'><title>bae labeling page</title></head>"
+    "<body><p>This page was opened from another site, so it does not know which browser is "
+    "asking; nothing was handed out or changed. Open <a href='/'>the labeling page</a> from "
+    "here (your items and your annotator name are kept).</p></body></html>"
+)
+
+
+def host_name(host: str) -> str:
+    """The name part of an HTTP ``Host`` header, lower-cased (``"[::1]:8765"`` → ``"[::1]"``,
+    ``"127.0.0.1"`` → ``"127.0.0.1"``).
+
+    Parameters
+    ----------
+    host : str
+        The header's value.
+
+    Returns
+    -------
+    str
+    """
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end >= 0 else host
+    return host.split(":", 1)[0]
+
+
+def same_secret(given: str, secret: str) -> bool:
+    """Constant-time comparison of a token a request carries with the server's, for any text
+    (``hmac.compare_digest`` refuses non-ASCII ``str``: a request could make it raise).
+
+    Parameters
+    ----------
+    given, secret : str
+
+    Returns
+    -------
+    bool
+    """
+    return hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode("utf-8", "replace"))
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a loopback address (``127.0.0.1``, ``::1``, ``localhost``).
@@ -175,22 +218,25 @@ def create_app(cfg: ServeConfig):
     state = _State()
     default_name = cfg.annotator or default_annotator()
     loopback = is_loopback(cfg.host)
-    allowed_hosts = {f"{h}:{cfg.port}" for h in ("127.0.0.1", "localhost", "[::1]", cfg.host)}
+    # the Host header's name, whatever the port (port 80 is sent without one): a loopback
+    # server answers only to loopback names, which is what stops DNS rebinding
+    allowed_hosts = {"127.0.0.1", "localhost", "[::1]", cfg.host.lower()}
 
     def guard(request: Request) -> Response | None:
         """Host check (loopback) or access token (elsewhere); ``None`` when the request may
         go on."""
         if loopback:
-            if request.headers.get("host", "") not in allowed_hosts:
+            if host_name(request.headers.get("host", "")) not in allowed_hosts:
                 return PlainTextResponse("unknown host", status_code=403)
             return None
+        # any token the request carries may be the right one: a cookie left by an earlier run
+        # (another token) must not hide the one in the URL bae serve printed this time
         given = (
-            request.cookies.get(COOKIE_TOKEN)
-            or request.query_params.get("token")
-            or request.headers.get("x-bae-token")
-            or ""
+            request.query_params.get("token"),
+            request.headers.get("x-bae-token"),
+            request.cookies.get(COOKIE_TOKEN),
         )
-        if not cfg.token or not hmac.compare_digest(given, cfg.token):
+        if not cfg.token or not any(t and same_secret(t, cfg.token) for t in given):
             return PlainTextResponse(
                 "an access token is required (the URL bae serve printed)", status_code=403
             )
@@ -241,6 +287,16 @@ def create_app(cfg: ServeConfig):
     async def page(request: Request) -> Response:
         if (bad := guard(request)) is not None:
             return bad
+        if request.headers.get("sec-fetch-site") == "cross-site":
+            # a link from another site: the browser withholds the (strict) cookies, so this
+            # request cannot tell who is asking; it sets no cookie, leases nothing and ignores
+            # ?annotator=, or any page could rename a browser's annotator or replace its id
+            resp = HTMLResponse(CROSS_SITE_PAGE)
+            resp.headers["X-Frame-Options"] = "DENY"
+            resp.headers["Cache-Control"] = "no-store"
+            resp.headers["Referrer-Policy"] = "no-referrer"
+            resp.headers["Content-Security-Policy"] = "default-src 'none'; frame-ancestors 'none'"
+            return resp
         browser, new = browser_of(request)
         try:
             name = annotator_of(request)
@@ -288,8 +344,9 @@ def create_app(cfg: ServeConfig):
         ):
             return PlainTextResponse("cross-origin request refused", status_code=403)
         browser, new = browser_of(request)
-        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
-        if new or not hmac.compare_digest(form.get("csrf", ""), _csrf(cfg, browser)):
+        body = (await request.body()).decode("utf-8", errors="replace")
+        form = {k: v[0] for k, v in parse_qs(body).items()}
+        if new or not same_secret(form.get("csrf", ""), _csrf(cfg, browser)):
             return PlainTextResponse("missing or wrong CSRF token; reload the page", 403)
         if (why := replaced()) is not None:
             return PlainTextResponse(f"refused: {why}", status_code=409)

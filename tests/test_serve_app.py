@@ -29,9 +29,10 @@ class Client:
     def __init__(self, app, keep: bool = True):
         self.app, self.keep, self.jar = app, keep, {}
 
-    def request(self, method: str, url: str, body: bytes = b"", follow: bool = True):
+    def request(self, method: str, url: str, body: bytes = b"", follow: bool = True,
+                host: str = f"127.0.0.1:{PORT}", extra=()):  # fmt: skip
         parts = urlsplit(url)
-        headers = [(b"host", f"127.0.0.1:{PORT}".encode())]
+        headers = [(b"host", host.encode()), *((k.encode(), v.encode()) for k, v in extra)]
         if self.jar:
             headers.append((b"cookie", "; ".join(f"{k}={v}" for k, v in self.jar.items()).encode()))
         if method == "POST":
@@ -211,5 +212,86 @@ def test_server_stops_accepting_answers_when_its_file_was_replaced(pool_csv, tmp
             assert s.n_labels == 0 and s.annotations().empty
         with pytest.raises(SessionError, match="replaced"):
             app.state.session.record([x], [1], annotator="carol")
+    finally:
+        app.state.session.close()
+
+
+def test_a_link_from_another_site_changes_nothing(pool_csv, tmp_path):
+    """Session 31 review: a link on another site opened ``/?annotator=mallory``; the browser
+    withholds its strict cookies on such a navigation, so the server gave it a new browser id
+    and stored the new annotator name (both cookies), through a GET with no CSRF check."""
+    app, path = make_app(pool_csv, tmp_path)
+    try:
+        alice = Client(app)
+        first = alice.get("/?annotator=alice")["text"]
+        held = set(leases(path)["id"])
+        # the cross-site navigation: no cookie sent, Sec-Fetch-Site says where it came from
+        res = Client(app, keep=False).request(
+            "GET", "/?annotator=mallory", extra=[("sec-fetch-site", "cross-site")]
+        )
+        assert res["status"] == 200 and "another site" in res["text"]
+        assert res["cookies"] == [] and res["location"] is None
+        assert set(leases(path)["id"]) == held
+        again = alice.get("/")["text"]  # alice's browser keeps its id, its name and its items
+        assert item_of(again) == item_of(first) and "alice" in again and "mallory" not in again
+    finally:
+        app.state.session.close()
+
+
+@pytest.mark.parametrize(("host", "ok"), [
+    ("127.0.0.1", True), ("localhost:80", True), ("[::1]:9999", True), (f"LOCALHOST:{PORT}", True),
+    (f"evil.example:{PORT}", False), ("127.0.0.1.evil.example", False), ("", False),
+])  # fmt: skip
+def test_loopback_host_check_reads_the_name_not_the_port(pool_csv, tmp_path, host, ok):
+    """Session 31 review: the allowed Host values carried the configured port, so a server on
+    port 80 (browsers send no port) or started with port 0 refused every request."""
+    app, _ = make_app(pool_csv, tmp_path)
+    try:
+        res = Client(app).request("GET", "/", host=host, follow=False)
+        assert (res["status"] != 403) == ok, res
+    finally:
+        app.state.session.close()
+
+
+def off_loopback_app(pool_csv, tmp_path, token):
+    path = tmp_path / "s.bae"
+    Session.create(path, pool_csv[0], SPEC, Design("accuracy", seed=2)).close()
+    cfg = ServeConfig(session=str(path), host="0.0.0.0", port=PORT, annotator="web", token=token)
+    return create_app(cfg)
+
+
+def test_a_new_token_in_the_url_wins_over_an_old_cookie(pool_csv, tmp_path):
+    """Session 31 review: after a restart off loopback (a new token), the 30-day cookie of the
+    old token was read first and the printed URL was refused."""
+    app = off_loopback_app(pool_csv, tmp_path, "NEW-token")
+    try:
+        browser = Client(app)
+        browser.jar["bae_token"] = "OLD-token"
+        res = browser.get("/?token=NEW-token", follow=False)
+        assert res["status"] == 303, res
+        assert any("bae_token=NEW-token" in c for c in res["cookies"])
+        assert Client(app).get("/?token=OLD-token", follow=False)["status"] == 403
+        assert Client(app).get("/", follow=False)["status"] == 403
+    finally:
+        app.state.session.close()
+
+
+def test_non_ascii_tokens_are_refused_not_a_server_error(pool_csv, tmp_path):
+    """Session 31 review: ``hmac.compare_digest`` raises on non-ASCII text, so a token or CSRF
+    token with an accent was an HTTP 500; an undecodable body too."""
+    app = off_loopback_app(pool_csv, tmp_path, "tok")
+    try:
+        assert Client(app).get("/?token=%C3%A9", follow=False)["status"] == 403
+    finally:
+        app.state.session.close()
+    (tmp_path / "loop").mkdir()
+    app, _ = make_app(pool_csv, tmp_path / "loop")
+    try:
+        browser = Client(app)
+        browser.get("/?annotator=alice")
+        res = browser.post("/label", csrf="é", item="x", label="1")
+        assert res["status"] == 403 and "CSRF" in res["text"]
+        res = browser.request("POST", "/label", b"csrf=\xff\xfe&item=x&label=1")
+        assert res["status"] == 403
     finally:
         app.state.session.close()

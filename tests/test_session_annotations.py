@@ -264,6 +264,22 @@ def test_released_items_go_to_the_next_who_asks(pool_csv, tmp_path):
         np.testing.assert_array_equal(s.next(5, annotator="bob"), mine)
 
 
+def test_a_second_release_leaves_the_next_holders_leases(pool_csv, tmp_path):
+    """A holder that releases twice (a browser's second "release") ends nothing the second
+    time: its old lease rows are superseded by the next holder's, whose leases stay (before,
+    the second release copied the old rows, which had not expired, over bob's leases)."""
+    path, _, truth = pool_csv
+    with Session.create(tmp_path / "s.bae", path, SPEC, Design("accuracy", seed=2)) as s:
+        mine = s.next(5, annotator="web", holder="browser-A", stage_size=10)
+        s.release("browser-A")
+        theirs = s.next(5, annotator="web", holder="browser-B")
+        np.testing.assert_array_equal(theirs, mine)
+        s.release("browser-A")
+        assert sorted(s.leases()["item"].tolist()) == sorted(theirs.tolist())
+        i = s.pool_file.ids[theirs[0]]
+        assert s.record([i], [truth[i]], annotator="web", holder="browser-B").recorded == 1
+
+
 def test_own_undo_never_reverts_another_annotators_correction(pool_csv, tmp_path):
     # the labeling page's undo (relabel own=True) superseded the head of the label's chain, so
     # it silently reverted a reviewer's later correction of the same label

@@ -130,12 +130,16 @@ def lease_tx(
 
 
 def release_tx(con: sqlite3.Connection, holder: str) -> None:
-    """Inside a write transaction: end the holder's active leases now."""
+    """Inside a write transaction: end the holder's active leases now — the items whose latest
+    lease row is the holder's and not expired. (An older row of the holder's is not a lease
+    any more once a newer row for the item exists: ending it again would end the lease someone
+    else has taken since.)"""
     t = now()
     con.execute(
         "INSERT INTO leases(item, annotator, holder, batch, granted, expires) "
         "SELECT item, annotator, holder, batch, ?, ? FROM leases "
-        "WHERE holder=? AND expires > ?",
+        "WHERE holder=? AND expires > ? "
+        "AND seq IN (SELECT MAX(seq) FROM leases GROUP BY item)",
         (t, t, holder, t),
     )
 
