@@ -918,7 +918,7 @@ def report(session, out, overwrite, level, pool_path):
 
     For a ranking session: a text report (estimate or paired test) written to --out.
     """
-    from .io import check_output
+    from .io import check_output, write_new_file
     from .report import write_report
 
     if _ranking(session):
@@ -927,8 +927,7 @@ def report(session, out, overwrite, level, pool_path):
             check_output(out, overwrite=overwrite, protected=_protected_ranking(rs))
 
         text = _ranking_text(session, level, False, pool_path, check=check)
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        write_new_file(out, text + "\n", overwrite=overwrite)  # atomic, as every other output
         click.echo(text)
         click.echo(f"report written to {out}")
         return

@@ -633,3 +633,53 @@ def test_missing_belief_input_is_named_as_in_memory(pred, column):
         bae.optimal_proposal(lazy, measure)
     assert f"the pool has no {column}, so there is no belief" in str(lazy_err.value)
     assert str(lazy_err.value) == str(mem_err.value)
+
+
+def test_lazy_adaptive_correction_that_cannot_replay_is_refused_before_writing(tmp_path):
+    """Session 31 review: on a lazy pool an adaptive session replays its stages from the seed, so
+    a correction that makes a later stage draw other items was accepted and then every
+    ``status`` and ``next`` failed. It is refused before anything is written; an item of the
+    last stage drawn can be corrected."""
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+
+    rng = np.random.default_rng(3)
+    n = 12_000
+    p = 1 / (1 + np.exp(-(rng.standard_normal(n) * 2.5 - 4)))
+    y = (rng.random(n) < p).astype(int)
+    ids = np.array([f"x{i}" for i in range(n)])
+    pool_path = tmp_path / "pool.parquet"
+    pq.write_table(
+        pa.table({"id": ids, "pred": (p > 0.3).astype(np.int8), "p": p}), pool_path,
+        row_group_size=2_500,
+    )  # fmt: skip
+    truth = dict(zip(ids.tolist(), y.tolist(), strict=True))
+    runner = CliRunner()
+    session = str(tmp_path / "s.bae")
+    r = runner.invoke(main, ["init", str(pool_path), "--id-col", "id", "--pred-col", "pred",
+                             "--prob-col", "p", "--measure", "f1", "--session", session,
+                             "--budget", "100", "--design", "adaptive", "--lazy"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    stages = []
+    for _ in range(3):
+        r = runner.invoke(main, ["next", session, "--n", "20"])
+        assert r.exit_code == 0, r.output
+        got = pd.read_csv(__import__("io").StringIO(r.output))["id"].astype(str).tolist()
+        stages.append(got)
+        labels = tmp_path / "labels.csv"
+        pd.DataFrame({"id": got, "label": [truth[i] for i in got]}).to_csv(labels, index=False)
+        assert runner.invoke(main, ["record", session, str(labels)]).exit_code == 0
+    before = runner.invoke(main, ["status", session, "--json"]).output
+    # flip the label of a positive of the first stage: the oracle model refits, stage 1 moves
+    first = next(i for i in stages[0] if truth[i] == 1)
+    r = runner.invoke(main, ["relabel", session, first, "0", "--reason", "test"])
+    assert r.exit_code == 2 and "cannot replay" in r.stderr and "nothing was written" in r.stderr
+    assert runner.invoke(main, ["status", session, "--json"]).output == before
+    # an item of the last stage can be corrected, and the session goes on
+    last = stages[-1][0]
+    r = runner.invoke(main, ["relabel", session, last, str(1 - truth[last]), "--reason", "test"])
+    assert r.exit_code == 0, r.stderr
+    assert runner.invoke(main, ["status", session]).exit_code == 0
+    r = runner.invoke(main, ["next", session, "--n", "5"])
+    assert r.exit_code == 0, r.stderr

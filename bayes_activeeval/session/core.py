@@ -633,6 +633,7 @@ class Session(SessionRecords):
         iid = str(item_id).strip()
         it = int(self.pool_file.index_of([iid])[0])
         value = str(self.parse_label(label, f" for item {iid!r}"))
+        self._check_lazy_correction(it, iid, value, annotator, own)
         done: list[bool] = []
         self.store.transaction(
             lambda con: done.append(
@@ -643,6 +644,28 @@ class Session(SessionRecords):
         )
         self._design = make_design(self.pool, self.design)  # drop a cached evaluator
         return done[0]
+
+    def _check_lazy_correction(self, it: int, iid: str, value: str, annotator: str, own: bool):
+        """On a lazy pool an adaptive session replays its stages from the seed (no evaluator
+        state is kept), so a correction that makes a later stage draw other items would leave
+        the session unusable (:func:`~.designs.with_pending`): refuse it before anything is
+        written. (A correction that changes nothing, or an undo of an annotation the item does
+        not count with, is not checked.)"""
+        if not getattr(self.pool, "is_lazy", False) or not hasattr(self._design, "replays_with"):
+            return
+        row = self.store.rows("SELECT label, annotator FROM labels WHERE item=?", (it,))
+        if not row or row[0][0] == value or (own and row[0][1] != annotator):
+            return
+        labels = self.label_map()
+        labels[it] = value
+        stage = make_design(self.pool, self.design).replays_with(self, labels)
+        if stage is not None:
+            raise SessionError(
+                f"item {iid!r}: with label {value!r} stage {stage} would draw other items than it "
+                "did, and a session on a lazy pool cannot replay that yet (it keeps no evaluator "
+                "state); nothing was written. A correction is possible on the same pool in "
+                "memory (without --lazy), or for an item of the last stage drawn"
+            )
 
     # -- answers ----------------------------------------------------------------------------------
     def estimates(self, stages: int | None = None) -> dict[str, Estimate]:

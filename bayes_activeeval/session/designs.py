@@ -428,6 +428,29 @@ class AdaptiveDesign:
         self._cache = (key, ev)
         return ev
 
+    def replays_with(self, session, labels: dict[int, str]) -> int | None:
+        """The first drawn stage whose query draws other items than the session stored when the
+        stages are replayed from the seed with ``labels`` (``{pool index: label}``, as
+        :meth:`Session.label_map`), or ``None`` when every stage replays. A session on a lazy
+        pool keeps no evaluator state, so it can only continue where this is ``None``
+        (:func:`with_pending`); :meth:`Session.relabel` asks before it writes a correction.
+        """
+        ev = self._fresh()
+        stages = session.stage_rows()
+        for s, (n_req, items, info) in enumerate(stages):
+            try:
+                ev.query(n_req, max_cost=info.get("max_cost"))
+            except ValueError:
+                return s
+            if not np.array_equal(ev.pending_draws.indices, items):
+                return s
+            labeled = _labeled_items(ev)
+            new = [int(i) for i in dict.fromkeys(items.tolist()) if i not in labeled]
+            if any(i not in labels for i in new):  # the open stage: drawn, not all labeled
+                break
+            ev.update(np.asarray(new, dtype=np.int64), [self._codec(labels[i]) for i in new])
+        return None
+
     def propose(self, session, stage: int, n: int, left: float | None):
         ev = self.evaluator(session, stage)
         self._cache = None  # query() advances it
