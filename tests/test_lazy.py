@@ -521,13 +521,9 @@ def test_benchmark_design_matches_in_memory(parquet_path, frame, two_model, meth
     assert le.table.identical(me.table)
 
 
-def _cli_sessions(tmp_path, extra):
-    """The same session in memory and with ``--lazy`` (three stages of 20 labels): the status of
-    each."""
-    from click.testing import CliRunner
-
-    from bayes_activeeval.cli import main
-
+def _session_pool_file(tmp_path):
+    """A 12,000-item Parquet pool (row groups of 2,500) for the CLI session tests, and its truth
+    ``{id: label}``."""
     rng = np.random.default_rng(3)
     n = 12_000
     p = 1 / (1 + np.exp(-(rng.standard_normal(n) * 2.5 - 4)))
@@ -539,7 +535,17 @@ def _cli_sessions(tmp_path, extra):
         pool_path,
         row_group_size=2_500,
     )
-    truth = dict(zip(ids.tolist(), y.tolist(), strict=True))
+    return pool_path, dict(zip(ids.tolist(), y.tolist(), strict=True))
+
+
+def _cli_sessions(tmp_path, extra):
+    """The same session in memory and with ``--lazy`` (three stages of 20 labels): the status of
+    each."""
+    from click.testing import CliRunner
+
+    from bayes_activeeval.cli import main
+
+    pool_path, truth = _session_pool_file(tmp_path)
     runner = CliRunner()
     out = {}
     for lazy in (False, True):
@@ -644,17 +650,7 @@ def test_lazy_adaptive_correction_that_cannot_replay_is_refused_before_writing(t
 
     from bayes_activeeval.cli import main
 
-    rng = np.random.default_rng(3)
-    n = 12_000
-    p = 1 / (1 + np.exp(-(rng.standard_normal(n) * 2.5 - 4)))
-    y = (rng.random(n) < p).astype(int)
-    ids = np.array([f"x{i}" for i in range(n)])
-    pool_path = tmp_path / "pool.parquet"
-    pq.write_table(
-        pa.table({"id": ids, "pred": (p > 0.3).astype(np.int8), "p": p}), pool_path,
-        row_group_size=2_500,
-    )  # fmt: skip
-    truth = dict(zip(ids.tolist(), y.tolist(), strict=True))
+    pool_path, truth = _session_pool_file(tmp_path)
     runner = CliRunner()
     session = str(tmp_path / "s.bae")
     r = runner.invoke(main, ["init", str(pool_path), "--id-col", "id", "--pred-col", "pred",
