@@ -291,7 +291,7 @@ def multiple_comparison(
     mask = np.zeros((k, k), dtype=bool)
     for i, j in pairs:
         mask[i, j] = mask[j, i] = True
-    test_cov, score, restricted = covt, None, None
+    test_cov, score, restricted, score_pairs = covt, None, None, None
     if variance == "score" and not isinstance(base, RankMeasure) and not is_linear(base):
         # a ratio or non-linear measure: each pair's generalized score test at its own
         # null-restricted point (as compare()), jointly through the covariance of their terms
@@ -320,8 +320,16 @@ def multiple_comparison(
         np.fill_diagonal(flat, False)
         if strat.size is not None and np.any(flat):
             # a pair whose draws in D all have the same δ has Wald SE 0 (it would reject at any
-            # n); as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them
-            A, B = pair_sums(Lk, vk) if score is None else (score["A"], score["B"])
+            # n); as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them, and
+            # its score sums give the test's interval (score_pairs)
+            if score is None:
+                W, v2 = float(vk.sum()), vk * vk
+                m1 = v2 @ Lk
+                A, B = pair_sums(Lk, vk)
+                score = {"A": A, "B": B, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()),
+                         "W": W}  # fmt: skip
+                score_pairs = flat
+            A, B = score["A"], score["B"]
             with np.errstate(invalid="ignore", divide="ignore"):
                 zs = np.where(B > 0, A / np.sqrt(np.clip(B, 0.0, None)), 0.0)
             z = np.where(flat, zs, z)
@@ -357,12 +365,20 @@ def multiple_comparison(
                 stacklevel=2,
             )
         se_used = np.where(mask, pooled, np.nan)
-        score = restricted = None  # the classical HSD intervals use the pooled standard error
+        score = restricted = score_pairs = None  # the classical HSD intervals use the pooled SE
         for i, j in pairs:
-            q = np.sqrt(2.0) * abs(diff[i, j]) / pooled if pooled > 0 else np.inf
+            # a pooled standard error of 0 (no pair has a discordant draw): a difference of 0
+            # is no evidence (q = 0, p = 1), any other is certain (q = ∞)
+            if pooled > 0:
+                q = np.sqrt(2.0) * abs(diff[i, j]) / pooled
+            else:
+                q = np.inf if diff[i, j] != 0 else 0.0
             pval[i, j] = pval[j, i] = float(stats.studentized_range.sf(q, k, df))
         with np.errstate(invalid="ignore", divide="ignore"):
-            z = np.where(mask, diff / pooled, np.nan)
+            if pooled > 0:
+                z = np.where(mask, diff / pooled, np.nan)
+            else:
+                z = np.where(mask, np.where(diff == 0, 0.0, np.sign(diff) * np.inf), np.nan)
 
     elif method in ("holm", "bonferroni"):
         ps = np.array([raw[i, j] for i, j in pairs])
@@ -409,6 +425,7 @@ def multiple_comparison(
         variance=variance,
         critical=crit,
         sums=None if score is None else ScoreSums(**score),
+        score_pairs=score_pairs,
         bounds=base.bounds,
         per_model=None if isinstance(base, RankMeasure) else est,
         interval_critical=interval_crit,

@@ -182,12 +182,20 @@ class RestrictedPath:
         self.slope = float(Jbar @ self.dR)
         self.ok = True
 
-    def _terms(self, R0: np.ndarray) -> np.ndarray | None:
+    def _terms(self, R0: np.ndarray, clean: bool = False) -> np.ndarray | None:
         with np.errstate(all="ignore"):
             J = np.asarray(self.diff_m.jacobian(R0), dtype=float)[0]
         if not np.all(np.isfinite(J)):
             return None
-        return (self.L - R0) @ J
+        dev = self.L - R0
+        psi = dev @ J
+        if clean:
+            # the test of Δ = 0: a term that cancels to within rounding of its parts is 0. Two
+            # precisions of exactly 1 (no false positive drawn for either model) left terms of
+            # ~4e-16, whose statistic Σvψ/sqrt(Σv²ψ²) is anything up to sqrt(n): it rejected a
+            # difference of exactly 0 (type-I error 0.088 at 100 passive draws)
+            psi[np.abs(psi) <= 1e-12 * (np.abs(dev) @ np.abs(J))] = 0.0
+        return psi
 
     def _at(self, s: float) -> np.ndarray:
         d0 = self.dR - self.beta * s
@@ -248,9 +256,9 @@ class RestrictedPath:
             # rounding noise (J(ℓ − R̄) − J(ℓ − R̄)), whose statistic reached 6.6
             return np.zeros(self.n), 0.0
         R0, resid = self.point(delta0)
-        psi = self._terms(R0)
+        psi = self._terms(R0, clean=delta0 == 0)
         if psi is None and delta0 == 0:
-            psi = self._terms(np.concatenate([self.Rbar, self.Rbar]))
+            psi = self._terms(np.concatenate([self.Rbar, self.Rbar]), clean=True)
         return (np.full(self.n, np.nan), np.nan) if psi is None else (psi, resid)
 
 
@@ -889,9 +897,15 @@ def compare(
         z = _z(value, se) if Lk.shape[0] else 0.0
         if strat.size is not None and Lk.shape[0] and flat_se(se, value):
             # every draw in D has the same δ: the Wald SE is 0 and would reject at any n (two
-            # draws gave p = 0); the score statistic Σ v δ / sqrt(Σ v² δ²) still measures them
+            # draws gave p = 0); the score statistic Σ v δ / sqrt(Σ v² δ²) still measures them,
+            # and its sums give the interval dual to that p-value (the Wald one is a point)
             A, B = pair_sums(Lk, vk)
             z = _z(float(A[0, 1]), float(np.sqrt(B[0, 1])))
+            if is_linear(base):
+                sums = ScoreSums.of(vk, Lk[:, 0] - Lk[:, 1])
+        elif strat.size is not None and not Lk.shape[0] and is_linear(base):
+            # no draw in D: p = 1, and the dual interval is all of P(D)·range, not NaN
+            sums = ScoreSums.of(vk, Lk[:, 0] - Lk[:, 1])
     if scale < 1.0 - 1e-12:  # the proposal left out items where the models agree
         estimates = {a: np.nan, b: np.nan}
         stderrs = {a: np.nan, b: np.nan}

@@ -663,7 +663,9 @@ class ComparisonResult:
         return ConfidenceInterval(float(lo), float(hi))
 
     def _test_interval(self, level: float) -> ConfidenceInterval:
-        if self.variance == "score" and self.sums is not None:
+        # the score sums are kept where the p-value came from the score statistic: the score
+        # test, or a Wald test whose standard error was 0 or undefined (compare's flat case)
+        if self.sums is not None and (self.variance == "score" or self.restricted is None):
             return self._score_interval(level)
         if self.alternative == "two-sided":
             h = stats.norm.ppf(0.5 + level / 2) * self.stderr
@@ -827,6 +829,10 @@ class MultipleComparisonResult:
         defined — the draws from which the test of any ``H0: Δ_ij = Δ0`` is recomputed at its
         own null-restricted point, and the pair's own estimate and standard error where its
         inversion starts (default ``None``: a plain risk, a Wald test or the studentized range).
+    score_pairs : ndarray of bool (k, k), optional
+        With ``variance="wald"``: the pairs whose statistic is the score statistic because their
+        Wald standard error is 0 (every draw in ``D`` has the same ``δ``); their ``method="test"``
+        interval inverts that test from :attr:`sums` (default ``None``: no such pair).
 
     Attributes
     ----------
@@ -901,6 +907,7 @@ class MultipleComparisonResult:
     support_mass: float = 1.0
     stratum_size: float | None = None
     restricted: dict | None = field(default=None, repr=False)
+    score_pairs: np.ndarray | None = field(default=None, repr=False)
 
     # -- tables ----------------------------------------------------------------------------------
     @property
@@ -996,12 +1003,16 @@ class MultipleComparisonResult:
             # a non-linear difference: each pair's generalized score test inverted at c, every
             # Δ0 at its own restricted point (as compare())
             lo, hi = self._restricted_intervals(c, (d_lo, d_hi))
-        elif self.sums is not None:
+        elif self.sums is not None and self.score_pairs is None:
             # invert |Σ v (δ − Δ0)| ≤ c sqrt(Σ v² (δ − Δ0)²) per pair (as compare(variance="score"))
             lo, hi = invert_score_test(self.sums, c)
             lo, hi = lo * self.support_mass, hi * self.support_mass
         else:
             lo, hi = self.difference - c * self.stderr, self.difference + c * self.stderr
+            if self.sums is not None:  # Wald pairs tested by their score statistic (flat SE)
+                slo, shi = invert_score_test(self.sums, c)
+                lo = np.where(self.score_pairs, slo * self.support_mass, lo)
+                hi = np.where(self.score_pairs, shi * self.support_mass, hi)
         lo = np.where(nan, np.nan, np.clip(lo, d_lo, d_hi))
         hi = np.where(nan, np.nan, np.clip(hi, d_lo, d_hi))
         if method is None and self.stratum_size is not None and np.isfinite(d_hi - d_lo):
