@@ -213,8 +213,19 @@ def as_belief(pool, belief, models: tuple[str, ...]) -> Belief:
     else:
         if pool.task == "regression":
             raise TypeError("for a regression pool pass belief=GaussianBelief(mean, std)")
-        arr = np.asarray(belief, dtype=float)
+        try:
+            arr = np.asarray(belief, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"belief must be class probabilities (numbers), got {belief!r}"
+            ) from exc
         if arr.ndim == 1 and pool.n_classes == 2:
+            if pool.pos is None:
+                raise ValueError(
+                    f"belief is a vector of P(y = pos_label), but the classes "
+                    f"{show(pool.classes)} have no default positive class: give the pool "
+                    "pos_label=, or belief as (n, 2) class probabilities"
+                )
             check_probabilities(arr, "belief")
             full = np.empty((arr.size, 2))
             full[:, pool.pos] = arr

@@ -1062,6 +1062,12 @@ def estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    outside = np.flatnonzero((draws.indices < 0) | (draws.indices >= pool.n_items))
+    if outside.size:  # draws of another (larger) pool
+        raise ValueError(
+            f"draws.indices[{int(outside[0])}] = {int(draws.indices[outside[0]])} is not an item "
+            f"of the pool ({pool.n_items} items): the draws are of another pool"
+        )
     from .threshold_free import rank_estimate, rank_measure  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR (influence-function variance)
@@ -1101,6 +1107,22 @@ def estimate(
     )
 
 
+def _item_key(key: Any) -> int:
+    """A key of an ``{item: label}`` map as a pool index: a whole number (an integer, a float
+    without a fraction, or the text of one); anything else is refused by name."""
+    if isinstance(key, (bool, np.bool_)):
+        raise ValueError(f"labels has the key {key!r}; keys are item indices (whole numbers)")
+    if isinstance(key, (int, np.integer)):
+        return int(key)
+    try:
+        value = float(key)
+    except (TypeError, ValueError):
+        value = np.nan
+    if not (np.isfinite(value) and value == int(value)):
+        raise ValueError(f"labels has the key {key!r}; keys are item indices (whole numbers)")
+    return int(value)
+
+
 def draw_labels(
     pool, indices: np.ndarray, labels: Any, *, oracle: str = "deterministic"
 ) -> np.ndarray:
@@ -1110,12 +1132,22 @@ def draw_labels(
     """
     indices = np.asarray(indices)
     if isinstance(labels, Mapping):
-        keys = np.fromiter((int(k) for k in labels.keys()), dtype=np.int64, count=len(labels))
+        keys = np.fromiter((_item_key(k) for k in labels.keys()), dtype=np.int64, count=len(labels))
         vals = pool.encode_labels(list(labels.values()))
-        order = np.argsort(keys)
+        order = np.argsort(keys, kind="stable")
         keys, vals = keys[order], vals[order]
-        pos = np.clip(np.searchsorted(keys, indices), 0, max(keys.size - 1, 0))
-        missing = np.flatnonzero((keys.size == 0) | (keys[pos] != indices))
+        dup = np.flatnonzero(keys[1:] == keys[:-1])
+        if dup.size:  # two keys naming one item (3 and "3", 3 and 3.0)
+            raise ValueError(
+                f"labels names item {int(keys[dup[0]])} twice (as different keys); give one "
+                "label per item"
+            )
+        if keys.size == 0:
+            if indices.size:
+                raise ValueError(f"labels has no label for drawn item {int(indices[0])}")
+            return vals
+        pos = np.clip(np.searchsorted(keys, indices), 0, keys.size - 1)
+        missing = np.flatnonzero(keys[pos] != indices)
         if missing.size:
             raise ValueError(f"labels has no label for drawn item {int(indices[missing[0]])}")
         return vals[pos]

@@ -131,7 +131,8 @@ class Pool:
             self.pos_label = None
             self.pos = None
             self._pred = {
-                m: check_finite(v.astype(float), f"predictions[{m!r}]") for m, v in raw.items()
+                m: check_finite(_numbers(v, f"predictions[{m!r}]"), f"predictions[{m!r}]")
+                for m, v in raw.items()
             }
             if std_d is not None:
                 self._std = {}
@@ -183,10 +184,11 @@ class Pool:
                 raise ValueError(
                     f"weights[{bad[0]}] = {show(w[bad[0]])}; item weights must be >= 0"
                 )
-            total = w.sum()
-            if total <= 0:
+            top = w.max() if w.size else 0.0
+            if top <= 0:
                 raise ValueError("weights sum to zero; at least one item needs positive weight")
-            self._weights = w / total
+            w = w / top  # finite weights whose sum overflows (1e308 + 1e308) still normalize
+            self._weights = w / w.sum()
         self.item_ids = None if item_ids is None else as_1d(item_ids, "item_ids", n=n)
         if self.item_ids is not None and len(np.unique(self.item_ids)) != n:
             raise ValueError("item_ids contains duplicates")
@@ -474,9 +476,20 @@ class Pool:
                 raise ValueError(f"{name} must be numbers for a regression pool") from exc
             return check_finite(arr, name)
         if arr.dtype.kind == "f" and self.classes.dtype.kind in "iub":
-            if np.any(np.isnan(arr)):
-                i = int(np.flatnonzero(np.isnan(arr))[0])
-                raise ValueError(f"{name}[{i}] is NaN; labels must be one of {show(self.classes)}")
+            bad = np.flatnonzero(~np.isfinite(arr))
+            if bad.size:
+                i = int(bad[0])
+                what = "NaN" if np.isnan(arr[i]) else show(arr[i])
+                raise ValueError(
+                    f"{name}[{i}] is {what}; labels must be one of {show(self.classes)}"
+                )
+            lo, hi = float(np.min(self.classes)), float(np.max(self.classes))
+            far = np.flatnonzero((arr < lo) | (arr > hi))
+            if far.size:  # before any cast: a float beyond int64 would come out as garbage
+                i = int(far[0])
+                raise ValueError(
+                    f"{name}[{i}] = {show(arr[i])} is not one of the classes {show(self.classes)}"
+                )
             if np.all(arr == np.round(arr)):
                 arr = arr.astype(np.int64)
         return self._encode(arr, name)
@@ -489,7 +502,10 @@ class Pool:
 
     def _check_probs(self, value: Any, model: str) -> np.ndarray:
         name = f"probs[{model!r}]" if len(self.models) > 1 or model != DEFAULT_MODEL else "probs"
-        arr = np.asarray(value, dtype=float)
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be probabilities (numbers): {exc}") from exc
         C = self.n_classes
         if arr.ndim == 1:
             if C != 2:
@@ -570,6 +586,22 @@ def _infer_task(task, raw, prob_d, std_d) -> str:
     return "classification"
 
 
+def _numbers(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` as floats, or a ``ValueError`` naming the argument and the first value that is
+    not a number."""
+    try:
+        return values.astype(float)
+    except (TypeError, ValueError):
+        for i, x in enumerate(values.tolist()):
+            try:
+                float(x)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{name}[{i}] = {x!r}; a regression pool's predictions are numbers"
+                ) from None
+        raise
+
+
 def _infer_classes(classes, raw, prob_d) -> np.ndarray:
     if classes is not None:
         cls = as_1d(classes, "classes")
@@ -581,6 +613,10 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
         if not np.array_equal(order, np.arange(len(cls))):
             raise ValueError(f"classes must be sorted (as np.unique returns them), got {show(cls)}")
         return cls
+    for m, v in raw.items():
+        if v.dtype.kind == "O" and any(x is None for x in v.tolist()):
+            i = next(k for k, x in enumerate(v.tolist()) if x is None)
+            raise ValueError(f"predictions[{m!r}][{i}] is None; every item needs a prediction")
     seen = np.unique(np.concatenate([np.unique(v) for v in raw.values()]))
     n_cols = None
     if prob_d is not None:

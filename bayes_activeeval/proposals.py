@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_count, check_fraction, check_rng, show
+from ._validation import as_1d, check_count, check_finite, check_fraction, check_rng, show
 from .beliefs import CategoricalBelief, as_belief
 from .kernel import (
     CHUNK,
@@ -725,7 +725,10 @@ def stratified_proposal(
         raise ValueError(f"allocation must be 'proportional' or 'neyman', got {allocation!r}")
     mix = check_fraction(mix, "mix", allow_one=True)
     if isinstance(strata, (int, np.integer)) and not isinstance(strata, bool):
-        s = default_scores(pool, model) if scores is None else np.asarray(scores, dtype=float)
+        if scores is None:
+            s = default_scores(pool, model)
+        else:
+            s = check_finite(as_1d(scores, "scores", n=pool.n_items, dtype=float), "scores")
         labels, _ = score_strata(s, int(strata), method=method)
     else:
         labels = np.asarray(strata)

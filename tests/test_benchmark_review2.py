@@ -243,3 +243,50 @@ def test_chains_checked(world, chains, exc):
     _, y, _, smp, rules = world
     with pytest.raises(exc, match="chains"):
         bm.evaluate(y[smp.indices], rules, smp, chains=chains, draws=10)
+
+
+def test_a_stratified_design_with_zero_target_strata_fills_the_budget():
+    """Session 31 review: with a 0/1 guess and no defensive share, the strata with a positive
+    target could not hold the budget and the allocation failed inside brentq ("f(a) and f(b)
+    must have different signs"); the strata with no target now take the rest."""
+    guess = np.r_[np.ones(100), np.zeros(900)]
+    for budget, want in ((100, [2, 98]), (150, [50, 100]), (1000, [900, 100])):
+        d = bm.design(guess, budget=budget, prevalence=0.05, guess_precision=0.5, defensive=0.0)
+        assert d.allocation.tolist() == want and d.allocation.sum() == budget
+    d = bm.design(np.r_[np.zeros(900), np.full(100, 0.5)], budget=500, defensive=0.0)
+    assert d.allocation.sum() == 500 and np.all(d.allocation <= [900, 100])
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda bm, g: bm.design(g, budget=200, prevalence=[0.1, 0.2]), "prevalence must be one"),
+        (lambda bm, g: bm.design(g, budget=200, rule_rate=[0.1, 0.2]), "rule_rate must be one"),
+        (lambda bm, g: bm.design(g, budget=200, targets={"precision": "x"}), "weight of"),
+        (lambda bm, g: bm.minority_share(0.1, {"precision": None}), "weight of"),
+        (lambda bm, g: bm.positives_needed(0.1, 100, 10, "x"), "unlabeled_rate"),
+        (lambda bm, g: bm.error_bound("precision", 0.1, 0.1, "x", 100, 10), "unlabeled_rate"),
+    ],
+)
+def test_bad_benchmark_arguments_are_named(call, match):
+    g = np.random.default_rng(0).beta(0.3, 10, 2000)
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(bm, g)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"smoothing": "x"}, "smoothing must be a number"),
+        ({"smoothing": None}, "smoothing must be a number"),
+        ({"prior_strength": "x"}, "prior_strength must be a number"),
+        ({"prior": (np.inf, 1)}, "positive and finite"),
+    ],
+)
+def test_bad_evaluate_arguments_are_named(kw, match):
+    rng = np.random.default_rng(0)
+    g = rng.beta(0.3, 10, 2000)
+    y = (rng.random(2000) < g).astype(int)
+    s = bm.design(g, budget=200).sample(rng=0)
+    with pytest.raises(ValueError, match=match):
+        bm.evaluate(y[s.indices], (g > 0.05).astype(int), s, **kw)

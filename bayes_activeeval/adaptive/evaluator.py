@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import check_budget, check_count, check_fraction, check_rng, distinct_labels
+from .._validation import (
+    ONE_LABEL,
+    check_budget,
+    check_count,
+    check_fraction,
+    check_rng,
+    distinct_labels,
+)
 from ..beliefs import Belief, CategoricalBelief, pool_belief
 from ..estimators import Estimate, difference_estimate, weighted_estimate
 from ..kernel import DEFAULT_BELIEF_FLOOR, intrinsic_risk
@@ -578,14 +585,23 @@ class ActiveEvaluator(EvaluatorState):
         y = y.astype(np.int64)
         P = self._pending
         if self.deterministic:
-            distinct_labels(idx, y)  # an item with two different labels is refused
+            try:  # an item with two different labels is refused, named in the pool's classes
+                distinct_labels(idx, y)
+            except ValueError:
+                _, first, inv = np.unique(idx, return_index=True, return_inverse=True)
+                j = int(np.flatnonzero(y[first][inv] != y)[0])
+                a, b = self.pool.decode_labels([y[first][inv[j]], y[j]]).tolist()
+                raise ValueError(
+                    f"item {int(idx[j])} has two different labels ({a!r} and {b!r}){ONE_LABEL}"
+                ) from None
             known = self._label[idx] >= 0
             diff = known & (self._label[idx] != y)
             if diff.any():
                 i = int(idx[np.flatnonzero(diff)[0]])
+                old = self.pool.decode_labels([self._label[i]]).tolist()[0]
                 raise ValueError(
-                    f"item {i} already has label {self.pool.decode_labels([self._label[i]])[0]!r}"
-                    "; a deterministic oracle gives one label per item"
+                    f"item {i} already has label {old!r}; a deterministic oracle gives one "
+                    "label per item"
                 )
             new = ~known
             not_asked = new & ~self._requested[idx]
@@ -604,11 +620,13 @@ class ActiveEvaluator(EvaluatorState):
             open_pos: dict[int, list[int]] = {}
             for j in np.flatnonzero(P["y"] < 0).tolist():
                 open_pos.setdefault(int(P["idx"][j]), []).append(j)
+            filled = P["y"].copy()  # kept only if every label finds its draw (else: unchanged)
             for i, lab in zip(idx.tolist(), y.tolist(), strict=True):
                 slots = open_pos.get(i)
                 if not slots:
                     raise ValueError(f"item {i} has no pending draw awaiting a label")
-                P["y"][slots.pop(0)] = lab
+                filled[slots.pop(0)] = lab
+            P["y"] = filled
             self._n_labels += idx.size
             if self._costs is not None:
                 self._cost += float(self._costs[idx].sum())

@@ -205,12 +205,12 @@ class EvaluatorState:
                 self._d_m.append(np.asarray(D["m"], dtype=float)[sel])
                 self._d_M.append(np.asarray(D["M"], dtype=float)[sel])
                 self._d_V.append(np.asarray(D["V"], dtype=float)[sel])
-        self._pending = {
-            "idx": np.asarray(state["pending"]["idx"], dtype=np.int64),
-            "w": np.asarray(state["pending"]["w"], dtype=float),
-            "q": np.asarray(state["pending"]["q"], dtype=float),
-            "y": np.asarray(state["pending"]["y"], dtype=np.int64),
-            "new": np.asarray(state["pending"]["new"], dtype=bool),
+        self._pending = {  # copies: the state given may be restored again
+            "idx": np.array(state["pending"]["idx"], dtype=np.int64),
+            "w": np.array(state["pending"]["w"], dtype=float),
+            "q": np.array(state["pending"]["q"], dtype=float),
+            "y": np.array(state["pending"]["y"], dtype=np.int64),
+            "new": np.array(state["pending"]["new"], dtype=bool),
         }
         K = state["known"]
         self._label[np.asarray(K["idx"], dtype=np.int64)] = np.asarray(K["y"], dtype=np.int64)

@@ -19,7 +19,7 @@ from .._validation import (
     check_rng,
 )
 from ..strata import score_strata
-from .guidelines import check_rate, equalizing_rate, parse_targets, positives_needed
+from .guidelines import equalizing_rate, parse_targets, positives_needed, scalar_rate
 
 
 @dataclass(frozen=True, repr=False)
@@ -395,6 +395,15 @@ def allocate(sizes: np.ndarray, target: np.ndarray, budget: int, minimum: int) -
     t = np.maximum(np.asarray(target, dtype=float), 0)
     if t.sum() <= 0:
         t = sizes.astype(float)
+    zero = t <= 0
+    if zero.any() and np.where(zero, lo, sizes).sum() < budget:
+        # the strata with a positive target cannot hold the budget even when full (a hard or
+        # 0/1 guess without the defensive share): they are taken whole, and the strata with no
+        # target share the rest in proportion to their room above the floor
+        n = np.where(zero, lo, sizes).astype(np.int64)
+        room = np.where(zero, sizes - lo, 0.0)
+        n += allocate(room.astype(np.int64), room, int(budget - n.sum()), 0)
+        return n
 
     def total(lam):
         return np.clip(lam * t, lo, sizes).sum()
@@ -502,7 +511,7 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
             raise ValueError(
                 "a hard (0/1) class guess needs prevalence= to know how many positives it misses"
             )
-        pi = float(check_rate(prevalence, "prevalence"))
+        pi = scalar_rate(prevalence, "prevalence")
         g = check_fraction(guess_precision, "guess_precision", allow_zero=False, allow_one=True)
         n_p = s.sum()
         n_q = s.size - n_p
@@ -520,14 +529,14 @@ def _guess_from_input(pool_or_guess, guess, model, prevalence, guess_precision):
             raise ValueError(f"prevalence={prevalence!r} is impossible with this guess")
         return np.where(s == 1, g, u_q), pi, True
     if np.all((s >= 0) & (s <= 1)):
-        pi = float(s.mean()) if prevalence is None else float(check_rate(prevalence, "prevalence"))
+        pi = float(s.mean()) if prevalence is None else scalar_rate(prevalence, "prevalence")
         return s, pi, False
     # scores: read as log-odds up to a shift fixed by the prevalence
     if prevalence is None:
         raise ValueError(
             "guess looks like scores (values outside [0, 1]); pass prevalence= to calibrate them"
         )
-    pi = float(check_rate(prevalence, "prevalence"))
+    pi = scalar_rate(prevalence, "prevalence")
     shift = optimize.brentq(
         lambda b: special.expit(s + b).mean() - pi, -60 - s.max(), 60 - s.min(), xtol=1e-12
     )
@@ -878,7 +887,7 @@ def design(
     tw = parse_targets(targets)
     lam = check_fraction(defensive, "defensive")
     mps = check_min_per_stratum(min_per_stratum, scheme)
-    rbar = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
+    rbar = pi if rule_rate is None else scalar_rate(rule_rate, "rule_rate")
 
     # strata
     if strata is not None:

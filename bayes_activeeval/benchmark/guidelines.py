@@ -47,6 +47,37 @@ def check_rate(value: Any, name: str) -> np.ndarray:
     return arr
 
 
+def scalar_rate(value: Any, name: str) -> float:
+    """:func:`check_rate` for an argument that must be one number (a design's prevalence or
+    rule rate), refused by name when it is an array."""
+    arr = check_rate(value, name)
+    if arr.ndim:
+        raise ValueError(f"{name} must be one number in (0, 1), got {value!r}")
+    return float(arr)
+
+
+def unlabeled_rates(value: Any) -> np.ndarray:
+    """``unlabeled_rate`` as an array of rates in ``[0, 1]`` (the guidelines broadcast)."""
+    try:
+        p = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"unlabeled_rate must be a number in [0, 1], got {value!r}") from exc
+    if np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError(f"unlabeled_rate must be in [0, 1], got {value!r}")
+    return p
+
+
+def weight_of(value: Any, name: str) -> float:
+    """A non-negative finite number, or a ``ValueError`` naming the argument and the value."""
+    try:
+        w = float(value)
+    except (TypeError, ValueError):
+        w = np.nan
+    if not (np.isfinite(w) and w >= 0):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return w
+
+
 def _out(arr: np.ndarray) -> Any:
     return float(arr) if np.ndim(arr) == 0 else arr
 
@@ -174,9 +205,7 @@ def positives_needed(prevalence: Any, pool_size: int, budget: int, unlabeled_rat
     """
     pi = check_rate(prevalence, "prevalence")
     N, n = _pool_budget(pool_size, budget)
-    p = np.asarray(unlabeled_rate, dtype=float)
-    if np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError(f"unlabeled_rate must be in [0, 1], got {unlabeled_rate!r}")
+    p = unlabeled_rates(unlabeled_rate)
     return _out(np.minimum(n, np.maximum(N * pi - (N - n) * p, 0.0)))
 
 
@@ -206,9 +235,7 @@ def saturation_budget(prevalence: Any, pool_size: int, unlabeled_rate: Any) -> A
     """
     pi = check_rate(prevalence, "prevalence")
     N = check_count(pool_size, "pool_size")
-    p = np.asarray(unlabeled_rate, dtype=float)
-    if np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError(f"unlabeled_rate must be in [0, 1], got {unlabeled_rate!r}")
+    p = unlabeled_rates(unlabeled_rate)
     a = p / pi
     return _out(np.maximum(N * pi * (1 - a) / (1 - a * pi), 0.0))
 
@@ -259,9 +286,7 @@ def error_bound(
         )
     pi = check_rate(prevalence, "prevalence")
     r = check_rate(rule_rate, "rule_rate")
-    p = np.asarray(unlabeled_rate, dtype=float)
-    if np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError(f"unlabeled_rate must be in [0, 1], got {unlabeled_rate!r}")
+    p = unlabeled_rates(unlabeled_rate)
     delta = check_fraction(delta, "delta", allow_zero=False)
     N, n = _pool_budget(pool_size, budget)
     c = (N - n) * np.log(2 / delta) / N**2
@@ -300,9 +325,7 @@ def parse_targets(targets: Any) -> dict[str, float]:
                 f"targets: unknown measure {name!r}; use 'sensitivity', 'specificity' or "
                 "'precision'"
             )
-        w = float(w)
-        if not (np.isfinite(w) and w >= 0):
-            raise ValueError(f"targets: weight of {name!r} must be >= 0, got {w!r}")
+        w = weight_of(w, f"targets: the weight of {name!r}")
         out[key] = out.get(key, 0.0) + w
     if not out or sum(out.values()) <= 0:
         raise ValueError(
@@ -355,14 +378,14 @@ def _influence_variances(u, prevalence, se, sp, targets):
 
 
 def _rule_args(prevalence, sensitivity, specificity, rule_rate):
-    pi = float(check_rate(prevalence, "prevalence"))
+    pi = scalar_rate(prevalence, "prevalence")
     if sensitivity is None and specificity is None:
-        r = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
+        r = pi if rule_rate is None else scalar_rate(rule_rate, "rule_rate")
         return pi, r, 1 - r  # uninformative rule with positive rate r (Se = 1 - Sp = r)
     if sensitivity is None or specificity is None:
         raise ValueError("give both sensitivity and specificity, or neither (uninformative rule)")
-    se = float(check_rate(sensitivity, "sensitivity"))
-    sp = float(check_rate(specificity, "specificity"))
+    se = scalar_rate(sensitivity, "sensitivity")
+    sp = scalar_rate(specificity, "specificity")
     return pi, se, sp
 
 

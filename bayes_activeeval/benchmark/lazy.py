@@ -34,7 +34,7 @@ from .design import (
     stratum_influence,
     warn_positives_cv,
 )
-from .guidelines import check_rate, parse_targets
+from .guidelines import parse_targets, scalar_rate
 
 __all__ = ["LazyBenchmarkDesign", "lazy_design"]
 
@@ -365,9 +365,9 @@ def lazy_design(
     pi = (
         float(sum(s for s, _ in sums) / N)
         if prevalence is None
-        else float(check_rate(prevalence, "prevalence"))
+        else scalar_rate(prevalence, "prevalence")
     )
-    rbar = pi if rule_rate is None else float(check_rate(rule_rate, "rule_rate"))
+    rbar = pi if rule_rate is None else scalar_rate(rule_rate, "rule_rate")
     k = int(np.clip(budget // 25, 2, 8)) if n_strata is None else check_count(n_strata, "n_strata")
     spec = (_logit_guess, model)
     inner, _, _ = lazy_score_strata(pool, k, method="csf", model=spec)

@@ -27,9 +27,12 @@ def _prior_ab(prior, strength, dsg):
     if isinstance(prior, str):
         if prior == "guess":
             sg = np.clip(stratum_guess(dsg), 1e-6, 1 - 1e-6)
-            st = float(strength)
+            try:
+                st = float(strength)
+            except (TypeError, ValueError):
+                st = np.nan
             if not (np.isfinite(st) and st > 0):
-                raise ValueError(f"prior_strength must be > 0, got {strength!r}")
+                raise ValueError(f"prior_strength must be a number > 0, got {strength!r}")
             return st * sg, st * (1 - sg)
         if prior == "jeffreys":
             return np.full(H, 0.5), np.full(H, 0.5)
@@ -40,8 +43,8 @@ def _prior_ab(prior, strength, dsg):
         a0, b0 = (float(x) for x in prior)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"prior must be a name or a pair (a0, b0), got {prior!r}") from exc
-    if not (a0 > 0 and b0 > 0):
-        raise ValueError(f"prior (a0, b0) must be positive, got {prior!r}")
+    if not (np.isfinite(a0) and np.isfinite(b0) and a0 > 0 and b0 > 0):
+        raise ValueError(f"prior (a0, b0) must be positive and finite, got {prior!r}")
     return np.full(H, a0), np.full(H, b0)
 
 

@@ -722,12 +722,13 @@ class CalibrationOracle(OracleModel):
         """
         self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, 2)
-        self.n_updates += 1
-        if self.deterministic:
+        if self.deterministic:  # a conflicting label is refused before anything changes
             new_i, _ = self.cache.add(idx, y)
+            self.n_updates += 1
             if new_i.size == 0:
                 return
         else:
+            self.n_updates += 1
             if idx.size == 0:
                 return
             self._draw_idx = np.concatenate([self._draw_idx, idx])

@@ -384,10 +384,10 @@ class EnsembleOracle(OracleModel):
         due, and recompute the stacking weights."""
         self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, self.n_classes)
-        self.n_updates += 1
         if self.deterministic:
             before = self.cache.label[idx].copy()
-            new_i, new_y = self.cache.add(idx, y)
+            new_i, new_y = self.cache.add(idx, y)  # a conflicting label is refused first
+            self.n_updates += 1
             if new_i.size == 0:
                 return
             # the importance weight of each new item's first draw in this update
@@ -397,6 +397,7 @@ class EnsembleOracle(OracleModel):
                     first[i] = w[j]
             nw = np.array([first[i] for i in new_i.tolist()])
         else:
+            self.n_updates += 1
             if idx.size == 0:
                 return
             new_i, new_y, nw = idx, y, w

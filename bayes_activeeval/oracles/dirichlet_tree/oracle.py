@@ -401,11 +401,12 @@ class DirichletTreeOracle(OracleModel):
         """
         self.check_ready()
         idx, y, w = check_update(indices, labels, weights, self.n_items, self.n_classes)
+        if self.deterministic:  # a conflicting label is refused before anything changes
+            new_i, new_y = self.cache.add(idx, y)
         self.n_updates += 1
         self.n_draws += int(idx.size)
         C = self.n_classes
         if self.deterministic:
-            new_i, new_y = self.cache.add(idx, y)
             if new_i.size and self.within_leaf == "tilt":
                 self._unlabeled_mask[new_i] = 0.0
             if new_i.size:
