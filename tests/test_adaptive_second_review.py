@@ -82,3 +82,23 @@ def test_refusals_name_labels_in_the_pools_classes():
     ev.update(idx, names[sp.labels[idx]])
     with pytest.raises(ValueError, match=rf"item {i} already has label '{names[sp.labels[i]]}';"):
         ev.update([i], [names[1 - sp.labels[i]]])
+
+
+def test_max_cost_without_label_costs_is_refused(data):
+    ev = bae.ActiveEvaluator(data.pool, "f1", oracle="model", rng=0)
+    with pytest.raises(ValueError, match="max_cost=3 needs a pool with label costs"):
+        ev.query(20, max_cost=3)
+    assert ev.pending_draws.indices.size == 0
+
+
+def test_from_state_refuses_another_measure(data):
+    ev = bae.ActiveEvaluator(data.pool, "precision", oracle="model", rng=0)
+    idx = ev.query(10)
+    ev.update(idx, data.labeler(idx))
+    state = ev.get_state()
+    with pytest.raises(
+        ValueError, match="measure='recall' but the state was saved for 'precision'"
+    ):
+        bae.ActiveEvaluator.from_state(data.pool, state, measure="recall")
+    same = bae.ActiveEvaluator.from_state(data.pool, state, measure="precision")
+    assert same.estimate().value == ev.estimate().value

@@ -471,6 +471,11 @@ class ActiveEvaluator(EvaluatorState):
         n = self.batch_size if n is None else check_count(n, "n")
         if max_cost is not None and not (np.isfinite(max_cost) and max_cost >= 0):
             raise ValueError(f"max_cost must be a non-negative number, got {max_cost!r}")
+        if max_cost is not None and self._costs is None:
+            raise ValueError(
+                f"max_cost={max_cost!r} needs a pool with label costs (Pool(costs=…)); this "
+                "pool has none: ask for n labels instead"
+            )
         return self._query(n, None if max_cost is None else float(max_cost))
 
     def _fresh_mask(self) -> np.ndarray:

@@ -44,6 +44,17 @@ def measure_spec(measure: str | Measure) -> Any:
     return None
 
 
+def _spec_name(spec: Any) -> str | None:
+    """The canonical name of the measure a :func:`measure_spec` describes (None: custom)."""
+    if spec is None:
+        return None
+    try:
+        m = measure_from_spec(spec)
+        return get_measure(m).name if isinstance(m, str) else m.name
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def measure_from_spec(spec: Any) -> str | Measure:
     if isinstance(spec, str):
         return spec
@@ -157,6 +168,13 @@ class EvaluatorState:
         m = measure_from_spec(state["measure"]) if measure is None else measure
         if m is None:
             raise ValueError("the state has a custom measure: pass it as measure=")
+        if measure is not None and state["measure"] is not None:
+            saved, given = _spec_name(state["measure"]), _spec_name(measure_spec(measure))
+            if given is not None and given != saved:
+                raise ValueError(
+                    f"measure={given!r} but the state was saved for {saved!r}: its draws, "
+                    "control variates and history are of that measure"
+                )
         if state["oracle"] is None and oracle is None:
             raise ValueError(
                 "the evaluator used an OracleModel instance: pass a fresh one as oracle="
