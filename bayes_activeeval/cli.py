@@ -518,7 +518,10 @@ def _text_frame(s, text_cols):
     from .io import read_pool_frame  # same file, extra columns
 
     p = Path(s.pool_file.path)
-    frame = read_pool_frame(p, s.pool_file.spec.format, s.pool_file.spec.id_col)
+    spec = s.pool_file.spec
+    used = spec.columns()
+    shown = [c for c in text_cols if used.get(c, "text") == "text"]  # as text, as written
+    frame = read_pool_frame(p, spec.format, spec.id_col, shown)
     missing = [c for c in text_cols if c not in frame.columns]
     if missing:
         raise ValueError(

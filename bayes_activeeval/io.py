@@ -296,7 +296,9 @@ def _detect_format(path: Path, fmt: str | None) -> str:
     return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
 
 
-def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
+def _read_frame(
+    path: Path, fmt: str, id_col: str | None, text_cols: Sequence[str] = ()
+) -> pd.DataFrame:
     if not path.exists():
         raise ValueError(f"pool file {str(path)!r} does not exist")
     if path.is_dir():
@@ -311,16 +313,22 @@ def _read_frame(path: Path, fmt: str, id_col: str | None) -> pd.DataFrame:
         except Exception as exc:
             raise ValueError(f"cannot read {path.name} as Parquet: {_one_line(exc)}") from exc
     else:
-        frame = _read_csv(path, "pool file", dtype={id_col: str} if id_col else None)
+        # ids and the columns shown to labelers are text, as written: "007" stays "007"
+        as_text = [c for c in (id_col, *text_cols) if c]
+        frame = _read_csv(path, "pool file", dtype=dict.fromkeys(as_text, str) or None)
     return frame
 
 
 def read_pool_frame(
-    path: str | Path, fmt: str | None = None, id_col: str | None = None
+    path: str | Path,
+    fmt: str | None = None,
+    id_col: str | None = None,
+    text_cols: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """The pool file as a DataFrame, all columns (format from ``fmt`` or the file suffix)."""
+    """The pool file as a DataFrame, all columns (format from ``fmt`` or the file suffix); the
+    id column and ``text_cols`` of a CSV are read as text."""
     path = Path(path)
-    return _read_frame(path, _detect_format(path, fmt), id_col)
+    return _read_frame(path, _detect_format(path, fmt), id_col, tuple(text_cols))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -417,7 +425,8 @@ def _predictions(series: pd.Series, ids: np.ndarray, path: Path, regression: boo
         return _numeric(series, "pred", ids, path)
     values = series.to_numpy()
     if values.dtype == object:
-        values = values.astype(str)
+        # stripped, as labels and ids are: "yes " would be a class no label can ever equal
+        values = np.char.strip(values.astype(str))
     return values
 
 
@@ -496,8 +505,10 @@ def read_pool(path: str | os.PathLike, spec: PoolSpec) -> PoolFile:
     fmt = _detect_format(p, spec.format)
     if spec.lazy:
         return _read_lazy_pool(p, fmt, spec)
-    frame = _read_frame(p, fmt, spec.id_col)
-    for col, option in spec.columns().items():
+    used = spec.columns()  # a text column that is also read as numbers (--pred …) stays numeric
+    shown = tuple(c for c in spec.text_cols if used.get(c) == "text")
+    frame = _read_frame(p, fmt, spec.id_col, shown)
+    for col, option in used.items():
         _column(frame, col, option, p)
     if len(frame) == 0:
         raise ValueError(f"the pool is empty: {p.name} has a header but no rows")

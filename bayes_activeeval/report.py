@@ -652,6 +652,11 @@ def render_html(session, level: float = 0.95) -> str:
     str
         An HTML page with the figures embedded as base64 PNG.
     """
+    from ._validation import check_level
+
+    if isinstance(level, (str, bytes, bool, np.bool_)):
+        raise TypeError(f"level must be a number in (0, 1), got {level!r}")
+    level = check_level(level)
     with session.store.reading():  # every table and figure from one state of the file
         return _render_html(session, level)
 

@@ -785,6 +785,9 @@ def cell_posterior(
     opts = CellOptions() if options is None else options
     draws = check_count(draws, "draws")
     chains = check_count(chains, "chains")
+    tune = check_count(tune, "tune", minimum=0)
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
     rng = check_rng(rng)
     s0 = float(opts.prior_strength)
     weighting = opts.weighting
