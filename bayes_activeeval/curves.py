@@ -44,7 +44,7 @@ from ._validation import (
     check_rng,
     check_weights,
 )
-from .estimators import draw_labels
+from .estimators import check_draws_in, draw_labels
 from .proposals import Draws
 
 #: The default precision-recall grid ends at this recall (see :func:`curve_band`).
@@ -383,10 +383,14 @@ def _effective_counts(curve, y, s, v, xs):
     vp = v[pos]
     if curve == "roc":
         return np.full(xs.size, vp.sum() ** 2 / (vp @ vp))
-    order = np.argsort(-s, kind="stable")
+    order, starts, _ = _sorted_groups(s)
     vs, ps = v[order], pos[order]
     cum_pos = np.cumsum(np.where(ps, vs, 0.0)) / vp.sum()
     k = np.minimum(np.searchsorted(cum_pos, xs - 1e-12, side="left"), v.size - 1)
+    # a threshold takes its whole tie group: the count at the group's last draw, whatever the
+    # order of the draws inside it (before, the band moved with that order)
+    ends = np.r_[starts[1:], v.size] - 1
+    k = ends[np.searchsorted(starts, k, side="right") - 1]
     c1, c2 = np.cumsum(vs), np.cumsum(vs * vs)
     return c1[k] ** 2 / c2[k]
 
@@ -519,11 +523,18 @@ def curve_band(
     rng = check_rng(rng)
     (name,) = measure_models(pool, rank_measure("roc_auc"), model)
     xs = _check_grid(grid, curve)
+    check_draws_in(pool, draws)
+    v = check_weights(draws.weights, "draws.weights", n=len(draws))
     y = (draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos).astype(int)
-    if y.min() == y.max():
-        raise ValueError("the draws need at least one positive and one negative label")
+    if not (v[y == 1].sum() > 0 and v[y == 0].sum() > 0):
+        raise ValueError(
+            "the draws need at least one positive and one negative label of positive weight"
+        )
     s = model_scores(pool, name)[draws.indices]
-    v = draws.weights
+    # the draws in one order whatever order they came in (score, then item): the band and its
+    # bootstrap do not depend on it
+    canon = np.lexsort((draws.indices, -s))
+    y, s, v = y[canon], s[canon], v[canon]
     tp, fp, _ = _cumulative(y, s, v)
     est = _on_grid(curve, tp, fp, xs)[0]
     n = v.size

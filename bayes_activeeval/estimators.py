@@ -1062,12 +1062,7 @@ def estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
-    outside = np.flatnonzero((draws.indices < 0) | (draws.indices >= pool.n_items))
-    if outside.size:  # draws of another (larger) pool
-        raise ValueError(
-            f"draws.indices[{int(outside[0])}] = {int(draws.indices[outside[0]])} is not an item "
-            f"of the pool ({pool.n_items} items): the draws are of another pool"
-        )
+    check_draws_in(pool, draws)
     from .threshold_free import rank_estimate, rank_measure  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR (influence-function variance)
@@ -1105,6 +1100,29 @@ def estimate(
     return model_assisted_estimate(
         L, draws.weights, mm, M, m, n_labels=n_labels, bias_correction=bias_correction
     )
+
+
+def check_draws_in(pool, draws: Draws) -> None:
+    """Refuse draws whose indices are not items of ``pool`` (draws of another pool), naming the
+    first such draw.
+
+    Parameters
+    ----------
+    pool : Pool
+    draws : Draws
+
+    Raises
+    ------
+    ValueError
+        An index below 0 or at least the pool's size.
+    """
+    idx = np.asarray(draws.indices)
+    outside = np.flatnonzero((idx < 0) | (idx >= pool.n_items))
+    if outside.size:
+        raise ValueError(
+            f"draws.indices[{int(outside[0])}] = {int(idx[outside[0]])} is not an item of the "
+            f"pool ({pool.n_items} items): the draws are of another pool"
+        )
 
 
 def _item_key(key: Any) -> int:

@@ -313,9 +313,12 @@ def test_compare_bad_input(two):
         bae.compare(pool, "error_rate", d, y[d.indices][:-1], ("m0", "m1"))
     with pytest.raises(ValueError, match="already bound"):
         bae.compare(pool, bae.difference("error_rate", "m0", "m1"), d, y[d.indices], ("m0", "m1"))
-    three, _ = binary_pool(m=100, noises=(0.3, 0.5, 0.8))
+    three, y3 = binary_pool(m=100, noises=(0.3, 0.5, 0.8))
+    d3 = bae.passive_proposal(three).draw(20, rng=0)
     with pytest.raises(ValueError, match="name the two"):
-        bae.compare(three, "error_rate", d, y[d.indices])
+        bae.compare(three, "error_rate", d3, y3[d3.indices])
+    with pytest.raises(ValueError, match="the draws are of another pool"):  # d: of `pool`
+        bae.compare(three, "error_rate", d, y[d.indices], ("m0", "m1"))
     with pytest.raises(ValueError, match="kind must be"):
         bae.comparison_proposal(pool, "error_rate", ("m0", "m1"), kind="best")
     with pytest.raises(ValueError, match="mix"):

@@ -154,9 +154,13 @@ def test_curve_band_drops_resamples_without_positives():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # fewer than 5 positives
         band = curves.curve_band(pool, d, y, curve="pr", n_boot=n_boot, rng=0)
-    # the same resamples (one chunk of multinomial counts from the same generator)
+    # the same resamples (one chunk of multinomial counts from the same generator), over the
+    # draws in curve_band's order (score descending, then item)
     counts = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n), size=n_boot)
-    with_pos = int(np.count_nonzero(counts[:, y == 1].sum(axis=1) > 0))
+    from bayes_activeeval.threshold_free.estimates import model_scores
+
+    canon = np.lexsort((d.indices, -model_scores(pool, "model")[d.indices]))
+    with_pos = int(np.count_nonzero(counts[:, y[canon] == 1].sum(axis=1) > 0))
     assert with_pos < n_boot - 50  # P(no positive) = (37/40)^40 ≈ 0.044
     assert band.n_boot == with_pos
 

@@ -213,7 +213,7 @@ def multiple_comparison(
     -------
     MultipleComparisonResult
     """
-    check_inputs(draws, oracle, variance)
+    check_inputs(draws, oracle, variance, pool)
     if method not in MC_METHODS:
         raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
     if engine not in ("auto", "qmc", "scipy"):

@@ -12,7 +12,7 @@ from scipy import stats
 from .. import intervals
 from .._validation import check_fraction, check_model_names, show
 from ..beliefs import as_belief, pool_belief
-from ..estimators import draw_labels, weighted_estimate
+from ..estimators import check_draws_in, draw_labels, weighted_estimate
 from ..kernel import (
     CHUNK,
     DEFAULT_BELIEF_FLOOR,
@@ -60,12 +60,15 @@ def is_linear(measure: Measure) -> bool:
     return measure.plain_risk
 
 
-def check_inputs(draws: Draws, oracle: str, variance: str) -> None:
-    """Checks shared by :func:`compare` and :func:`multiple_comparison`."""
+def check_inputs(draws: Draws, oracle: str, variance: str, pool=None) -> None:
+    """Checks shared by :func:`compare` and :func:`multiple_comparison` (with ``pool``: that the
+    draws are of it)."""
     if not isinstance(draws, Draws):
         raise TypeError(
             f"draws must be a Draws object (from Proposal.draw), got {type(draws).__name__}"
         )
+    if pool is not None:
+        check_draws_in(pool, draws)
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
     if variance not in ("auto", "wald", "score"):
@@ -835,7 +838,7 @@ def compare(
     ...                   models=("m0", "m1"))
     >>> lo, hi = res.confidence_interval(0.95)
     """
-    check_inputs(draws, oracle, variance)
+    check_inputs(draws, oracle, variance, pool)
     alternative = _check_alternative(alternative)
     pair = models_arg(pool, models, 2, two=True)
     if len(pair) != 2:

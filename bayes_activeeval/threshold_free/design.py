@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_fraction, check_model_names
+from .._validation import check_fraction, check_model_names, check_probabilities
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
     DEFAULT_MIX,
@@ -276,7 +276,7 @@ def rank_proposal(
         if (pi0 * pool.p).sum() > 0 and ((1.0 - pi0) * pool.p).sum() > 0:
             floor = scaled_rank_floor(pool, m, pi0, model=model, costs=costs)
     else:
-        floor = check_fraction(belief_floor, "belief_floor")
+        floor = _rank_floor(belief_floor)
     pi = positive_probs(pool, belief, models, floor)
     if estimator == "ipw":
         u, value = expected_sq_influence(pool, m, pi, model=model)
@@ -372,6 +372,18 @@ def comparison_rank_proposal(
     return Proposal(q / len(pairs), pool.p, "optimal", {"models": models, "measure": m.name})
 
 
+def _rank_floor(belief_floor) -> float:
+    """``belief_floor`` in ``[0, 0.5)``: a floor on both class probabilities above one half
+    would clip every item to the same belief."""
+    floor = check_fraction(belief_floor, "belief_floor")
+    if floor >= 0.5:
+        raise ValueError(
+            f"belief_floor must be below 0.5 (it floors both class probabilities), got "
+            f"{belief_floor!r}"
+        )
+    return floor
+
+
 def adaptive_rank_proposal(
     pool,
     measure: RankMeasure | str,
@@ -439,8 +451,15 @@ def adaptive_rank_proposal(
     measure_models(pool, m, model)  # an unknown model fails before any work
     pi = np.asarray(probs, dtype=float)
     if pi.ndim == 2:
+        if pi.shape[1] != pool.n_classes:
+            raise ValueError(
+                f"probs has {pi.shape[1]} columns; the pool has {pool.n_classes} classes"
+            )
         pi = pi[:, pool.pos]
-    floor = check_fraction(belief_floor, "belief_floor")
+    if pi.shape != (pool.n_items,):
+        raise ValueError(f"probs has shape {np.shape(probs)}; the pool has {pool.n_items} items")
+    check_probabilities(pi, "probs")
+    floor = _rank_floor(belief_floor)
     mix = check_fraction(mix, "mix", allow_one=True)
     eps = float(epsilon)
     if not (np.isfinite(eps) and eps >= 0):

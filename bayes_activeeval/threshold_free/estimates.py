@@ -12,7 +12,13 @@ import numpy as np
 from .. import intervals
 from .._validation import check_binary_labels, check_finite, check_probabilities, check_weights
 from ..beliefs import CategoricalBelief, as_belief
-from ..estimators import Estimate, UndefinedEstimateWarning, draw_labels, satterthwaite_df
+from ..estimators import (
+    Estimate,
+    UndefinedEstimateWarning,
+    check_draws_in,
+    draw_labels,
+    satterthwaite_df,
+)
 from ..proposals import Draws
 from .kernels import RankMeasure, influence, rank_measure
 
@@ -736,6 +742,7 @@ def rank_estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    check_draws_in(pool, draws)
     models = measure_models(pool, m, model)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos
     S = np.stack([model_scores(pool, mod)[draws.indices] for mod in models], axis=1)
