@@ -69,14 +69,20 @@ def check_model_names(models: Any, minimum: int, name: str = "models") -> tuple[
     return models
 
 
-def as_1d(value: Any, name: str, *, n: int | None = None, dtype: Any = None) -> np.ndarray:
-    """Return ``value`` as a 1-D array, checking its length against ``n``."""
+def as_array(value: Any, name: str, dtype: Any = float) -> np.ndarray:
+    """``np.asarray(value, dtype)``, or a ``TypeError`` naming the argument when it cannot be
+    converted (text where numbers are needed)."""
     try:
-        arr = np.asarray(value, dtype=dtype)
+        return np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"{name} must be array-like{' of numbers' if dtype else ''}: {exc}"
         ) from exc
+
+
+def as_1d(value: Any, name: str, *, n: int | None = None, dtype: Any = None) -> np.ndarray:
+    """Return ``value`` as a 1-D array, checking its length against ``n``."""
+    arr = as_array(value, name, dtype)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:
@@ -260,6 +266,19 @@ def check_budget(value: Any, name: str = "budget") -> float:
     if not (np.isfinite(b) and b > 0):
         raise ValueError(f"{name} must be positive and finite, got {show(value)}")
     return b
+
+
+def check_items(indices: Any, n_items: int, name: str = "indices", why: str = "") -> np.ndarray:
+    """``indices`` as an int64 array of items of a pool of ``n_items``, or a ``ValueError``
+    naming the first index outside ``0..n_items-1`` (``why`` is appended to the message)."""
+    idx = np.asarray(indices)
+    bad = np.flatnonzero((idx < 0) | (idx >= n_items))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{name}[{i}] = {int(idx[i])} is not an item of the pool (0..{n_items - 1}){why}"
+        )
+    return idx.astype(np.int64, copy=False)
 
 
 def check_count(value: Any, name: str, *, minimum: int = 1) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._validation import MissingInput, check_finite, check_probabilities, show
+from ._validation import MissingInput, as_array, check_finite, check_probabilities, show
 
 __all__ = ["Belief", "CategoricalBelief", "GaussianBelief", "pool_belief"]
 
@@ -213,12 +213,7 @@ def as_belief(pool, belief, models: tuple[str, ...]) -> Belief:
     else:
         if pool.task == "regression":
             raise TypeError("for a regression pool pass belief=GaussianBelief(mean, std)")
-        try:
-            arr = np.asarray(belief, dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"belief must be class probabilities (numbers), got {belief!r}"
-            ) from exc
+        arr = as_array(belief, "belief")
         if arr.ndim == 1 and pool.n_classes == 2:
             if pool.pos is None:
                 raise ValueError(

@@ -44,7 +44,7 @@ from ._validation import (
     check_rng,
     check_weights,
 )
-from .estimators import check_draws_in, draw_labels
+from .estimators import draw_labels
 from .proposals import Draws
 
 #: The default precision-recall grid ends at this recall (see :func:`curve_band`).
@@ -523,7 +523,6 @@ def curve_band(
     rng = check_rng(rng)
     (name,) = measure_models(pool, rank_measure("roc_auc"), model)
     xs = _check_grid(grid, curve)
-    check_draws_in(pool, draws)
     v = check_weights(draws.weights, "draws.weights", n=len(draws))
     y = (draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos).astype(int)
     if not (v[y == 1].sum() > 0 and v[y == 0].sum() > 0):

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import special
 
 from . import intervals
-from ._validation import check_finite, check_level
+from ._validation import check_finite, check_items, check_level
 from .beliefs import as_belief
 from .measures import FBeta, Measure
 from .proposals import Draws, intrinsic_risk
@@ -1062,7 +1062,6 @@ def estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
-    check_draws_in(pool, draws)
     from .threshold_free import rank_estimate, rank_measure  # builds on this module
 
     if rank_measure(measure) is not None:  # ROC AUC, AP, recall@FPR (influence-function variance)
@@ -1102,29 +1101,6 @@ def estimate(
     )
 
 
-def check_draws_in(pool, draws: Draws) -> None:
-    """Refuse draws whose indices are not items of ``pool`` (draws of another pool), naming the
-    first such draw.
-
-    Parameters
-    ----------
-    pool : Pool
-    draws : Draws
-
-    Raises
-    ------
-    ValueError
-        An index below 0 or at least the pool's size.
-    """
-    idx = np.asarray(draws.indices)
-    outside = np.flatnonzero((idx < 0) | (idx >= pool.n_items))
-    if outside.size:
-        raise ValueError(
-            f"draws.indices[{int(outside[0])}] = {int(idx[outside[0]])} is not an item of the "
-            f"pool ({pool.n_items} items): the draws are of another pool"
-        )
-
-
 def _item_key(key: Any) -> int:
     """A key of an ``{item: label}`` map as a pool index: a whole number (an integer, a float
     without a fraction, or the text of one); anything else is refused by name."""
@@ -1146,9 +1122,10 @@ def draw_labels(
 ) -> np.ndarray:
     """Encoded labels aligned with ``indices`` from an aligned array or an ``{item: label}`` map.
 
-    Under a deterministic oracle, repeated items must carry the same label.
+    Under a deterministic oracle, repeated items must carry the same label. Every caller passes
+    ``draws.indices``, so this is where draws of another pool are refused.
     """
-    indices = np.asarray(indices)
+    indices = check_items(indices, pool.n_items, "draws.indices", ": the draws are of another pool")
     if isinstance(labels, Mapping):
         keys = np.fromiter((_item_key(k) for k in labels.keys()), dtype=np.int64, count=len(labels))
         vals = pool.encode_labels(list(labels.values()))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._validation import MissingInput, as_1d, check_finite, check_probabilities, show
+from ._validation import MissingInput, as_1d, as_array, check_finite, check_probabilities, show
 from .measures import Measure, ModelView
 from .measures import get as get_measure
 
@@ -502,10 +502,7 @@ class Pool:
 
     def _check_probs(self, value: Any, model: str) -> np.ndarray:
         name = f"probs[{model!r}]" if len(self.models) > 1 or model != DEFAULT_MODEL else "probs"
-        try:
-            arr = np.asarray(value, dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{name} must be probabilities (numbers): {exc}") from exc
+        arr = as_array(value, name)
         C = self.n_classes
         if arr.ndim == 1:
             if C != 2:
@@ -592,14 +589,13 @@ def _numbers(values: np.ndarray, name: str) -> np.ndarray:
     try:
         return values.astype(float)
     except (TypeError, ValueError):
-        for i, x in enumerate(values.tolist()):
-            try:
-                float(x)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"{name}[{i}] = {x!r}; a regression pool's predictions are numbers"
-                ) from None
-        raise
+        import pandas as pd
+
+        coerced = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy()
+        i = int(np.flatnonzero(pd.isna(coerced) & ~pd.isna(values))[0])
+        raise ValueError(
+            f"{name}[{i}] = {str(values[i])!r}; a regression pool's predictions are numbers"
+        ) from None
 
 
 def _infer_classes(classes, raw, prob_d) -> np.ndarray:
@@ -614,9 +610,11 @@ def _infer_classes(classes, raw, prob_d) -> np.ndarray:
             raise ValueError(f"classes must be sorted (as np.unique returns them), got {show(cls)}")
         return cls
     for m, v in raw.items():
-        if v.dtype.kind == "O" and any(x is None for x in v.tolist()):
-            i = next(k for k, x in enumerate(v.tolist()) if x is None)
-            raise ValueError(f"predictions[{m!r}][{i}] is None; every item needs a prediction")
+        none = np.flatnonzero(np.equal(v, None)) if v.dtype.kind == "O" else ()
+        if len(none):
+            raise ValueError(
+                f"predictions[{m!r}][{int(none[0])}] is None; every item needs a prediction"
+            )
     seen = np.unique(np.concatenate([np.unique(v) for v in raw.values()]))
     n_cols = None
     if prob_d is not None:

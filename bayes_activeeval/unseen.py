@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ._validation import check_count, check_level, show
+from ._validation import check_count, check_items, check_level, show
 
 __all__ = ["UnseenErrors", "UnseenRegion", "applies_to", "max_hidden", "unseen_errors"]
 
@@ -228,12 +228,7 @@ def _labeled_items(labeled: Any, n: int) -> np.ndarray:
         return np.flatnonzero(arr)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise ValueError("labeled must be item indices (1-d integers), a bool mask or Draws")
-    bad = np.flatnonzero((arr < 0) | (arr >= n))
-    if bad.size:
-        raise ValueError(
-            f"labeled[{bad[0]}] = {int(arr[bad[0]])} is not an item of the pool (0..{n - 1})"
-        )
-    return np.unique(arr)
+    return np.unique(check_items(arr, n, "labeled"))
 
 
 def applies_to(pool, measure: Any, model: str | None = None) -> bool:

@@ -135,7 +135,7 @@ def run_one(task: tuple[str, int]) -> dict:
 
 
 def report(recs: list[dict]) -> str:
-    truth = {p: real_pools_data.f1_of(real_pools_data.load_pool(p)) for p in POOLS}
+    truth = real_pools_data.true_f1s(POOLS)
     lines = [
         "# Interval variants of the default on the real pools (`benchmarks/interval_variants.py`)",
         "",
@@ -160,11 +160,8 @@ def report(recs: list[dict]) -> str:
             for v in VARIANTS:
                 X = np.array([r["rows"][j][v] for r in R], dtype=float)
                 e, lo, hi = X[:, 0], X[:, 2], X[:, 3]
-                cov = (lo <= t) & (t <= hi)
-                c = cov.mean()
-                se = np.sqrt(c * (1 - c) / cov.size)
                 cells.append(
-                    f"{np.mean((e - t) ** 2):.2e}, {c:.2f} ± {se:.2f}, {np.mean(hi - lo):.4f}"
+                    f"{np.mean((e - t) ** 2):.2e}, {real_pools_data.coverage_cell(lo, hi, t)}"
                 )
             X = np.array([r["rows"][j]["default"] for r in R], dtype=float)
             cov = (X[:, 2] <= t) & (t <= X[:, 3])

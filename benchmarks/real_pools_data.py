@@ -439,6 +439,20 @@ def run_pool_seeds(run_one, out: Path | str, pools: list[str], reps: int, worker
     return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
 
 
+def true_f1s(names) -> dict[str, float]:
+    """The true F1 of each named pool (:func:`f1_of`)."""
+    return {p: f1_of(load_pool(p)) for p in names}
+
+
+def coverage_cell(lo, hi, truth: float) -> str:
+    """``"coverage ± its Monte Carlo s.e., mean width"`` of the intervals ``[lo, hi]`` (arrays
+    over runs) for the true value ``truth``: one cell of the run benchmarks' tables."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    cov = (lo <= truth) & (truth <= hi)
+    c = cov.mean()
+    return f"{c:.2f} ± {np.sqrt(c * (1 - c) / cov.size):.2f}, {np.mean(hi - lo):.4f}"
+
+
 def summary_rows(names=None, pool_dir: Path | str = POOL_DIR) -> list[dict]:
     rows = []
     for name in names or pool_names():

@@ -54,7 +54,7 @@ run_one = functools.partial(run_default, row=row)
 
 
 def report(recs: list[dict]) -> str:
-    truth = {p: real_pools_data.f1_of(real_pools_data.load_pool(p)) for p in POOLS}
+    truth = real_pools_data.true_f1s(POOLS)
     lines = [
         "# Errors no label has seen, on the real pools (`benchmarks/unseen_errors.py`)",
         "",
@@ -86,13 +86,7 @@ def report(recs: list[dict]) -> str:
             hi = np.array([x["hi"] for x in rows])
             un = np.array([x["unseen"] for x in rows])
             low2 = np.minimum(lo, un)
-            cells = []
-            for a, b in ((lo, hi), (low2, hi)):
-                cov = (a <= t) & (t <= b)
-                c = cov.mean()
-                cells.append(
-                    f"{c:.2f} ± {np.sqrt(c * (1 - c) / cov.size):.2f}, {np.mean(b - a):.4f}"
-                )
+            cells = [real_pools_data.coverage_cell(a, hi, t) for a in (lo, low2)]
             fn = np.median([x["hidden"][0] for x in rows])
             fp = np.median([x["hidden"][1] for x in rows])
             share = np.median([x["labeled"][0] / x["items"][0] for x in rows])

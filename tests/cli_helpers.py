@@ -35,6 +35,13 @@ def fails(*args, message: str, input=None) -> str:
     return lines[0]
 
 
+def init_static(pool_path, session, *extra, measure: str = "f1") -> Result:
+    """``bae init`` of a static-design session on a pool file of :func:`labeled_pool_csv`
+    (``extra``: more options, e.g. ``"--text-col", "zip"``)."""
+    return ok("init", pool_path, "--pred-col", "pred", "--prob-col", "p", "--id-col", "id",
+              "--measure", measure, "--design", "static", "--session", session, *extra)  # fmt: skip
+
+
 def labeled_pool_csv(path, *, seed: int, prefix: str, text: str = "t{}", n: int = 600):
     """A binary pool file ``path`` (columns ``id``, ``pred``, ``p``, ``text``) from
     ``make_classification_pool(n, 0.2, separation=3.0, rng=seed)`` and its truth ``{id: label}``."""

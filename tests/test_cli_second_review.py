@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from cli_helpers import fails, labeled_pool_csv, ok
+from cli_helpers import fails, init_static, labeled_pool_csv, ok
 
 from bayes_activeeval import ranking
 
@@ -29,8 +29,7 @@ def no_server(monkeypatch):
 def static_session(tmp_path):
     path, truth = labeled_pool_csv(tmp_path / "pool.csv", seed=3, prefix="i")
     sess = tmp_path / "s.bae"
-    ok("init", path, "--pred-col", "pred", "--prob-col", "p", "--id-col", "id",
-       "--measure", "f1", "--design", "static", "--session", sess)  # fmt: skip
+    init_static(path, sess)
     return sess, truth
 
 

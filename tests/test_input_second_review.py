@@ -87,7 +87,6 @@ def test_weights_whose_sum_overflows_still_normalize():
             ),
             "no default positive class",
         ),
-        (lambda: bae.Pool(predictions=Y, probs=["a"] * 5), "probs must be probabilities"),
         (
             lambda: bae.Pool(predictions=np.array(["a", "1.0", "2"]), task="regression"),
             r"predictions\['model'\]\[0\] = 'a'",
@@ -101,3 +100,8 @@ def test_weights_whose_sum_overflows_still_normalize():
 def test_bad_pool_and_proposal_input_is_named(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+def test_text_probabilities_are_a_type_error_naming_probs():
+    with pytest.raises(TypeError, match="probs must be array-like of numbers"):
+        bae.Pool(predictions=Y, probs=["a"] * 5)

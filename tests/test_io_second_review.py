@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cli_helpers import labeled_pool_csv, ok
+from cli_helpers import init_static, labeled_pool_csv, ok
 
 from bayes_activeeval.io import PoolSpec, read_pool
 from bayes_activeeval.posterior import contingency_posterior
@@ -29,24 +29,7 @@ def test_bae_next_shows_text_columns_as_written(tmp_path):
     frame["zip"] = [f"{i:05d}" for i in range(len(frame))]
     frame.to_csv(path, index=False)
     sess = tmp_path / "s.bae"
-    ok(
-        "init",
-        path,
-        "--pred-col",
-        "pred",
-        "--prob-col",
-        "p",
-        "--id-col",
-        "id",
-        "--measure",
-        "f1",
-        "--design",
-        "static",
-        "--session",
-        sess,
-        "--text-col",
-        "zip",
-    )
+    init_static(path, sess, "--text-col", "zip")
     out = tmp_path / "b.csv"
     ok("next", sess, "--n", 5, "--out", out, "--text-col", "zip")
     b = pd.read_csv(out, dtype=str)
@@ -86,22 +69,7 @@ def test_report_level_is_checked(tmp_path):
 
     path, _ = labeled_pool_csv(tmp_path / "pool.csv", seed=3, prefix="i")
     sess = tmp_path / "s.bae"
-    ok(
-        "init",
-        path,
-        "--pred-col",
-        "pred",
-        "--prob-col",
-        "p",
-        "--id-col",
-        "id",
-        "--measure",
-        "f1",
-        "--design",
-        "static",
-        "--session",
-        sess,
-    )
+    init_static(path, sess)
     with Session.open(sess, readonly=True) as s:
         with pytest.raises(TypeError, match="level must be a number in"):
             render_html(s, "0.9")

@@ -15,6 +15,7 @@ from .._validation import (
     check_budget,
     check_count,
     check_fraction,
+    check_items,
     check_rng,
     distinct_labels,
 )
@@ -583,10 +584,7 @@ class ActiveEvaluator(EvaluatorState):
         y = self.pool.encode_labels(labels)
         if y.shape != idx.shape:
             raise ValueError(f"labels has {y.size} entries but indices has {idx.size}")
-        M = self.pool.n_items
-        bad = np.flatnonzero((idx < 0) | (idx >= M))
-        if bad.size:
-            raise ValueError(f"indices[{bad[0]}] = {idx[bad[0]]} is not an item of the pool")
+        check_items(idx, self.pool.n_items)
         y = y.astype(np.int64)
         P = self._pending
         if self.deterministic:

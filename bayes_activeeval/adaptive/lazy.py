@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_count, check_fraction, check_rng, distinct_labels
+from .._validation import check_count, check_fraction, check_items, check_rng, distinct_labels
 from ..estimators import Estimate, UndefinedEstimateWarning, weighted_estimate
 from ..kernel import (
     DEFAULT_BELIEF_FLOOR,
@@ -696,9 +696,7 @@ class LazyActiveEvaluator(ActiveEvaluator):
         y = self.pool.encode_labels(labels)
         if y.shape != idx.shape:
             raise ValueError(f"labels has {y.size} entries but indices has {idx.size}")
-        bad = np.flatnonzero((idx < 0) | (idx >= self.pool.n_items))
-        if bad.size:
-            raise ValueError(f"indices[{bad[0]}] = {idx[bad[0]]} is not an item of the pool")
+        check_items(idx, self.pool.n_items)
         y = y.astype(np.int64)
         distinct_labels(idx, y, why="; a deterministic oracle gives one label per item")
         for i, lab in zip(idx.tolist(), y.tolist(), strict=True):

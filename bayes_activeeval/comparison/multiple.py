@@ -102,6 +102,16 @@ def _restricted_family(pool, base, spec, models, pairs, L, v, n_labels):
     return z, var, S, restricted
 
 
+def _score_table(Lk: np.ndarray, vk: np.ndarray) -> dict[str, Any]:
+    """The score sums of every pair of models (:class:`ScoreSums` fields, k × k tables) from the
+    draws in ``D``: their losses ``Lk`` (n, k) and weights ``vk``."""
+    v2 = vk * vk
+    m1 = v2 @ Lk
+    A, B = pair_sums(Lk, vk)
+    return {"A": A, "B": B, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()),
+            "W": float(vk.sum())}  # fmt: skip
+
+
 def multiple_comparison(
     pool,
     measure: str | Measure,
@@ -213,7 +223,7 @@ def multiple_comparison(
     -------
     MultipleComparisonResult
     """
-    check_inputs(draws, oracle, variance, pool)
+    check_inputs(draws, oracle, variance)
     if method not in MC_METHODS:
         raise ValueError(f"method must be one of {', '.join(MC_METHODS)}; got {method!r}")
     if engine not in ("auto", "qmc", "scipy"):
@@ -309,9 +319,7 @@ def multiple_comparison(
                 test_cov = mass * mass * ((c0 * v2[:, None]).T @ c0) / W**2
             else:
                 test_cov = np.zeros((k, k))
-            m1 = v2 @ Lk
-            A, B = pair_sums(Lk, vk)
-            score = {"A": A, "B": B, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()), "W": W}
+            score = _score_table(Lk, vk)
         var = np.diag(test_cov)[:, None] + np.diag(test_cov)[None, :] - 2 * test_cov
         se = np.sqrt(np.clip(var, 0.0, None))
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -323,12 +331,7 @@ def multiple_comparison(
             # n); as in compare(), its score statistic Σ v δ / sqrt(Σ v² δ²) measures them, and
             # its score sums give the test's interval (score_pairs)
             if score is None:
-                W, v2 = float(vk.sum()), vk * vk
-                m1 = v2 @ Lk
-                A, B = pair_sums(Lk, vk)
-                score = {"A": A, "B": B, "C": m1[:, None] - m1[None, :], "D": float(v2.sum()),
-                         "W": W}  # fmt: skip
-                score_pairs = flat
+                score, score_pairs = _score_table(Lk, vk), flat
             A, B = score["A"], score["B"]
             with np.errstate(invalid="ignore", divide="ignore"):
                 zs = np.where(B > 0, A / np.sqrt(np.clip(B, 0.0, None)), 0.0)

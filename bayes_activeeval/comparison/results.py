@@ -665,7 +665,7 @@ class ComparisonResult:
     def _test_interval(self, level: float) -> ConfidenceInterval:
         # the score sums are kept where the p-value came from the score statistic: the score
         # test, or a Wald test whose standard error was 0 or undefined (compare's flat case)
-        if self.sums is not None and (self.variance == "score" or self.restricted is None):
+        if self.sums is not None:
             return self._score_interval(level)
         if self.alternative == "two-sided":
             h = stats.norm.ppf(0.5 + level / 2) * self.stderr

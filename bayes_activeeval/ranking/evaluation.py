@@ -165,8 +165,8 @@ def proposal(
     else:
         if design == "uniform-relevance":
             rel = pool.uniform_relevance()
-        else:
-            rel = _relevance(pool, relevance)
+        else:  # checked above
+            rel = pool.relevance if relevance is None else relevance
         target = _target(rm, mods)
         mean, sec = loss_moments(pool, rm, mods, rel, n_samples=n_samples, rng=check_rng(rng))
         R = mean.mean(axis=0)
@@ -708,8 +708,8 @@ def _estimate(
     # m(x) = E[ℓ|x;θ] for every query (cached per measure for the pool's own relevance model)
     key = (rm, models) if relevance is None else None
     cached = pool._expected.get(key) if key is not None else None
-    if cached is None:
-        rel = _relevance(pool, relevance)
+    if cached is None:  # a relevance= argument was checked by estimate / test
+        rel = pool.relevance if relevance is None else relevance
         mean, _ = loss_moments(pool, rm, models, rel, n_samples=256, rng=np.random.default_rng(0))
         cached = (mean, mean.mean(axis=0))
         if key is not None:

@@ -231,7 +231,6 @@ class RankingPool:
                 )
             K = P.shape[1]
             rel = np.zeros((m, D, K))
-            rel[:, :, 0] = 1.0  # padding: a certain grade 0 (never ranked, never asked)
             rel[qs, slot] = P / s[:, None]
         costs = None
         if cost is not None:

@@ -408,25 +408,26 @@ class AdaptiveDesign:
         known = session.label_map()
         for s in range(start, n_done):
             n_req, items, info = stages[s]
-            try:
-                ev.query(n_req, max_cost=info.get("max_cost"))  # as drawn: cut at the budget
-                got = ev.pending_draws.indices
-            except ValueError:
-                if not corrected:
-                    raise
-                got = None
-            if got is None or not np.array_equal(got, items):
+            if not _query_as_stored(ev, n_req, items, info):
                 if not corrected:
                     raise SessionError(
                         f"replaying stage {s} drew other items than the session recorded; the "
                         "library version or the pool changed since the session was created"
                     )
                 ev = with_pending(ev, session.stage_draws(s), self.pool)
-            labeled = _labeled_items(ev)
-            new = [int(i) for i in dict.fromkeys(items.tolist()) if i not in labeled]
-            ev.update(np.asarray(new, dtype=np.int64), [self._codec(known[i]) for i in new])
+            self._label_stage(ev, items, known)
         self._cache = (key, ev)
         return ev
+
+    def _label_stage(self, ev, items: np.ndarray, labels: dict[int, str]) -> bool:
+        """``update`` the evaluator with the labels of a replayed stage's new items; ``False``
+        (nothing done) when some of them have no label yet (the open stage)."""
+        labeled = _labeled_items(ev)
+        new = [int(i) for i in dict.fromkeys(items.tolist()) if i not in labeled]
+        if any(i not in labels for i in new):
+            return False
+        ev.update(np.asarray(new, dtype=np.int64), [self._codec(labels[i]) for i in new])
+        return True
 
     def replays_with(self, session, labels: dict[int, str]) -> int | None:
         """The first drawn stage whose query draws other items than the session stored when the
@@ -436,19 +437,11 @@ class AdaptiveDesign:
         (:func:`with_pending`); :meth:`Session.relabel` asks before it writes a correction.
         """
         ev = self._fresh()
-        stages = session.stage_rows()
-        for s, (n_req, items, info) in enumerate(stages):
-            try:
-                ev.query(n_req, max_cost=info.get("max_cost"))
-            except ValueError:
+        for s, (n_req, items, info) in enumerate(session.stage_rows()):
+            if not _query_as_stored(ev, n_req, items, info):
                 return s
-            if not np.array_equal(ev.pending_draws.indices, items):
-                return s
-            labeled = _labeled_items(ev)
-            new = [int(i) for i in dict.fromkeys(items.tolist()) if i not in labeled]
-            if any(i not in labels for i in new):  # the open stage: drawn, not all labeled
+            if not self._label_stage(ev, items, labels):  # the open stage
                 break
-            ev.update(np.asarray(new, dtype=np.int64), [self._codec(labels[i]) for i in new])
         return None
 
     def propose(self, session, stage: int, n: int, left: float | None):
@@ -476,6 +469,15 @@ class AdaptiveDesign:
         out = per_model_estimates(self.pool, self.design, draws, labels)
         out[ev.measure.name] = ev.estimate(variance=variance)
         return out
+
+
+def _query_as_stored(ev, n_req: int, items: np.ndarray, info: dict) -> bool:
+    """Replay a stage's query (as drawn: cut at the budget); whether it drew the stored items."""
+    try:
+        ev.query(n_req, max_cost=info.get("max_cost"))
+    except ValueError:
+        return False
+    return bool(np.array_equal(ev.pending_draws.indices, items))
 
 
 def with_pending(ev, draws: Draws, pool):

@@ -15,7 +15,6 @@ from ..beliefs import CategoricalBelief, as_belief
 from ..estimators import (
     Estimate,
     UndefinedEstimateWarning,
-    check_draws_in,
     draw_labels,
     satterthwaite_df,
 )
@@ -742,7 +741,6 @@ def rank_estimate(
         )
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
-    check_draws_in(pool, draws)
     models = measure_models(pool, m, model)
     y = draw_labels(pool, draws.indices, labels, oracle=oracle) == pool.pos
     S = np.stack([model_scores(pool, mod)[draws.indices] for mod in models], axis=1)
